@@ -1,0 +1,171 @@
+"""RunConfig: one measured configuration, validated when it is made.
+
+Every invalid value raises :class:`ConfigError`, which names the parameter, the value given and
+what is allowed, so a notebook's parameters cell fails with a message a user can act on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+PADDING_STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budget")
+ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "flash_attention_2")
+KERNEL_BACKENDS = ("eager", "liger", "compile", "liger+compile")
+LIGER_KERNELS = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
+DTYPES = ("auto", "fp32", "bf16-autocast", "bf16")
+DEVICES = ("auto", "cpu", "cuda")
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class ConfigError(ValueError):
+    """A parameter with a value outside what is allowed."""
+
+    def __init__(self, parameter: str, value: Any, allowed: str) -> None:
+        self.parameter = parameter
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{parameter}={value!r} is not allowed: {parameter} must be {allowed}")
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(name, value, f"an integer from {low} to {high}")
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(name, value, "one of " + ", ".join(repr(c) for c in choices))
+
+
+def _check_text(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(name, value, "a non-empty string")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one measured training step configuration."""
+
+    run_name: str = "default"  # folder under runs/ that collects this run's records
+    label: str = ""  # short name of this configuration in tables ("" = derived)
+    model: str = "qwen3-tiny"  # preset name, hub id or local folder
+    dataset: str = "default"  # "default", a JSONL/JSON/Parquet path, or a `datasets` name
+    prompt_field: str = "prompt"  # field with the instruction (masked out of the loss)
+    response_field: str = "response"  # field with the answer (the loss tokens)
+    use_chat_template: bool = False  # wrap prompt/response in the tokenizer's chat template
+    num_samples: int = 64  # samples taken from the dataset, same ones in the same order everywhere
+    batch_size: int = 4  # sequences per step (packed: sequences flattened into one row)
+    max_length: int = 128  # longest sequence kept; longer ones are truncated
+    padding: str = "dynamic"  # one of PADDING_STRATEGIES
+    pad_to_multiple_of: int = 8  # used by padding="multiple"
+    num_buckets: int = 4  # used by padding="bucketed"
+    token_budget: int = 0  # tokens per step for padding="token_budget" (0 = batch_size * max_length)
+    attn_implementation: str = "sdpa"  # one of ATTENTION_IMPLEMENTATIONS
+    kernels: str = "eager"  # one of KERNEL_BACKENDS
+    liger_kernels: tuple[str, ...] = LIGER_KERNELS[:4]  # Liger switches that are on
+    steps: int = 5  # timed steps
+    warmup: int = 2  # untimed steps before timing
+    dtype: str = "auto"  # auto = fp32 on CPU, fp32 weights + bf16 autocast on CUDA
+    device: str = "auto"  # auto = cuda when present, else cpu
+    seed: int = 0  # seed of weights, sampling and data order
+    learning_rate: float = 1e-5  # AdamW learning rate
+    profile: bool = False  # capture a torch.profiler trace of the timed window
+    profile_steps: int = 1  # steps inside the profiler's active window
+    timeout_s: int = 1800  # a subprocess that runs longer is stopped and recorded as failed
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the record
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.run_name, str) or not _RUN_NAME.match(self.run_name):
+            raise ConfigError(
+                "run_name", self.run_name, "1-100 letters, digits, '.', '_' or '-', starting alphanumeric"
+            )
+        if not isinstance(self.label, str):
+            raise ConfigError("label", self.label, "a string")
+        for name in ("model", "dataset", "prompt_field", "response_field"):
+            _check_text(name, getattr(self, name))
+        if not isinstance(self.use_chat_template, bool):
+            raise ConfigError("use_chat_template", self.use_chat_template, "True or False")
+        _check_int("num_samples", self.num_samples, 1, 10_000_000)
+        _check_int("batch_size", self.batch_size, 1, 4096)
+        _check_int("max_length", self.max_length, 8, 131_072)
+        _check_choice("padding", self.padding, PADDING_STRATEGIES)
+        _check_int("pad_to_multiple_of", self.pad_to_multiple_of, 1, 4096)
+        _check_int("num_buckets", self.num_buckets, 1, 1024)
+        _check_int("token_budget", self.token_budget, 0, 10_000_000)
+        if self.token_budget and self.token_budget < self.max_length:
+            raise ConfigError(
+                "token_budget", self.token_budget, f"0 or at least max_length ({self.max_length})"
+            )
+        _check_choice("attn_implementation", self.attn_implementation, ATTENTION_IMPLEMENTATIONS)
+        _check_choice("kernels", self.kernels, KERNEL_BACKENDS)
+        switches = tuple(self.liger_kernels)
+        unknown = [k for k in switches if k not in LIGER_KERNELS]
+        if unknown or isinstance(self.liger_kernels, str):
+            raise ConfigError("liger_kernels", self.liger_kernels, f"a tuple drawn from {LIGER_KERNELS}")
+        if {"fused_linear_cross_entropy", "cross_entropy"} <= set(switches):
+            raise ConfigError(
+                "liger_kernels",
+                self.liger_kernels,
+                "at most one of 'fused_linear_cross_entropy' and 'cross_entropy'",
+            )
+        object.__setattr__(self, "liger_kernels", switches)
+        _check_int("steps", self.steps, 1, 100_000)
+        _check_int("warmup", self.warmup, 0, 10_000)
+        _check_choice("dtype", self.dtype, DTYPES)
+        _check_choice("device", self.device, DEVICES)
+        _check_int("seed", self.seed, 0, 2**32 - 1)
+        if (
+            isinstance(self.learning_rate, bool)
+            or not isinstance(self.learning_rate, (int, float))
+            or not 0 < self.learning_rate < 1
+        ):
+            raise ConfigError("learning_rate", self.learning_rate, "a number between 0 and 1")
+        if not isinstance(self.profile, bool):
+            raise ConfigError("profile", self.profile, "True or False")
+        _check_int("profile_steps", self.profile_steps, 1, 100)
+        if self.profile and self.profile_steps > self.steps:
+            raise ConfigError("profile_steps", self.profile_steps, f"at most steps ({self.steps})")
+        _check_int("timeout_s", self.timeout_s, 1, 7 * 24 * 3600)
+        if not isinstance(self.extra, dict):
+            raise ConfigError("extra", self.extra, "a dict")
+
+    @property
+    def name(self) -> str:
+        """The label used in tables: the given label or one derived from the settings."""
+        if self.label:
+            return self.label
+        return f"{self.kernels}/{self.padding}/{self.attn_implementation}/b{self.batch_size}x{self.max_length}"
+
+    @property
+    def effective_token_budget(self) -> int:
+        """Tokens per step for token-budget batching."""
+        return self.token_budget or self.batch_size * self.max_length
+
+    def replace(self, **changes: Any) -> RunConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict."""
+        data = dataclasses.asdict(self)
+        data["liger_kernels"] = list(self.liger_kernels)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        """Build from a dict; unknown keys are an error that names them."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(unknown[0], data[unknown[0]], "a RunConfig field: " + ", ".join(sorted(known)))
+        values = dict(data)
+        if "liger_kernels" in values and isinstance(values["liger_kernels"], list):
+            values["liger_kernels"] = tuple(values["liger_kernels"])
+        return cls(**values)

