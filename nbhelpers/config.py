@@ -138,7 +138,9 @@ class RunConfig:
         """The label used in tables: the given label or one derived from the settings."""
         if self.label:
             return self.label
-        return f"{self.kernels}/{self.padding}/{self.attn_implementation}/b{self.batch_size}x{self.max_length}"
+        return (
+            f"{self.kernels}/{self.padding}/{self.attn_implementation}/b{self.batch_size}x{self.max_length}"
+        )
 
     @property
     def effective_token_budget(self) -> int:

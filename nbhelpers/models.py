@@ -118,12 +118,15 @@ class ModelShape:
     def total_parameters(self) -> int:
         """Stored parameters (a tied lm head shares the embedding matrix)."""
         lm_head = 0 if self.tie_word_embeddings else self.embedding_parameters
-        return self.embedding_parameters + self.num_layers * self.layer_parameters + self.hidden_size + lm_head
+        return (
+            self.embedding_parameters + self.num_layers * self.layer_parameters + self.hidden_size + lm_head
+        )
 
     @property
     def non_embedding_parameters(self) -> int:
-        """Parameters without the embedding table (the figure Qwen's model cards quote)."""
-        return self.total_parameters - self.embedding_parameters
+        """Parameters without the embedding table and an untied lm head (the figure Qwen's model cards quote)."""
+        lm_head = 0 if self.tie_word_embeddings else self.embedding_parameters
+        return self.total_parameters - self.embedding_parameters - lm_head
 
     @property
     def flop_parameters(self) -> int:
@@ -144,6 +147,20 @@ def is_preset(name: str) -> bool:
     return name in MODEL_PRESETS
 
 
+def model_source(name_or_path: str) -> str:
+    """A preset name, an existing folder with a config.json, or a hub id; anything else is a clear error."""
+    if is_preset(name_or_path):
+        return name_or_path
+    path = Path(name_or_path).expanduser()
+    if not path.exists() and name_or_path.startswith(("/", ".", "~")):
+        raise FileNotFoundError(
+            f"model={name_or_path!r}: no such folder, and not a preset ({', '.join(MODEL_PRESETS)}) or hub id"
+        )
+    if path.exists() and not (path / "config.json").exists():
+        raise ValueError(f"model={name_or_path!r}: the folder exists but holds no config.json")
+    return str(path) if path.exists() else name_or_path
+
+
 def build_model(
     name_or_path: str, attn_implementation: str = "sdpa", seed: int = 0, dtype: Any = None
 ) -> Any:
@@ -161,10 +178,7 @@ def build_model(
         config._attn_implementation = attn_implementation
         model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
         return model.to(dtype) if dtype is not None else model
-    path = Path(name_or_path).expanduser()
-    if path.exists() and not (path / "config.json").exists():
-        raise ValueError(f"model={name_or_path!r}: the folder exists but holds no config.json")
-    source = str(path) if path.exists() else name_or_path
+    source = model_source(name_or_path)
     kwargs: dict[str, Any] = {"attn_implementation": attn_implementation}
     if dtype is not None:
         kwargs["dtype"] = dtype

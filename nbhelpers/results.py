@@ -95,7 +95,7 @@ class RunStore:
     def append(self, record: RunRecord) -> RunRecord:
         line = json.dumps(record.to_dict(), sort_keys=True, default=str) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if os.fstat(fd).st_size and not self._ends_with_newline(fd):

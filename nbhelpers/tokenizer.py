@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,11 @@ def load_tokenizer(name_or_path: str = "qwen3") -> Any:
 
     from .models import is_preset
 
+    folder = Path(name_or_path).expanduser()
+    has_own = any((folder / name).exists() for name in ("tokenizer.json", "tokenizer_config.json"))
+    if folder.is_dir() and not has_own:
+        warnings.warn(f"{folder} holds no tokenizer files: using the embedded Qwen3 tokenizer", stacklevel=2)
+        name_or_path = "qwen3"
     if name_or_path == "qwen3" or is_preset(name_or_path):
         directory = tokenizer_cache_dir()
         if not (directory / "tokenizer.json").exists():

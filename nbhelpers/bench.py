@@ -1,0 +1,191 @@
+"""The measured training step: build, warm up, time with device syncs, count tokens, compute MFU.
+
+`measure(config)` runs in the current process (the runner calls it inside a subprocess) and returns
+a RunRecord; it raises on failure and the caller turns the exception into a failed record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .collate import collate, count_tokens, plan_batches, sequence_lengths
+from .config import RunConfig
+from .data import load_examples
+from .env import environment, peak_flops, resolve_device
+from .kernels import apply_backend
+from .metrics import mfu, model_flops, step_time_stats
+from .models import ModelShape, build_model, count_parameters, model_source
+from .results import RunRecord, run_dir
+from .tokenizer import load_tokenizer
+
+
+def compute_dtype(config: RunConfig, device: str) -> str:
+    """fp32 on CPU by default (bf16 autocast measured ~20x slower there); bf16 autocast on CUDA."""
+    if config.dtype != "auto":
+        return config.dtype
+    return "fp32" if device == "cpu" else "bf16-autocast"
+
+
+def prepare_batches(config: RunConfig, tokenizer: Any, device: str) -> list[dict[str, Any]]:
+    """The step batches on the device, in plan order, cycled to cover warmup + timed steps."""
+    examples = load_examples(
+        config.dataset, tokenizer, config.num_samples, config.max_length,
+        config.prompt_field, config.response_field, config.use_chat_template,
+    )  # fmt: skip
+    plan = plan_batches(
+        [len(e["input_ids"]) for e in examples], config.padding, config.batch_size, config.max_length,
+        config.num_buckets, config.effective_token_budget, config.seed,
+    )  # fmt: skip
+    needed = 1 + config.warmup + config.steps + (config.profile_steps + 2 if config.profile else 0)
+    batches = []
+    for step in range(min(needed, len(plan))):
+        tensors = collate(
+            [examples[i] for i in plan[step]], config.padding, config.max_length,
+            tokenizer.pad_token_id, config.pad_to_multiple_of,
+        )  # fmt: skip
+        batches.append({k: v.to(device) for k, v in tensors.items()})
+    return batches
+
+
+def make_step(
+    model: Any, optimizer: Any, dtype: str, device: str
+) -> Callable[[dict[str, Any]], tuple[float, float]]:
+    """One optimizer step on a batch; returns (loss, gradient norm) as tensors-in-flight-free floats."""
+    import torch
+
+    def autocast() -> Any:
+        if dtype == "bf16-autocast":
+            return torch.autocast(device_type=device, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def step(batch: dict[str, Any]) -> tuple[Any, Any]:
+        with autocast():
+            loss = model(**batch).loss
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=float("inf"))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach(), grad_norm.detach()
+
+    return step
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def peak_memory_gib(device: str) -> tuple[float, str]:
+    """Peak memory of this process: CUDA allocator peak, or peak resident set size on CPU."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.max_memory_allocated() / 2**30, "torch.cuda.max_memory_allocated"
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kib / 2**20, "peak RSS of the process (ru_maxrss)"
+
+
+def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> RunRecord:
+    """Run warmup + timed steps of one configuration and return its record (raises on failure)."""
+    import torch
+
+    device = resolve_device(config.device)
+    dtype = compute_dtype(config, device)
+    torch.manual_seed(config.seed)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        torch.backends.cuda.matmul.allow_tf32 = True
+    tokenizer = load_tokenizer(model_source(config.model))
+    batches = prepare_batches(config, tokenizer, device)
+    weights_dtype = torch.bfloat16 if dtype == "bf16" else None
+    model = build_model(config.model, config.attn_implementation, config.seed, weights_dtype).to(device)
+    model.train()
+    shape = ModelShape.from_config(model.config)
+    report = apply_backend(model, config.kernels, config.liger_kernels, device)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.learning_rate, fused=device == "cuda", foreach=device != "cuda"
+    )
+    step = make_step(model, optimizer, dtype, device)
+
+    def batch(i: int) -> dict[str, Any]:
+        return batches[i % len(batches)]
+
+    _sync(device)
+    start = time.perf_counter()
+    first_loss, first_grad_norm = step(batch(0))
+    _sync(device)
+    first_step_s = time.perf_counter() - start
+    for i in range(config.warmup):
+        step(batch(1 + i))
+    times, losses, counts, flops = [], [float(first_loss)], [], []
+    iterator = range(config.steps)
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(iterator, desc=f"timing {config.name}", file=sys.stderr)
+    for i in iterator:
+        b = batch(1 + config.warmup + i)
+        _sync(device)
+        start = time.perf_counter()
+        loss, _ = step(b)
+        _sync(device)
+        times.append(time.perf_counter() - start)
+        losses.append(float(loss))
+        counts.append(count_tokens(b))
+        flops.append(model_flops(shape, sequence_lengths(b)))
+    stats = step_time_stats(times)
+    total_time = sum(times)
+    real = sum(c.real for c in counts)
+    positions = sum(c.positions for c in counts)
+    peak = peak_flops(device, dtype)
+    memory, memory_source = peak_memory_gib(device)
+    metrics: dict[str, Any] = {
+        **stats,
+        "step_times_s": times,
+        "first_step_s": first_step_s,
+        "positions_per_step": positions / len(counts),
+        "real_tokens_per_step": real / len(counts),
+        "loss_tokens_per_step": sum(c.loss for c in counts) / len(counts),
+        "padding_fraction": 1 - real / positions,
+        "real_tokens_per_s": real / total_time,
+        "positions_per_s": positions / total_time,
+        "model_flops_per_step": sum(flops) / len(flops),
+        "mfu": mfu(sum(flops), total_time, peak.flops_per_s),
+        "peak_flops": peak.flops_per_s,
+        "peak_flops_source": peak.source,
+        "peak_memory_gib": memory,
+        "peak_memory_source": memory_source,
+        "loss_first": float(first_loss),
+        "grad_norm_first": float(first_grad_norm),
+        "losses": losses,
+        "compute_dtype": dtype,
+        "num_parameters": count_parameters(model),
+        "flop_parameters": shape.flop_parameters,
+        "patch_report": report,
+        "timed_batches": len(counts),
+    }
+    artifacts: dict[str, str] = {}
+    if config.profile:
+        from .trace_capture import capture_and_summarize
+
+        trace_path, summary = capture_and_summarize(
+            lambda i: step(batch(i)), config, run_dir(config.run_name), device, metrics["model_flops_per_step"],
+            peak.flops_per_s,
+        )  # fmt: skip
+        artifacts["trace"] = str(trace_path)
+        metrics.update(summary)
+    return RunRecord(
+        config=config.to_dict() | {"label": config.name},
+        kind="step",
+        notebook=notebook,
+        metrics=metrics,
+        environment=environment(device),
+        artifacts=artifacts,
+    )

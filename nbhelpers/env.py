@@ -1,0 +1,146 @@
+"""Where the code runs: device, notebook platform, package versions, and the device's peak FLOP/s."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+# Dense (no sparsity) bf16 tensor-core peaks from the vendors' datasheets, FLOP/s.
+PEAK_BF16_FLOPS_TABLE: dict[str, float] = {
+    "H200": 989.4e12,
+    "H100 SXM": 989.4e12,
+    "H100 PCIe": 756.5e12,
+    "H100 NVL": 835.5e12,
+    "H100": 989.4e12,
+    "A100": 312e12,
+    "L40S": 362e12,
+    "L4": 121e12,
+    "A10G": 70e12,
+    "A10": 125e12,
+    "T4": 65e12,
+    "V100": 125e12,
+    "RTX 4090": 165.2e12,
+    "RTX 3090": 71e12,
+}
+PACKAGES = ("torch", "transformers", "liger-kernel", "triton", "numpy", "pandas", "tokenizers")
+
+
+@dataclass(frozen=True)
+class PeakFlops:
+    """A peak FLOP/s figure and where it came from (a named table row or a measurement)."""
+
+    flops_per_s: float
+    source: str
+
+
+def detect_platform() -> str:
+    """'colab', 'databricks', 'jupyter' (JupyterLab / Notebook kernel) or 'terminal'."""
+    if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ:
+        return "colab"
+    if "DATABRICKS_RUNTIME_VERSION" in os.environ:
+        return "databricks"
+    if "ipykernel" in sys.modules:
+        return "jupyter"
+    return "terminal"
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def resolve_device(requested: str = "auto") -> str:
+    """'cuda' or 'cpu'; asking for cuda without a GPU is an error that says so."""
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("no GPU: device='cuda' was asked for but torch.cuda.is_available() is False")
+    return requested
+
+
+def device_properties(device: str) -> dict[str, Any]:
+    """Name and size of the device that runs the step."""
+    import torch
+
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        return {
+            "device_type": "cuda",
+            "device_name": props.name,
+            "gpu_count": torch.cuda.device_count(),
+            "sm_count": props.multi_processor_count,
+            "device_memory_gib": round(props.total_memory / 2**30, 1),
+            "cuda": torch.version.cuda,
+        }
+    return {
+        "device_type": "cpu",
+        "device_name": f"CPU {platform.processor() or platform.machine()} x{os.cpu_count()}",
+        "cpu_threads": torch.get_num_threads(),
+    }
+
+
+def environment(device: str) -> dict[str, Any]:
+    """Everything a record needs to say where it was measured."""
+    return {
+        **device_properties(device),
+        "hostname": socket.gethostname(),
+        "platform": detect_platform(),
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        **package_versions(),
+    }
+
+
+def table_peak_flops(device_name: str) -> PeakFlops | None:
+    """The datasheet bf16 dense peak for a GPU name, or None when the table has no row for it."""
+    for key in sorted(PEAK_BF16_FLOPS_TABLE, key=len, reverse=True):
+        if key.lower() in device_name.lower():
+            return PeakFlops(PEAK_BF16_FLOPS_TABLE[key], f"table: {key} bf16 dense datasheet peak")
+    return None
+
+
+def measure_peak_flops(device: str, dtype_name: str = "bf16", size: int = 0, repeats: int = 5) -> PeakFlops:
+    """Measure the peak with a large square matmul (median of ``repeats`` after a warm-up)."""
+    import torch
+
+    dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
+    size = size or (8192 if device == "cuda" else 1024)
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    times = []
+    for i in range(repeats + 1):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        torch.mm(a, b)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i:
+            times.append(time.perf_counter() - start)
+    times.sort()
+    flops = 2 * size**3 / times[len(times) // 2]
+    return PeakFlops(flops, f"measured: {size}x{size} {dtype_name} matmul, median of {repeats}")
+
+
+def peak_flops(device: str, compute_dtype: str) -> PeakFlops:
+    """The peak used for MFU: the datasheet row for a known GPU, else a measured matmul."""
+    if device == "cuda":
+        import torch
+
+        known = table_peak_flops(torch.cuda.get_device_name(0))
+        if known is not None and compute_dtype != "fp32":
+            return known
+    return measure_peak_flops(device, "fp32" if compute_dtype == "fp32" else "bf16")

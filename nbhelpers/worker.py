@@ -1,0 +1,49 @@
+"""Subprocess entry point: ``python -m nbhelpers.worker CONFIG.json RESULT.json [NOTEBOOK]``.
+
+Runs one configuration and writes its RunRecord as JSON; any exception becomes a failed record
+with a reason a user can read (out of memory, missing package, no GPU, unavailable backend).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from .config import RunConfig
+from .results import RunRecord
+
+
+def failure_reason(error: BaseException) -> str:
+    """One line that says why a configuration failed."""
+    text = f"{type(error).__name__}: {error}".strip()
+    first_line = text.splitlines()[0] if text else type(error).__name__
+    if type(error).__name__ == "OutOfMemoryError" or "out of memory" in text.lower():
+        return f"out of memory: {first_line[:300]}"
+    if isinstance(error, ImportError):
+        return f"missing package: {first_line[:300]}"
+    if str(error).startswith("no GPU"):
+        return str(error).splitlines()[0][:300]
+    return first_line[:400]
+
+
+def run(config_path: str, result_path: str, notebook: str = "") -> int:
+    config = RunConfig.from_dict(json.loads(Path(config_path).read_text()))
+    try:
+        from .bench import measure
+
+        record = measure(config, notebook=notebook, progress=True)
+    except BaseException as error:  # noqa: BLE001 - every failure becomes a record
+        traceback.print_exc(file=sys.stderr)
+        record = RunRecord.failed(
+            config.to_dict() | {"label": config.name}, failure_reason(error), notebook=notebook
+        )
+    staging = Path(result_path + ".tmp")
+    staging.write_text(json.dumps(record.to_dict(), default=str))
+    staging.replace(result_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(*sys.argv[1:4]))

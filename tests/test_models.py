@@ -1,0 +1,71 @@
+"""Presets match the real Qwen3 shapes; local folders load through from_pretrained."""
+
+import pytest
+
+from nbhelpers.models import (
+    MODEL_PRESETS,
+    ModelShape,
+    build_model,
+    count_parameters,
+    meta_model,
+    preset_config,
+)
+
+# Qwen's model cards: total and non-embedding parameters, in billions, as printed (rounded).
+PUBLISHED = {
+    "qwen3-0.6b": ("0.6", "0.44"),
+    "qwen3-1.7b": ("1.7", "1.4"),
+    "qwen3-4b": ("4.0", "3.6"),
+    "qwen3-8b": ("8.2", "6.95"),
+}
+
+
+def _rounding_tolerance(printed: str) -> float:
+    """Half a unit of the last printed digit: what rounding to that many digits allows."""
+    decimals = len(printed.split(".")[1]) if "." in printed else 0
+    return 0.5 * 10**-decimals
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_PRESETS))
+def test_formula_equals_instantiated_model(name):
+    shape = ModelShape.from_config(preset_config(name))
+    assert count_parameters(meta_model(name)) == shape.total_parameters
+
+
+@pytest.mark.parametrize(("name", "published"), sorted(PUBLISHED.items()))
+def test_counts_match_model_cards(name, published):
+    total, non_embedding = published
+    shape = ModelShape.from_config(preset_config(name))
+    assert shape.total_parameters / 1e9 == pytest.approx(float(total), abs=_rounding_tolerance(total))
+    assert shape.non_embedding_parameters / 1e9 == pytest.approx(
+        float(non_embedding), abs=_rounding_tolerance(non_embedding)
+    )
+
+
+def test_tiny_preset_is_a_few_million_beside_the_vocabulary():
+    shape = ModelShape.from_config(preset_config("qwen3-tiny"))
+    assert shape.vocab_size == 151_936
+    assert shape.non_embedding_parameters < 1_000_000
+    assert shape.total_parameters < 15_000_000
+
+
+def test_unknown_preset_is_a_clear_error():
+    with pytest.raises(ValueError, match="presets are"):
+        preset_config("qwen9-huge")
+
+
+def test_local_folder_loads_through_from_pretrained(tmp_path):
+    import torch
+
+    model = build_model("qwen3-tiny", seed=3)
+    model.save_pretrained(tmp_path / "saved")
+    loaded = build_model(str(tmp_path / "saved"), attn_implementation="eager")
+    assert loaded.config.model_type == "qwen3"
+    assert loaded.config._attn_implementation == "eager"
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_folder_without_config_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="no config.json"):
+        build_model(str(tmp_path))

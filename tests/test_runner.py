@@ -1,0 +1,39 @@
+"""The isolated runner: a measured success, a failure with its reason, a timeout."""
+
+import pytest
+
+from nbhelpers.config import RunConfig
+from nbhelpers.results import RunStore
+from nbhelpers.runner import run_config, run_configs
+
+pytestmark = pytest.mark.slow
+
+
+def test_success_failure_timeout_in_subprocesses(tmp_path):
+    good = RunConfig(
+        run_name="t", label="tiny", num_samples=8, batch_size=2, max_length=32, steps=2, warmup=1
+    )
+    bad = good.replace(label="missing model", model=str(tmp_path / "no-such-model"))
+    slow = good.replace(label="too slow", timeout_s=1)
+    store = RunStore(tmp_path / "records.jsonl")
+    records = run_configs([good, bad, slow], store=store, progress=False)
+    ok, failed, timed_out = records
+    assert ok.ok, ok.reason
+    m = ok.metrics
+    assert m["positions_per_step"] >= m["real_tokens_per_step"] >= m["loss_tokens_per_step"] > 0
+    assert m["real_tokens_per_s"] > 0 and 0 < m["mfu"] < 1
+    assert m["step_time_min_s"] <= m["step_time_median_s"] <= m["step_time_max_s"]
+    assert m["peak_flops_source"].startswith("measured")
+    assert ok.environment["device_type"] == "cpu"
+    assert not failed.ok and failed.reason.startswith("FileNotFoundError: model=") and "no such folder" in failed.reason
+    assert not timed_out.ok and timed_out.reason == "timed out after 1 s"
+    assert [r.label for r in store.load()] == ["tiny", "missing model", "too slow"]
+
+
+def test_gpu_only_option_fails_cleanly_without_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    record = run_config(RunConfig(device="cuda", num_samples=4, steps=1, warmup=0), isolate=False)
+    assert not record.ok and record.reason.startswith("no GPU")

@@ -1,0 +1,60 @@
+"""RunStore: append, reload, torn last line, concurrent appenders."""
+
+import json
+import multiprocessing
+
+import pytest
+
+from nbhelpers.results import RunRecord, RunStore, records_frame
+
+
+def _record(i: int) -> RunRecord:
+    return RunRecord(config={"label": f"c{i}", "run_name": "t"}, metrics={"real_tokens_per_s": float(i)})
+
+
+def test_append_and_reload(tmp_path):
+    store = RunStore.for_run("t", root=tmp_path)
+    for i in range(3):
+        store.append(_record(i))
+    loaded = store.load()
+    assert [r.label for r in loaded] == ["c0", "c1", "c2"]
+    assert loaded[2].metrics["real_tokens_per_s"] == 2.0
+    assert store.path == tmp_path / "t" / "records.jsonl"
+    frame = records_frame(loaded)
+    assert list(frame["real_tokens_per_s"]) == [0.0, 1.0, 2.0]
+
+
+def test_failed_record_keeps_reason(tmp_path):
+    store = RunStore(tmp_path / "records.jsonl")
+    store.append(RunRecord.failed({"label": "big"}, "out of memory: CUDA"))
+    (record,) = store.load()
+    assert not record.ok and record.reason == "out of memory: CUDA"
+
+
+def test_torn_last_line_is_skipped_with_warning_and_next_append_is_whole(tmp_path):
+    store = RunStore(tmp_path / "records.jsonl")
+    store.append(_record(0))
+    with open(store.path, "a") as handle:
+        handle.write(json.dumps(_record(1).to_dict())[:40])  # a crash mid-write
+    with pytest.warns(UserWarning, match="torn or corrupt"):
+        assert [r.label for r in store.load()] == ["c0"]
+    store.append(_record(2))
+    with pytest.warns(UserWarning):
+        assert [r.label for r in store.load()] == ["c0", "c2"]
+
+
+def _append_many(path, start):
+    store = RunStore(path)
+    for i in range(start, start + 50):
+        store.append(_record(i))
+
+
+def test_concurrent_appenders_never_interleave(tmp_path):
+    path = tmp_path / "records.jsonl"
+    workers = [multiprocessing.Process(target=_append_many, args=(path, k * 100)) for k in range(3)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    labels = sorted(r.label for r in RunStore(path).load())
+    assert len(labels) == 150 and len(set(labels)) == 150
