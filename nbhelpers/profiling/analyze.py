@@ -104,7 +104,9 @@ def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
     return s[new], reach[last]
 
 
-def _as_arrays(intervals: pd.DataFrame | np.ndarray | Iterable[tuple[float, float]]) -> tuple[np.ndarray, ...]:
+def _as_arrays(
+    intervals: pd.DataFrame | np.ndarray | Iterable[tuple[float, float]],
+) -> tuple[np.ndarray, ...]:
     if isinstance(intervals, pd.DataFrame):
         return intervals["ts_us"].to_numpy(np.float64), intervals["end_us"].to_numpy(np.float64)
     array = np.asarray(list(intervals) if not isinstance(intervals, np.ndarray) else intervals, np.float64)
@@ -272,7 +274,9 @@ def kernel_duration_histogram(trace: Trace, bins: int = 30) -> pd.DataFrame:
     edges[0], edges[-1] = min(edges[0], durations.min()), max(edges[-1], durations.max())
     counts, _ = np.histogram(durations, bins=edges)
     time, _ = np.histogram(durations, bins=edges, weights=durations)
-    frame = pd.DataFrame({"bin_left_us": edges[:-1], "bin_right_us": edges[1:], "launches": counts, "time_us": time})
+    frame = pd.DataFrame(
+        {"bin_left_us": edges[:-1], "bin_right_us": edges[1:], "launches": counts, "time_us": time}
+    )
     return _labelled(frame, trace)
 
 
@@ -309,7 +313,9 @@ def summarize(
     top_n: int = 5,
 ) -> dict[str, Any]:
     """Headline numbers as plain JSON-ready values, for a run record."""
-    util = utilization(trace, model_flops_per_step=model_flops_per_step, peak_flops=peak_flops, num_sms=num_sms)
+    util = utilization(
+        trace, model_flops_per_step=model_flops_per_step, peak_flops=peak_flops, num_sms=num_sms
+    )
     categories = category_summary(trace)
     short = short_kernels(trace, short_threshold_us).iloc[0]
     gaps = idle_gaps(trace, min_gap_us)

@@ -55,16 +55,23 @@ _LIGER = (
     r"|^_jsd_kernel\w*|^_tvd_kernel\w*|^_selective_log_softmax\w*|^_softmax_\w*kernel|^_sparsemax\w*"
 )
 
-# Ordered: the first rule that matches (re.search, case-insensitive) gives the category.
-KERNEL_RULES: tuple[tuple[str, str], ...] = (
+# Ordered, matched (re.search, case-insensitive) against the whole name: strong signals that may sit in
+# a template argument (FlashAttention 3 runs as ``cutlass::device_kernel<flash::FlashAttnFwdSm90<...>>``).
+FULL_NAME_RULES: tuple[tuple[str, str], ...] = (
     (MEMCPY, r"^\s*(memcpy|memset)\b"),
     (COMMUNICATION, r"nccl|rccl|cross_device_reduce|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all"),
     (TRITON, r"^triton_(?!tem_)"),  # Inductor pointwise / reduction / persistent / combo kernels
     (
         ATTENTION,
         r"flash|fmha|sdpa|_sdp_|flex_?attention|attention|attn|xformers|mha_|"
-        r"efficient_attention|mem_eff|paged_?kv|decode_?kernel",
+        r"efficient_attention|mem_eff|paged_?kv",
     ),
+)
+
+# Ordered, matched against the kernel's own name (template arguments and parameters cut off, so a
+# ``ReduceAdd`` functor inside an elementwise kernel's template does not make it a reduction), then,
+# when none matches, against the whole name.
+KERNEL_RULES: tuple[tuple[str, str], ...] = (
     (TRITON, _LIGER),
     (GEMM, r"^triton_tem_\w*?(mm|gemm)"),
     (TRITON, r"^triton_"),
@@ -95,15 +102,27 @@ KERNEL_RULES: tuple[tuple[str, str], ...] = (
     ),
 )
 
+_COMPILED_FULL = tuple((cat, re.compile(pattern, re.IGNORECASE)) for cat, pattern in FULL_NAME_RULES)
 _COMPILED_KERNEL = tuple((cat, re.compile(pattern, re.IGNORECASE)) for cat, pattern in KERNEL_RULES)
+_HEAD = re.compile(r"^(?:void\s+)?([^<(]*)")
+
+
+def kernel_head(name: str) -> str:
+    """The kernel's own name: ``void ns::f<T>(args)`` -> ``ns::f``."""
+    match = _HEAD.match(name.replace("(anonymous namespace)", "anon").strip())
+    return match.group(1).strip() if match else name
 
 
 @lru_cache(maxsize=65536)
 def classify_kernel(name: str) -> str:
     """Category of a device kernel (or memcpy/memset) name: one of :data:`CATEGORIES`."""
-    for category, pattern in _COMPILED_KERNEL:
+    for category, pattern in _COMPILED_FULL:
         if pattern.search(name):
             return category
+    for text in (kernel_head(name), name):
+        for category, pattern in _COMPILED_KERNEL:
+            if pattern.search(text):
+                return category
     return OTHER
 
 
@@ -112,7 +131,10 @@ CPU_OP_RULES: tuple[tuple[str, str], ...] = (
     (COMMUNICATION, r"^(c10d|_c10d|nccl)|all_?reduce|all_?gather|reduce_?scatter|broadcast_$|alltoall"),
     (OPTIMIZER, r"^_fused_(adam|adamw|sgd|adagrad)|^_foreach_|adam"),
     (ATTENTION, r"scaled_dot_product|_flash_attention|_efficient_attention|flex_attention|_cudnn_attention"),
-    (GEMM, r"^(mm|addmm|bmm|baddbmm|addbmm|matmul|linear|addmv|mv|dot|vdot|einsum|_scaled_mm|_addmm_activation)$"),
+    (
+        GEMM,
+        r"^(mm|addmm|bmm|baddbmm|addbmm|matmul|linear|addmv|mv|dot|vdot|einsum|_scaled_mm|_addmm_activation)$",
+    ),
     (NORMALIZATION, r"rms_norm|layer_norm|batch_norm|group_norm|instance_norm"),
     (
         SOFTMAX_LOSS,

@@ -30,13 +30,17 @@ def _per_step(trace: Trace, key: str) -> pd.DataFrame:
     return frame
 
 
+def _outer(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    return pd.merge(old, new, how="outer", left_index=True, right_index=True, suffixes=("_before", "_after"))
+
+
 def diff_traces(before: Trace, after: Trace, rel_tol: float = 0.05) -> pd.DataFrame:
     """Kernels by name: calls and time per step before/after, delta, category, status.
 
     Sorted by the size of the time change per step (largest first).
     """
     old, new = _per_step(before, "name"), _per_step(after, "name")
-    frame = old.join(new, how="outer", lsuffix="_before", rsuffix="_after")
+    frame = _outer(old, new)
     in_old = frame["calls_per_step_before"].notna().to_numpy()
     in_new = frame["calls_per_step_after"].notna().to_numpy()
     frame["category"] = frame["category_before"].fillna(frame["category_after"])
@@ -74,7 +78,7 @@ def diff_traces(before: Trace, after: Trace, rel_tol: float = 0.05) -> pd.DataFr
 def diff_categories(before: Trace, after: Trace) -> pd.DataFrame:
     """Per category: time and launches per step before, after and delta (largest time change first)."""
     old, new = _per_step(before, "category"), _per_step(after, "category")
-    frame = old.join(new, how="outer", lsuffix="_before", rsuffix="_after").fillna(0.0)
+    frame = _outer(old, new).fillna(0.0)
     result = pd.DataFrame(
         {
             "category": frame.index.astype(str),
@@ -86,8 +90,8 @@ def diff_categories(before: Trace, after: Trace) -> pd.DataFrame:
     )
     result["delta_time_per_step_us"] = result["time_per_step_us_after"] - result["time_per_step_us_before"]
     result["delta_launches_per_step"] = result["launches_per_step_after"] - result["launches_per_step_before"]
-    order = result["delta_time_per_step_us"].abs().sort_values(ascending=False, kind="stable").index
-    result = result.loc[order].reset_index(drop=True)
+    result["abs_delta"] = result["delta_time_per_step_us"].abs()
+    result = result.sort_values(["abs_delta", "category"], ascending=[False, True]).reset_index(drop=True)
     result = result[
         [
             "category",

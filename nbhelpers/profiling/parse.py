@@ -245,7 +245,8 @@ def _device_frame(events: list[dict], launches: dict[str, list], step_spans: pd.
     blocks = np.fromiter((np.prod(g) if g else np.nan for g in grid), dtype=np.float64, count=n)
     cats = [e["cat"] for e in events]
     kind = np.array(
-        ["kernel" if c == "kernel" else "memcpy" if c == "gpu_memcpy" else "memset" for c in cats], dtype=object
+        ["kernel" if c == "kernel" else "memcpy" if c == "gpu_memcpy" else "memset" for c in cats],
+        dtype=object,
     )
     frame = pd.DataFrame(
         {
@@ -300,7 +301,7 @@ def _cpu_frame(events: list[dict], step_spans: pd.DataFrame, optimizer: list[dic
         start, tid = float(span["ts"]), _int(span.get("tid"))
         inside = (frame["tid"] == tid) & (frame["ts_us"] >= start) & (frame["end_us"] <= start + span["dur"])
         frame.loc[inside & frame["top_level"], "category"] = OPTIMIZER
-    return frame
+    return frame.sort_values("ts_us", kind="stable").reset_index(drop=True)
 
 
 def _int(value: Any) -> int:
