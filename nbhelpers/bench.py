@@ -105,7 +105,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     tokenizer = load_tokenizer(model_source(config.model))
     batches = prepare_batches(config, tokenizer, device)
     weights_dtype = torch.bfloat16 if dtype == "bf16" else None
-    model = build_model(config.model, config.attn_implementation, config.seed, weights_dtype).to(device)
+    model = build_model(config.model, config.attn_implementation, config.seed, weights_dtype, device)
     model.train()
     shape = ModelShape.from_config(model.config)
     report = apply_backend(model, config.kernels, config.liger_kernels, device)
