@@ -1,0 +1,407 @@
+"""The recommended configuration, chosen from measurements only, exported as JSON and ready-to-paste code.
+
+:func:`recommend` picks the fastest measured step record (real tok/s) whose parity check did not fail;
+ties go to the lower peak memory. Nothing is extrapolated: the recommendation is one record, and its
+settings are translated to ``transformers.TrainingArguments``, TRL ``SFTConfig`` and ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .report import (
+    CrossMachineError,
+    _fastest,
+    choose_baselines,
+    group_key,
+    is_candidate,
+    is_measured,
+    parity_status,
+    record_label,
+    run_name_of,
+    speedup,
+    step_records,
+    tokens_per_s,
+)
+from .results import RunRecord
+
+ALL_LIGER_SWITCHES = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
+OUTPUT_DIR = "outputs"
+PADDING_FREE_ATTENTION = ("flash_attention_2", "flex_attention")
+
+
+@functools.lru_cache(maxsize=1)
+def _training_argument_names() -> frozenset[str]:
+    try:
+        from transformers import TrainingArguments
+    except Exception:  # transformers missing or broken: emit the transformers 5 spelling
+        return frozenset()
+    return frozenset(f.name for f in dataclasses.fields(TrainingArguments))
+
+
+def _sampling_kwargs(bucketed: bool) -> dict[str, Any]:
+    """Length-grouped sampling in the installed transformers' spelling; nothing when not bucketed."""
+    if not bucketed:
+        return {}  # the default sampler: no need to import transformers to spell it
+    if "group_by_length" in _training_argument_names():
+        return {"group_by_length": True}
+    return {"train_sampling_strategy": "group_by_length"}
+
+
+def _hub_id(model: str) -> str:
+    try:
+        from .models import HUB_IDS
+    except Exception:
+        return model
+    return HUB_IDS.get(model, model)
+
+
+def _resolved_dtype(config: dict[str, Any], device_type: str) -> str:
+    dtype = str(config.get("dtype", "auto"))
+    if dtype == "auto":
+        return "bf16-autocast" if device_type == "cuda" else "fp32"
+    return dtype
+
+
+def _literal(value: Any) -> str:
+    """Python source for a plain value, strings in double quotes (as ruff formats them)."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_literal(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    return repr(value)
+
+
+def _call(target: str, func: str, kwargs: dict[str, Any], comments: dict[str, str]) -> str:
+    lines = [f"{target} = {func}("]
+    for key, value in kwargs.items():
+        line = f"    {key}={_literal(value)},"
+        if comments.get(key):
+            line += f"  # {comments[key]}"
+        lines.append(line)
+    lines.append(")")
+    return "\n".join(lines)
+
+
+@dataclass
+class Recommendation:
+    """One measured configuration recommended for one machine, with the evidence it was chosen on."""
+
+    label: str
+    machine: str
+    run_name: str
+    record_id: str
+    config: dict[str, Any]
+    device_type: str
+    real_tokens_per_s: float
+    peak_memory_gib: float | None
+    mfu: float | None
+    speedup: float
+    baseline_label: str
+    parity: str
+    candidates: int
+    excluded: dict[str, int] = field(default_factory=dict)  # why other records were not eligible
+
+    # -- settings -------------------------------------------------------------------------------
+
+    @property
+    def padding(self) -> str:
+        return str(self.config.get("padding", "dynamic"))
+
+    @property
+    def kernels(self) -> str:
+        return str(self.config.get("kernels", "eager"))
+
+    @property
+    def attn_implementation(self) -> str:
+        return str(self.config.get("attn_implementation", "sdpa"))
+
+    @property
+    def dtype(self) -> str:
+        return _resolved_dtype(self.config, self.device_type)
+
+    @property
+    def use_liger(self) -> bool:
+        return "liger" in self.kernels
+
+    @property
+    def use_compile(self) -> bool:
+        return "compile" in self.kernels
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.config.get("batch_size", 1))
+
+    @property
+    def max_length(self) -> int:
+        return int(self.config.get("max_length", 1024))
+
+    @property
+    def pad_to_multiple_of(self) -> int:
+        return int(self.config.get("pad_to_multiple_of", 8))
+
+    @property
+    def token_budget(self) -> int:
+        return int(self.config.get("token_budget") or self.batch_size * self.max_length)
+
+    def liger_kernel_config(self) -> dict[str, bool]:
+        switches = set(self.config.get("liger_kernels") or ())
+        return {name: name in switches for name in ALL_LIGER_SWITCHES}
+
+    def summary(self) -> str:
+        extra = ", ".join(f"{n} {why}" for why, n in self.excluded.items() if n)
+        return (
+            f"{self.label} (run {self.run_name}, {self.machine}): {self.real_tokens_per_s:,.1f} real tok/s, "
+            f"{self.speedup:.2f}x over {self.baseline_label}, peak memory "
+            + (f"{self.peak_memory_gib:.2f} GiB" if self.peak_memory_gib is not None else "not measured")
+            + f", parity {self.parity}. Fastest of {self.candidates} eligible measured configuration(s)"
+            + (f"; not eligible: {extra}" if extra else "")
+            + "."
+        )
+
+    # -- keyword arguments ----------------------------------------------------------------------
+
+    def _common_kwargs(self) -> tuple[dict[str, Any], dict[str, str]]:
+        kwargs: dict[str, Any] = {
+            "output_dir": OUTPUT_DIR,
+            "per_device_train_batch_size": self.batch_size,
+            "use_liger_kernel": self.use_liger,
+        }
+        comments = {
+            "per_device_train_batch_size": "as measured",
+            "use_liger_kernel": f"kernels={self.kernels!r}",
+        }
+        if self.use_liger:
+            kwargs["liger_kernel_config"] = self.liger_kernel_config()
+            comments["liger_kernel_config"] = "the Liger switches that were on"
+        kwargs["bf16"] = self.dtype in ("bf16", "bf16-autocast")
+        comments["bf16"] = f"dtype={self.dtype!r}"
+        kwargs["torch_compile"] = self.use_compile
+        sampling = _sampling_kwargs(self.padding == "bucketed")
+        kwargs.update(sampling)
+        for key in sampling:
+            comments[key] = "padding='bucketed': batches of similar lengths"
+        if self.device_type == "cpu":
+            kwargs["use_cpu"] = True
+            comments["use_cpu"] = "measured on a CPU"
+        return kwargs, comments
+
+    def training_arguments_kwargs(self) -> dict[str, Any]:
+        return self._common_kwargs()[0]
+
+    def sft_config_kwargs(self) -> dict[str, Any]:
+        return self._sft()[0]
+
+    def _sft(self) -> tuple[dict[str, Any], dict[str, str]]:
+        kwargs, comments = self._common_kwargs()
+        padding = self.padding
+        packing = padding == "token_budget"
+        if packing:
+            kwargs["per_device_train_batch_size"] = 1
+            comments["per_device_train_batch_size"] = "one packed row of max_length tokens per step"
+            kwargs["max_length"] = self.token_budget
+            comments["max_length"] = "the measured token budget per step"
+        else:
+            kwargs["max_length"] = self.max_length
+        kwargs["packing"] = packing
+        if packing:
+            kwargs["packing_strategy"] = "bfd"
+            comments["packing"] = "padding='token_budget': sequences packed into rows of max_length"
+        kwargs["padding_free"] = padding in ("packed", "token_budget")
+        if padding == "packed":
+            comments["padding_free"] = "padding='packed': each batch flattened into one row with position_ids"
+        if padding == "static":
+            kwargs["pad_to_multiple_of"] = self.max_length
+            comments["pad_to_multiple_of"] = "padding='static': every batch padded to max_length"
+        elif padding == "multiple":
+            kwargs["pad_to_multiple_of"] = self.pad_to_multiple_of
+        model_init: dict[str, Any] = {"attn_implementation": self.attn_implementation}
+        if self.dtype == "bf16":
+            model_init["dtype"] = "bfloat16"
+        kwargs["model_init_kwargs"] = model_init
+        return kwargs, comments
+
+    def from_pretrained_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"attn_implementation": self.attn_implementation}
+        if self.dtype == "bf16":
+            kwargs["dtype"] = "bfloat16"
+        return kwargs
+
+    # -- code -----------------------------------------------------------------------------------
+
+    def training_arguments_code(self) -> str:
+        """Executable on its own: imports TrainingArguments and builds ``training_args``."""
+        kwargs, comments = self._common_kwargs()
+        return "from transformers import TrainingArguments\n\n" + _call(
+            "training_args", "TrainingArguments", kwargs, comments
+        )
+
+    def sft_config_code(self) -> str:
+        """Executable where TRL is installed: builds ``sft_config``."""
+        kwargs, comments = self._sft()
+        lines = ["from trl import SFTConfig", ""]
+        if kwargs["padding_free"] and self.attn_implementation not in PADDING_FREE_ATTENTION:
+            lines.append(
+                f"# note: measured with attn_implementation={self.attn_implementation!r}; TRL's padding-free "
+                "batches keep sequences apart only with flash_attention_2 (or flex) attention"
+            )
+        lines.append(_call("sft_config", "SFTConfig", kwargs, comments))
+        return "\n".join(lines)
+
+    def model_code(self) -> str:
+        model = str(self.config.get("model", "your-model"))
+        hub = _hub_id(model)
+        note = "the measured model" if hub == model else f"the measured preset {model!r} has this shape"
+        args = ", ".join(f"{k}={_literal(v)}" for k, v in self.from_pretrained_kwargs().items())
+        collator = {
+            "static": f'DataCollatorForSeq2Seq(tokenizer, padding="max_length", max_length={self.max_length})',
+            "dynamic": 'DataCollatorForSeq2Seq(tokenizer, padding="longest")',
+            "multiple": f"DataCollatorForSeq2Seq(tokenizer, pad_to_multiple_of={self.pad_to_multiple_of})",
+            "bucketed": 'DataCollatorForSeq2Seq(tokenizer, padding="longest")  # with length-grouped sampling',
+            "packed": "DataCollatorWithFlattening()  # padding-free: position_ids, no pad tokens",
+            "token_budget": "DataCollatorWithFlattening()  # with batches cut to a token budget",
+        }.get(self.padding, 'DataCollatorForSeq2Seq(tokenizer, padding="longest")')
+        return "\n".join(
+            [
+                "from transformers import AutoModelForCausalLM",
+                "",
+                f"MODEL_ID = {_literal(hub)}  # {note}; use your checkpoint",
+                f"model = AutoModelForCausalLM.from_pretrained(MODEL_ID, {args})",
+                f"# with the plain Trainer, batch as measured (padding={self.padding!r}):",
+                f"# data_collator = {collator}",
+            ]
+        )
+
+    def to_python(self) -> str:
+        """Ready-to-paste code: TrainingArguments, TRL SFTConfig and the from_pretrained line."""
+        header = [
+            f"# Recommended by nbhelpers from measurements: {self.label!r}, run {self.run_name!r}, {self.machine}",
+            f"# {self.real_tokens_per_s:,.1f} real tok/s = {self.speedup:.2f}x over {self.baseline_label!r}"
+            + (f", peak {self.peak_memory_gib:.2f} GiB" if self.peak_memory_gib is not None else "")
+            + f", parity {self.parity}",
+        ]
+        return "\n".join(
+            header
+            + ["", self.training_arguments_code(), "", "# With TRL (pip install trl):", self.sft_config_code()]
+            + ["", self.model_code(), ""]
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "machine": self.machine,
+            "run_name": self.run_name,
+            "record_id": self.record_id,
+            "measured": {
+                "real_tokens_per_s": self.real_tokens_per_s,
+                "speedup": self.speedup,
+                "baseline": self.baseline_label,
+                "peak_memory_gib": self.peak_memory_gib,
+                "mfu": self.mfu,
+                "parity": self.parity,
+                "eligible_configurations": self.candidates,
+                "not_eligible": dict(self.excluded),
+            },
+            "config": self.config,
+            "training_arguments": self.training_arguments_kwargs(),
+            "sft_config": self.sft_config_kwargs(),
+            "from_pretrained": {
+                "pretrained_model_name_or_path": _hub_id(str(self.config.get("model", ""))),
+                **self.from_pretrained_kwargs(),
+            },
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False, default=str)
+
+    def _repr_markdown_(self) -> str:
+        return f"**Recommended:** {self.summary()}\n\n```python\n{self.to_python()}```\n"
+
+
+def _optional(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def recommend(
+    records: Iterable[RunRecord], machine: str | None = None, baseline_label: str | None = None
+) -> Recommendation:
+    """The fastest measured step record (parity not "fail"; ties: less memory) of one machine.
+
+    Records from several machines need ``machine=`` (or :func:`recommend_all`): a throughput on one
+    machine says nothing about another. Raises ValueError when nothing is eligible.
+    """
+    records = list(records)
+    steps = step_records(records)
+    if machine is not None:
+        steps = [r for r in steps if r.machine == machine]
+        records = [r for r in records if r.machine == machine]
+    machines = list(dict.fromkeys(r.machine for r in steps))
+    if len(machines) > 1:
+        raise CrossMachineError(
+            f"records come from {len(machines)} machines ({', '.join(machines)}); a recommendation compares "
+            "measurements of one machine: pass machine=... or use recommend_all()"
+        )
+    candidates = [r for r in steps if is_candidate(r)]
+    excluded = {
+        "failed": sum(1 for r in steps if not r.ok),
+        "failed parity": sum(1 for r in steps if is_measured(r) and parity_status(r) == "fail"),
+    }
+    if not candidates:
+        where = f" on {machines[0]}" if machines else ""
+        raise ValueError(
+            f"no configuration to recommend{where}: no ok step record with a throughput and a parity that "
+            f"did not fail ({excluded['failed']} failed, {excluded['failed parity']} failed parity, "
+            f"{len(steps)} step records in all)"
+        )
+    best = _fastest(candidates)
+    base = choose_baselines(records, baseline_label)[group_key(best)]
+    return Recommendation(
+        label=record_label(best),
+        machine=best.machine,
+        run_name=run_name_of(best),
+        record_id=best.record_id,
+        config=dict(best.config),
+        device_type=str(best.environment.get("device_type", "cuda")),
+        real_tokens_per_s=float(tokens_per_s(best)),
+        peak_memory_gib=_optional(best.metrics.get("peak_memory_gib")),
+        mfu=_optional(best.metrics.get("mfu")),
+        speedup=speedup(best, base),
+        baseline_label=record_label(base),
+        parity=parity_status(best),
+        candidates=len(candidates),
+        excluded=excluded,
+    )
+
+
+def recommend_all(records: Iterable[RunRecord], baseline_label: str | None = None) -> list[Recommendation]:
+    """One recommendation per machine that has an eligible record, in order of first appearance."""
+    records = list(records)
+    out = []
+    for machine in dict.fromkeys(r.machine for r in step_records(records)):
+        try:
+            out.append(recommend(records, machine=machine, baseline_label=baseline_label))
+        except CrossMachineError:
+            raise
+        except ValueError:
+            continue
+    return out
+
+
+def recommendations_markdown(recommendations: list[Recommendation]) -> Any:
+    """The recommendations as one Markdown object for a notebook cell."""
+    from IPython.display import Markdown
+
+    if not recommendations:
+        return Markdown("**No recommendation:** no configuration was measured successfully.")
+    return Markdown("\n\n".join(r._repr_markdown_() for r in recommendations))

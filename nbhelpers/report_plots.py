@@ -1,0 +1,164 @@
+"""HoloViews (Bokeh) plots of the report: waterfall, throughput bars, memory bars.
+
+Every function takes the frames of :mod:`nbhelpers.report` (``build_table`` / ``waterfall_steps``)
+for ONE machine; plots never put two machines on one axis. HoloViews is imported lazily.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+OK_COLOR = "#3b7dd8"
+UP_COLOR = "#2e9d57"
+DOWN_COLOR = "#c8553d"
+BASE_COLOR = "#888888"
+
+
+def _hv() -> Any:
+    import holoviews as hv
+    import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh backend)
+
+    if hv.Store.current_backend != "bokeh":
+        hv.Store.set_current_backend("bokeh")
+    return hv
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Make x categories unique: a repeated name gets " #2", " #3"..."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
+    return out
+
+
+def _x_names(frame: Any) -> list[str]:
+    labels = [str(v) for v in frame["label"]]
+    if frame["run"].nunique() > 1:
+        labels = [f"{label} ({run})" for label, run in zip(labels, frame["run"], strict=True)]
+    return _unique(labels)
+
+
+def waterfall_plot(steps: Any, title: str = "") -> Any:
+    """Bars of real tok/s per waterfall stage with the cumulative speedup written above each."""
+    hv = _hv()
+    measured = steps[steps["real tok/s"].notna()]
+    if measured.empty:
+        return None
+    prefix = measured["run"] if measured["run"].nunique() > 1 else None
+    names = []
+    for _, row in measured.iterrows():
+        name = f"{row['stage']}: {row['label']}"
+        if prefix is not None:
+            name = f"{row['run']} / {name}"
+        names.append(name)
+    names = _unique(names)
+    data = {
+        "stage": names,
+        "tok_s": [float(v) for v in measured["real tok/s"]],
+        "speedup": [float(v) for v in measured["speedup"]],
+        "text": [f"{v:.2f}x" for v in measured["speedup"]],
+        "color": [
+            BASE_COLOR if s == "baseline" else (UP_COLOR if g >= 1 else DOWN_COLOR)
+            for s, g in zip(measured["stage"], measured["step gain"], strict=True)
+        ],
+    }
+    bars = hv.Bars(data, kdims=["stage"], vdims=["tok_s", "speedup", "color"]).opts(
+        color="color",
+        tools=["hover"],
+        ylabel="real tokens / s",
+        xlabel="",
+        xrotation=20,
+        width=900,
+        height=360,
+        title=title or "Waterfall: measured stages, cumulative speedup over the baseline",
+    )
+    top = max(data["tok_s"]) if data["tok_s"] else 1.0
+    labels = hv.Labels(
+        {"stage": names, "y": [v + 0.04 * top for v in data["tok_s"]], "text": data["text"]},
+        kdims=["stage", "y"],
+        vdims=["text"],
+    ).opts(text_font_size="11pt", text_baseline="bottom")
+    return (bars * labels).opts(ylim=(0, top * 1.18))
+
+
+def _bars(table: Any, column: str, ylabel: str, title: str, color: str = OK_COLOR) -> Any:
+    hv = _hv()
+    rows = table[table["status"] == "ok"]
+    rows = rows[rows[column].notna()]
+    if rows.empty:
+        return None
+    names = _x_names(rows)
+    values = [float(v) for v in rows[column]]
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    data = {
+        "configuration": [names[i] for i in order],
+        "value": [values[i] for i in order],
+        "speedup": [float(rows["speedup"].iloc[i]) for i in order],
+    }
+    return hv.Bars(data, kdims=["configuration"], vdims=["value", "speedup"]).opts(
+        color=color,
+        tools=["hover"],
+        ylabel=ylabel,
+        xlabel="",
+        xrotation=30,
+        width=900,
+        height=340,
+        title=title,
+    )
+
+
+def throughput_plot(table: Any) -> Any:
+    """Real tok/s of every measured configuration, fastest first."""
+    return _bars(table, "real tok/s", "real tokens / s", "Throughput (real tokens per second)")
+
+
+def memory_plot(table: Any) -> Any:
+    """Peak memory of every measured configuration, largest first."""
+    return _bars(table, "peak memory GiB", "peak memory (GiB)", "Peak memory", color="#8a63b8")
+
+
+def machine_plots(table: Any, steps: Any, machine: str = "") -> Any:
+    """Waterfall(s), throughput and memory of one machine as one column, or None if nothing measured."""
+    hv = _hv()
+    if machine:
+        table = table[table["machine"] == machine]
+        steps = steps[steps["machine"] == machine]
+    machines = set(table["machine"]) | set(steps["machine"])
+    if len(machines) > 1:
+        raise ValueError(f"machine_plots draws one machine at a time, got {sorted(machines)}")
+    plots = []
+    for run in dict.fromkeys(steps["run"]):
+        plot = waterfall_plot(steps[steps["run"] == run], title=f"Waterfall, run {run}")
+        if plot is not None:
+            plots.append(plot)
+    for plot in (throughput_plot(table), memory_plot(table)):
+        if plot is not None:
+            plots.append(plot)
+    if not plots:
+        return None
+    return hv.Layout(plots).cols(1)
+
+
+def report_plots(table: Any, steps: Any) -> Any:
+    """Every machine's plots, one machine after another, for display in a notebook."""
+    hv = _hv()
+    hv.extension("bokeh", logo=False)
+    layouts = []
+    for machine in dict.fromkeys(table["machine"]):
+        plot = machine_plots(table, steps, machine)
+        if plot is not None:
+            layouts.append(plot.relabel(machine) if hasattr(plot, "relabel") else plot)
+    if not layouts:
+        return hv.Div("<p>No measured configuration to plot.</p>")
+    result = layouts[0]
+    for more in layouts[1:]:
+        result = result + more
+    return result.cols(1)
+
+
+def to_bokeh(plot: Any) -> Any:
+    """The Bokeh model of a HoloViews object (for embedding in the HTML report)."""
+    hv = _hv()
+    return hv.render(plot, backend="bokeh")

@@ -1,0 +1,129 @@
+"""Shared fixtures: a temporary runs folder, a RunRecord factory, a kernel spec for papermill."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nbhelpers.results import RunRecord
+
+
+@pytest.fixture
+def runs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh NBHELPERS_RUNS folder for one test."""
+    root = tmp_path / "runs"
+    root.mkdir()
+    monkeypatch.setenv("NBHELPERS_RUNS", str(root))
+    return root
+
+
+def _make_record(
+    label: str,
+    tokens_per_s: float | None = 1000.0,
+    *,
+    kernels: str = "eager",
+    padding: str = "static",
+    attn: str = "sdpa",
+    status: str = "ok",
+    reason: str = "",
+    device_name: str = "NVIDIA H200",
+    hostname: str = "gpu-01",
+    device_type: str = "cuda",
+    run_name: str = "default",
+    memory_gib: float = 10.0,
+    mfu: float = 0.1,
+    padding_fraction: float = 0.5,
+    kernels_per_step: int | None = None,
+    parity: str | None = None,
+    kind: str = "step",
+    batch_size: int = 4,
+    max_length: int = 128,
+    dtype: str = "auto",
+    peak_flops_source: str = "table: NVIDIA H200 bf16 dense",
+    **config: Any,
+) -> RunRecord:
+    """A RunRecord shaped like the ones the notebooks write; ``tokens_per_s=None`` leaves metrics empty."""
+    cfg = {
+        "run_name": run_name,
+        "label": label,
+        "model": "qwen3-1.7b",
+        "dataset": "default",
+        "batch_size": batch_size,
+        "max_length": max_length,
+        "padding": padding,
+        "attn_implementation": attn,
+        "kernels": kernels,
+        "liger_kernels": ["rope", "rms_norm", "swiglu", "fused_linear_cross_entropy"],
+        "dtype": dtype,
+        "device": "auto",
+        "token_budget": 0,
+        "pad_to_multiple_of": 8,
+        **config,
+    }
+    metrics: dict[str, Any] = {}
+    if tokens_per_s is not None and status == "ok":
+        metrics = {
+            "step_time_median_s": batch_size * max_length / tokens_per_s,
+            "step_time_iqr_s": 0.01,
+            "real_tokens_per_s": tokens_per_s,
+            "positions_per_s": tokens_per_s / max(1e-9, 1 - padding_fraction),
+            "padding_fraction": padding_fraction,
+            "peak_memory_gib": memory_gib,
+            "mfu": mfu,
+            "peak_flops": 989e12,
+            "peak_flops_source": peak_flops_source,
+            "loss_first": 12.0,
+            "first_step_s": 3.0,
+        }
+        if kernels_per_step is not None:
+            metrics["kernels_per_step"] = kernels_per_step
+        if parity is not None:
+            metrics["parity"] = {"status": parity, "loss_rel_diff": 1e-4, "tolerance": 1e-3}
+    environment = {
+        "device_name": device_name,
+        "device_type": device_type,
+        "hostname": hostname,
+        "platform": "jupyterlab",
+        "torch": "2.11.0",
+        "transformers": "5.17.0",
+    }
+    return RunRecord(
+        config=cfg, status=status, reason=reason, kind=kind, notebook="test", metrics=metrics, environment=environment
+    )
+
+
+@pytest.fixture
+def make_record():
+    """Factory: ``make_record("liger", 1500.0, kernels="liger", memory_gib=8.0)``."""
+    return _make_record
+
+
+@pytest.fixture(scope="session")
+def kernel_env(tmp_path_factory: pytest.TempPathFactory):
+    """A ``python3`` kernel spec that runs this interpreter, found first through JUPYTER_PATH.
+
+    The venv's own ipykernel spec already resolves to this interpreter; this guards against a
+    user-level ``python3`` spec on the machine pointing at another Python without nbhelpers.
+    """
+    import os
+
+    root = tmp_path_factory.mktemp("jupyter")
+    spec_dir = root / "kernels" / "python3"
+    spec_dir.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (test)",
+        "language": "python",
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(root) + (os.pathsep + old if old else "")
+    yield root
+    if old is None:
+        os.environ.pop("JUPYTER_PATH", None)
+    else:
+        os.environ["JUPYTER_PATH"] = old

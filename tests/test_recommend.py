@@ -1,0 +1,146 @@
+"""recommend(): chosen from measurements only; its exported code executes and builds TrainingArguments."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+
+from nbhelpers.recommend import recommend, recommend_all, recommendations_markdown
+from nbhelpers.report import CrossMachineError
+
+
+@pytest.fixture
+def measured(make_record):
+    return [
+        make_record("baseline", 1000.0, memory_gib=40.0),
+        make_record("liger", 1800.0, kernels="liger", memory_gib=20.0, parity="pass"),
+        make_record("liger-same-speed-more-memory", 1800.0, kernels="liger", memory_gib=30.0, parity="pass"),
+        make_record("compile-broken-parity", 5000.0, kernels="compile", parity="fail"),
+        make_record("flex", None, attn="flex_attention", status="failed", reason="CUDA out of memory"),
+        make_record("trace-only", 9000.0, kind="trace"),
+    ]
+
+
+def test_fastest_eligible_record_ties_broken_by_memory(measured):
+    rec = recommend(measured)
+    assert rec.label == "liger"  # 5000 tok/s failed parity, 9000 is not a step record
+    assert rec.real_tokens_per_s == 1800.0 and rec.peak_memory_gib == 20.0
+    assert rec.speedup == pytest.approx(1.8) and rec.baseline_label == "baseline"
+    assert rec.candidates == 3 and rec.excluded == {"failed": 1, "failed parity": 1}
+    data = json.loads(rec.to_json())
+    assert data["measured"]["real_tokens_per_s"] == 1800.0
+    assert data["training_arguments"] == {
+        "output_dir": "outputs",
+        "per_device_train_batch_size": 4,
+        "use_liger_kernel": True,
+        "liger_kernel_config": {
+            "rope": True,
+            "rms_norm": True,
+            "swiglu": True,
+            "fused_linear_cross_entropy": True,
+            "cross_entropy": False,
+        },
+        "bf16": True,
+        "torch_compile": False,
+    }
+    assert data["sft_config"]["model_init_kwargs"] == {"attn_implementation": "sdpa"}
+    assert data["sft_config"]["pad_to_multiple_of"] == 128  # static padding, as measured
+    assert data["from_pretrained"] == {
+        "pretrained_model_name_or_path": "Qwen/Qwen3-1.7B",
+        "attn_implementation": "sdpa",
+    }
+
+
+def test_refuses_to_compare_machines_and_recommends_per_machine(make_record):
+    records = [
+        make_record("gpu-base", 1000.0),
+        make_record("cpu-base", 50.0, device_name="cpu", hostname="laptop", device_type="cpu"),
+        make_record("cpu-packed", 80.0, padding="packed", device_name="cpu", hostname="laptop", device_type="cpu"),
+    ]
+    with pytest.raises(CrossMachineError, match="one machine"):
+        recommend(records)
+    recs = recommend_all(records)
+    assert [(r.machine, r.label) for r in recs] == [
+        ("NVIDIA H200 @ gpu-01", "gpu-base"),
+        ("cpu @ laptop", "cpu-packed"),
+    ]
+    cpu = recs[1]
+    assert cpu.training_arguments_kwargs()["use_cpu"] is True
+    assert cpu.training_arguments_kwargs()["bf16"] is False  # dtype auto on a CPU = fp32
+    assert cpu.sft_config_kwargs()["padding_free"] is True and cpu.sft_config_kwargs()["packing"] is False
+    assert "cpu-packed" in recommendations_markdown(recs).data
+
+
+def test_nothing_eligible_is_a_clear_error(make_record):
+    records = [make_record("a", None, status="failed", reason="OOM"), make_record("b", 10.0, parity="fail")]
+    with pytest.raises(ValueError, match="1 failed, 1 failed parity"):
+        recommend(records)
+    assert recommend_all(records) == []
+
+
+def _exec_training_arguments(code: str, tmp_path, monkeypatch):
+    pytest.importorskip("accelerate", reason="TrainingArguments needs accelerate>=1.1 (pip install accelerate)")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "<recommended>", "exec"), namespace)
+    return namespace["training_args"]
+
+
+@pytest.mark.parametrize("padding", ["static", "packed", "bucketed", "token_budget"])
+def test_exported_code_builds_training_arguments(make_record, tmp_path, monkeypatch, padding):
+    records = [
+        make_record("base", 100.0, device_name="cpu", hostname="ci", device_type="cpu"),
+        make_record(
+            "best", 300.0, kernels="liger+compile", padding=padding, device_name="cpu", hostname="ci", device_type="cpu"
+        ),
+    ]
+    rec = recommend(records)
+    assert rec.label == "best"
+    full = rec.to_python()
+    tree = ast.parse(full)  # the whole snippet (TRL part and from_pretrained line included) is valid Python
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert {"TrainingArguments", "SFTConfig"} <= calls
+    assert 'AutoModelForCausalLM.from_pretrained(MODEL_ID, attn_implementation="sdpa")' in full
+
+    args = _exec_training_arguments(rec.training_arguments_code(), tmp_path, monkeypatch)
+    assert args.per_device_train_batch_size == 4
+    assert args.use_liger_kernel is True and args.torch_compile is True and args.bf16 is False
+    assert args.use_cpu is True
+    assert args.liger_kernel_config["fused_linear_cross_entropy"] is True
+    if padding == "bucketed":
+        grouped = getattr(args, "group_by_length", None) or getattr(args, "train_sampling_strategy", "")
+        assert grouped in (True, "group_by_length")
+
+
+def test_exported_code_bf16_on_a_gpu_record(make_record, tmp_path, monkeypatch):
+    rec = recommend([make_record("base", 100.0, dtype="bf16")])
+    assert rec.training_arguments_kwargs()["bf16"] is True
+    assert rec.from_pretrained_kwargs() == {"attn_implementation": "sdpa", "dtype": "bfloat16"}
+    pytest.importorskip("accelerate", reason="TrainingArguments needs accelerate>=1.1 (pip install accelerate)")
+    import transformers.training_args as ta
+
+    monkeypatch.setattr(ta, "is_torch_bf16_gpu_available", lambda *a, **k: True)  # a CPU here, a GPU there
+    args = _exec_training_arguments(rec.training_arguments_code(), tmp_path, monkeypatch)
+    assert args.bf16 is True and args.use_liger_kernel is False
+
+
+def test_sft_config_code(make_record, tmp_path, monkeypatch):
+    rec = recommend([make_record("base", 100.0, padding="token_budget", token_budget=4096, attn="flash_attention_2")])
+    code = rec.sft_config_code()
+    tree = ast.parse(code)
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "SFTConfig")
+    kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    assert kwargs["packing"] is True and kwargs["padding_free"] is True and kwargs["packing_strategy"] == "bfd"
+    assert kwargs["max_length"] == 4096 and kwargs["per_device_train_batch_size"] == 1
+    assert kwargs["model_init_kwargs"] == {"attn_implementation": "flash_attention_2"}
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        pytest.skip("TRL is not installed: SFTConfig code checked with ast only (pip install trl to build it)")
+    pytest.importorskip("accelerate", reason="SFTConfig needs accelerate>=1.1")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "<sft>", "exec"), namespace)
+    assert namespace["sft_config"].packing is True
