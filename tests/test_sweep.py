@@ -1,0 +1,226 @@
+"""Sweep and CLI: grid parsing, point names, papermill runs of tiny stand-in notebooks, failure, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nbhelpers import sweep
+from nbhelpers.cli import main
+from nbhelpers.results import RunStore
+
+STAND_IN = """\
+import time
+from nbhelpers.results import RunRecord, RunStore
+
+if PADDING == "broken":
+    raise RuntimeError(f"stand-in failure for {RUN_NAME}")
+time.sleep(SLEEP_S)
+config = {"run_name": RUN_NAME, "label": f"{STEP}-{PADDING}", "batch_size": BATCH_SIZE, "padding": PADDING,
+          "kernels": "eager"}
+metrics = {"real_tokens_per_s": 100.0 * BATCH_SIZE}
+environment = {"device_name": "cpu", "hostname": "test"}
+RunStore.for_run(RUN_NAME).append(RunRecord(config=config, notebook=STEP, metrics=metrics, environment=environment))
+"""
+
+
+def write_notebook(path: Path, step: str, params: dict[str, str], source: str = STAND_IN) -> Path:
+    """A notebook with a tagged parameters cell declaring ``params`` (name -> source line)."""
+    nb = nbformat.v4.new_notebook()
+    lines = "\n".join(f"{name}{decl}" for name, decl in params.items())
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(f"# {step}"),
+        nbformat.v4.new_code_cell(lines, metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(f"STEP = {step!r}\n" + source),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def stand_ins(folder: Path, sleep_s: float = 0.0) -> list[Path]:
+    """01 declares BATCH_SIZE and PADDING; 02 declares PADDING only (gets BATCH_SIZE from its default)."""
+    common = {"RUN_NAME": ': str = "default"  # run folder', "SLEEP_S": f": float = {sleep_s}  # pause"}
+    one = write_notebook(
+        folder / "01_first.ipynb",
+        "01",
+        {**common, "BATCH_SIZE": ": int = 1  # sequences", "PADDING": ': str = "static"  # strategy'},
+    )
+    two = write_notebook(
+        folder / "02_second.ipynb",
+        "02",
+        {**common, "PADDING": ': str = "static"  # strategy'},
+        source="BATCH_SIZE = 7\n" + STAND_IN,
+    )
+    return [one, two]
+
+
+def test_parse_grid_and_points():
+    grid = sweep.parse_grid(["batch_size=2,4", "max_length=64", "padding=dynamic,packed", "profile=true"])
+    assert grid == {"batch_size": [2, 4], "max_length": [64], "padding": ["dynamic", "packed"], "profile": [True]}
+    points = sweep.grid_points(grid)
+    assert len(points) == 4
+    assert points[0] == {"batch_size": 2, "max_length": 64, "padding": "dynamic", "profile": True}
+    assert sweep.point_name(points[0]) == "batch_size-2_max_length-64_padding-dynamic_profile-True"
+    assert sweep.grid_points({}) == [{}] and sweep.point_name({}) == "default"
+    with pytest.raises(ValueError, match="name=value1,value2"):
+        sweep.parse_grid(["batch_size"])
+
+
+def test_point_names_are_safe_unique_and_deterministic():
+    a = sweep.point_name({"kernels": "liger+compile"})
+    b = sweep.point_name({"kernels": "liger-compile"})
+    assert a != b and a.startswith("kernels-liger-compile-") and b == "kernels-liger-compile"
+    assert a == sweep.point_name({"kernels": "liger+compile"})
+    long = sweep.point_name({f"parameter_{i}": "x" * 20 for i in range(8)})
+    assert len(long) <= 100
+    from nbhelpers.config import RunConfig
+
+    RunConfig(run_name=a)  # a valid run name
+    RunConfig(run_name=long)
+
+
+def test_find_notebooks_by_number(tmp_path):
+    nbs = stand_ins(tmp_path / "nbs")
+    assert sweep.find_notebooks("02,01", tmp_path / "nbs") == [nbs[1], nbs[0]]
+    assert sweep.find_notebooks("", tmp_path / "nbs") == nbs
+    with pytest.raises(ValueError, match="matches no notebook"):
+        sweep.find_notebooks("05", tmp_path / "nbs")
+
+
+def test_parameters_only_those_declared(tmp_path):
+    nbs = stand_ins(tmp_path / "nbs")
+    declared = sweep.notebook_parameters(nbs[1])
+    assert set(declared) == {"RUN_NAME", "SLEEP_S", "PADDING"}
+    params = sweep.parameters_for(nbs[1], declared, {"batch_size": "4", "padding": "packed"}, "p1")
+    assert params == {"RUN_NAME": "p1", "PADDING": "packed"}
+    params = sweep.parameters_for(nbs[0], sweep.notebook_parameters(nbs[0]), {"batch_size": "4"}, "p1")
+    assert params == {"RUN_NAME": "p1", "BATCH_SIZE": 4}
+    with pytest.raises(ValueError, match="declared by none of the notebooks"):
+        sweep.check_grid({"max_length": [1]}, {nb: sweep.notebook_parameters(nb) for nb in nbs})
+
+
+@pytest.mark.slow
+def test_sweep_end_to_end_with_a_failing_point(tmp_path, kernel_env, capsys):
+    stand_ins(tmp_path / "nbs")
+    out = tmp_path / "runs"
+    code = main(
+        ["sweep", "--grid", "batch_size=2,3", "padding=dynamic,broken", "--notebooks", "01,02"]
+        + ["--notebooks-dir", str(tmp_path / "nbs"), "--out", str(out), "--name", "s1", "--no-progress"]
+    )
+    assert code == 1  # the broken points failed, and are reported
+    sweep_dir = out / "s1"
+    entries = [json.loads(line) for line in (sweep_dir / "sweep.jsonl").read_text().splitlines()]
+    assert len(entries) == 8
+    by_key = {(e["point"], e["notebook"]): e for e in entries}
+    ok_point = "batch_size-2_padding-dynamic"
+    assert by_key[(ok_point, "01_first.ipynb")]["status"] == "ok"
+    assert by_key[(ok_point, "01_first.ipynb")]["parameters"] == {
+        "RUN_NAME": ok_point,
+        "BATCH_SIZE": 2,
+        "PADDING": "dynamic",
+    }
+    assert by_key[(ok_point, "02_second.ipynb")]["parameters"] == {"RUN_NAME": ok_point, "PADDING": "dynamic"}
+    bad = by_key[("batch_size-3_padding-broken", "02_second.ipynb")]
+    assert bad["status"] == "failed" and "RuntimeError" in bad["error"] and "stand-in failure" in bad["error"]
+    assert sum(e["status"] == "failed" for e in entries) == 4
+    # each point's records in its own run folder, executed copies next to them
+    records = RunStore(sweep_dir / "batch_size-3_padding-dynamic").load()
+    assert [(r.config["label"], r.metrics["real_tokens_per_s"]) for r in records] == [
+        ("01-dynamic", 300.0),
+        ("02-dynamic", 700.0),
+    ]
+    executed = nbformat.read(sweep_dir / ok_point / "01_first.ipynb", as_version=4)
+    injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert 'RUN_NAME = "batch_size-2_padding-dynamic"' in injected[0].source
+    assert (sweep_dir / "batch_size-2_padding-broken" / "01_first.ipynb").exists()  # failed copy kept
+    assert not list(sweep_dir.rglob("*.partial.ipynb"))
+    err = capsys.readouterr().err
+    assert "FAILED batch_size-2_padding-broken / 01_first.ipynb: RuntimeError" in err
+
+    # the same command again skips everything (failed ones too), appends nothing
+    code = main(
+        ["sweep", "--grid", "batch_size=2,3", "padding=dynamic,broken", "--notebooks", "01,02"]
+        + ["--notebooks-dir", str(tmp_path / "nbs"), "--out", str(out), "--name", "s1", "--no-progress"]
+    )
+    assert code == 1
+    assert len((sweep_dir / "sweep.jsonl").read_text().splitlines()) == 8
+    assert "8 skipped as already finished" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_sweep_killed_with_sigkill_resumes_without_loss(tmp_path, kernel_env):
+    nbs = stand_ins(tmp_path / "nbs", sleep_s=1.5)[:1]
+    out = tmp_path / "runs"
+    script = (
+        "import sys; from nbhelpers.cli import main; "
+        f"sys.exit(main(['sweep', '--grid', 'batch_size=1,2,3,4', '--notebooks', '01', '--notebooks-dir', "
+        f"{str(nbs[0].parent)!r}, '--out', {str(out)!r}, '--name', 'k', '--no-progress']))"
+    )
+    journal = out / "k" / "sweep.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(Path(sweep.__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if journal.exists() and len(journal.read_text().splitlines()) >= 1:
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the sweep journaled nothing in 90 s")
+    time.sleep(0.5)  # now inside the next point's notebook (it sleeps 1.5 s)
+    os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its kernel, no chance to clean up
+    proc.wait()
+    before = journal.read_text().splitlines()
+    finished = [json.loads(line) for line in before]
+    assert 1 <= len(finished) < 4
+    assert all(e["status"] == "ok" for e in finished)
+
+    result = sweep.run_sweep({"batch_size": [1, 2, 3, 4]}, nbs, out, "k", progress=False)  # same sweep, restarted
+    after = journal.read_text().splitlines()
+    assert after[: len(before)] == before  # finished entries intact
+    assert len(after) == 4 and result.ok
+    assert [e["point"] for e in result.skipped] == [e["point"] for e in finished]
+    assert {e["point"] for e in result.ran} == {f"batch_size-{b}" for b in (1, 2, 3, 4)} - {
+        e["point"] for e in finished
+    }
+    # a killed point may have written its record before the kill; finished points have exactly one
+    for entry in finished:
+        assert len(RunStore(out / "k" / entry["point"]).load()) == 1
+    for b in (1, 2, 3, 4):
+        assert (out / "k" / f"batch_size-{b}" / "01_first.ipynb").exists()
+
+
+@pytest.mark.slow
+def test_run_all_runs_every_notebook_and_prints_the_report(tmp_path, kernel_env, capsys):
+    stand_ins(tmp_path / "nbs")
+    out = tmp_path / "runs"
+    code = main(["run-all", "--notebooks-dir", str(tmp_path / "nbs"), "--out", str(out), "--no-progress"])
+    assert code == 0
+    report = out / "default" / "report.html"
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(report)
+    assert report.exists()
+    labels = [r.config["label"] for r in RunStore(out / "default").load()]
+    assert labels == ["01-static", "02-static"]
+    text = report.read_text()
+    assert "01-static" in text and "02-static" in text
+
+
+def test_report_command_writes_html(tmp_path, make_record, capsys):
+    run = tmp_path / "r1"
+    store = RunStore(run)
+    store.append(make_record("base", 1000.0))
+    store.append(make_record("liger", 1500.0, kernels="liger"))
+    assert main(["report", str(run)]) == 0
+    assert capsys.readouterr().out.strip() == str(run / "report.html")
+    assert "1.50x" in (run / "report.html").read_text()
+    assert main(["report", str(tmp_path / "missing")]) == 2
