@@ -10,6 +10,7 @@ On a trace without device events the analyses run over top-level aten operators 
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 from dataclasses import dataclass, field
@@ -29,8 +30,6 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 GPU_UNIT = "GPU kernels"
 CPU_UNIT = "aten operators (CPU)"
-DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 STEP_PREFIX = "ProfilerStep#"
 OPTIMIZER_PREFIX = "Optimizer.step#"
 OPS_COLUMNS = (
@@ -142,7 +141,13 @@ def load_trace(path: str | Path) -> Trace:
     raw = Path(path).read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
-    return trace_from_json(_loads(raw), source=str(path))
+    was_enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived event dicts: the cyclic collector would rescan them many times
+    try:
+        return trace_from_json(_loads(raw), source=str(path))
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def trace_from_json(document: dict[str, Any] | list[dict[str, Any]], source: str = "") -> Trace:
@@ -170,25 +175,44 @@ def trace_from_json(document: dict[str, Any] | list[dict[str, Any]], source: str
 
 def _split_events(
     events: list[dict[str, Any]],
-) -> tuple[list[dict], list[dict], list[dict], list[dict], dict[str, list]]:
-    """One pass: device events, cpu ops, step spans, optimizer spans and launches (correlation, ts)."""
-    device: list[dict] = []
-    cpu: list[dict] = []
+) -> tuple[list[tuple], list[tuple], list[dict], list[dict], dict[str, list]]:
+    """One pass: device rows, cpu-op rows, step spans, optimizer spans and launches (correlation, ts).
+
+    Rows are tuples of the fields the frames need (one pass, no second walk over the events).
+    """
+    device: list[tuple] = []
+    cpu: list[tuple] = []
     steps: list[dict] = []
     optimizer: list[dict] = []
     launch_corr: list[int] = []
     launch_ts: list[float] = []
+    empty: dict[str, Any] = {}
     for event in events:
         cat = event.get("cat")
         if cat == "cpu_op":
             if event.get("ph") == "X":
-                cpu.append(event)
-                if event["name"].startswith(STEP_PREFIX):
+                name = event["name"]
+                cpu.append((name, event["ts"], event.get("dur", 0.0), event.get("tid"), event.get("pid")))
+                if name.startswith(STEP_PREFIX):
                     steps.append(event)
-        elif cat in DEVICE_CATS:
+        elif cat == "kernel" or cat == "gpu_memcpy" or cat == "gpu_memset":
             if event.get("ph") == "X":
-                device.append(event)
-        elif cat in LAUNCH_CATS:
+                args = event.get("args") or empty
+                device.append(
+                    (
+                        event["name"],
+                        event["ts"],
+                        event.get("dur", 0.0),
+                        args.get("stream", event.get("tid")),
+                        args.get("device", event.get("pid")),
+                        args.get("correlation", -1),
+                        args.get("registers per thread"),
+                        args.get("grid"),
+                        args.get("block"),
+                        cat,
+                    )
+                )
+        elif cat == "cuda_runtime" or cat == "cuda_driver":
             args = event.get("args")
             if args and "correlation" in args:
                 launch_corr.append(args["correlation"])
@@ -226,50 +250,67 @@ def assign_steps(times: np.ndarray, step_spans: pd.DataFrame) -> np.ndarray:
     return np.where(inside, index, -1).astype(np.int64)
 
 
-def _tuple3(value: Any) -> tuple[int, ...] | None:
+def _ints(values: tuple | list) -> np.ndarray:
+    """Integer column (stream, device, tid, pid); a missing or non-numeric value becomes -1."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").fillna(-1).to_numpy(np.int64)
+
+
+def _floats(values: tuple | list) -> np.ndarray:
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
     return tuple(value) if value else None
 
 
-def _device_frame(events: list[dict], launches: dict[str, list], step_spans: pd.DataFrame) -> pd.DataFrame:
-    n = len(events)
-    names = [e["name"] for e in events]
-    ts = np.fromiter((e["ts"] for e in events), dtype=np.float64, count=n)
-    dur = np.fromiter((e.get("dur", 0.0) for e in events), dtype=np.float64, count=n)
-    args = [e.get("args") or {} for e in events]
-    stream = np.fromiter((a.get("stream", e.get("tid", -1)) for a, e in zip(args, events)), np.int64, n)
-    device = np.fromiter((a.get("device", e.get("pid", -1)) for a, e in zip(args, events)), np.int64, n)
-    corr = np.fromiter((a.get("correlation", -1) for a in args), dtype=np.int64, count=n)
-    regs = np.fromiter((a.get("registers per thread", np.nan) for a in args), dtype=np.float64, count=n)
-    grid = [_tuple3(a.get("grid")) for a in args]
-    block = [_tuple3(a.get("block")) for a in args]
-    blocks = np.fromiter((np.prod(g) if g else np.nan for g in grid), dtype=np.float64, count=n)
-    cats = [e["cat"] for e in events]
-    kind = np.array(
-        ["kernel" if c == "kernel" else "memcpy" if c == "gpu_memcpy" else "memset" for c in cats],
-        dtype=object,
-    )
+def _blocks(grid: tuple[int, ...] | None) -> float:
+    if not grid:
+        return np.nan
+    product = 1
+    for size in grid:
+        product *= size
+    return float(product)
+
+
+_DEVICE_FIELDS = ("name", "ts", "dur", "stream", "device", "correlation", "regs", "grid", "block", "cat")
+_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+
+
+def _device_frame(rows: list[tuple], launches: dict[str, list], step_spans: pd.DataFrame) -> pd.DataFrame:
+    columns = dict(zip(_DEVICE_FIELDS, zip(*rows))) if rows else {f: () for f in _DEVICE_FIELDS}
+    ts = _floats(columns["ts"])
+    dur = _floats(columns["dur"])
+    corr = _ints(columns["correlation"])
+    grid = [_shape(g) for g in columns["grid"]]
+    regs = [np.nan if r is None else r for r in columns["regs"]]
     frame = pd.DataFrame(
         {
-            "name": names,
+            "name": list(columns["name"]),
             "ts_us": ts,
             "dur_us": dur,
             "end_us": ts + dur,
-            "stream": stream,
-            "device": device,
+            "stream": _ints(columns["stream"]),
+            "device": _ints(columns["device"]),
             "correlation": corr,
-            "grid": grid,
-            "block": block,
-            "registers_per_thread": regs,
-            "blocks": blocks,
-            "kind": kind,
+            "grid": pd.Series(grid, dtype=object),
+            "block": pd.Series([_shape(b) for b in columns["block"]], dtype=object),
+            "registers_per_thread": _floats(regs),
+            "blocks": np.array([_blocks(g) for g in grid], dtype=np.float64),
+            "kind": [_KIND[c] for c in columns["cat"]],
         }
     )
-    categories = {name: classify_kernel(name) for name in set(names)}
-    frame["category"] = frame["name"].map(categories)
+    categories = {name: classify_kernel(name) for name in set(columns["name"])}
+    frame["category"] = frame["name"].map(categories).astype(object)
     frame.loc[frame["kind"] != "kernel", "category"] = MEMCPY
     launch_ts = ts.copy()
-    if launches["correlation"] and n:
-        table = pd.Series(launches["ts"], index=launches["correlation"], dtype=np.float64)
+    if launches["correlation"] and len(frame):
+        table = pd.Series(_floats(launches["ts"]), index=_ints(launches["correlation"]))
         table = table[~table.index.duplicated()]
         position = table.index.get_indexer(corr)
         found = (position >= 0) & (corr >= 0)
@@ -279,36 +320,29 @@ def _device_frame(events: list[dict], launches: dict[str, list], step_spans: pd.
     return frame.sort_values("ts_us", kind="stable").reset_index(drop=True)
 
 
-def _cpu_frame(events: list[dict], step_spans: pd.DataFrame, optimizer: list[dict]) -> pd.DataFrame:
+def _cpu_frame(rows: list[tuple], step_spans: pd.DataFrame, optimizer: list[dict]) -> pd.DataFrame:
     """cpu_op rows; top-level aten ops inside an ``Optimizer.step#`` span are category optimizer."""
-    n = len(events)
-    names = [e["name"] for e in events]
+    names, ts, dur, tid, pid = zip(*rows) if rows else ((), (), (), (), ())
     frame = pd.DataFrame(
         {
-            "name": names,
-            "ts_us": np.fromiter((e["ts"] for e in events), dtype=np.float64, count=n),
-            "dur_us": np.fromiter((e.get("dur", 0.0) for e in events), dtype=np.float64, count=n),
-            "tid": np.fromiter((_int(e.get("tid")) for e in events), dtype=np.int64, count=n),
-            "pid": np.fromiter((_int(e.get("pid")) for e in events), dtype=np.int64, count=n),
+            "name": list(names),
+            "ts_us": _floats(ts),
+            "dur_us": _floats(dur),
+            "tid": _ints(tid),
+            "pid": _ints(pid),
         }
     )
     frame["end_us"] = frame["ts_us"] + frame["dur_us"]
     frame["top_level"] = _top_level_aten(frame)
     categories = {name: classify_cpu_op(name) for name in set(names)}
-    frame["category"] = frame["name"].map(categories)
+    frame["category"] = frame["name"].map(categories).astype(object)
     frame["step"] = assign_steps(frame["ts_us"].to_numpy(), step_spans)
     for span in optimizer:
-        start, tid = float(span["ts"]), _int(span.get("tid"))
-        inside = (frame["tid"] == tid) & (frame["ts_us"] >= start) & (frame["end_us"] <= start + span["dur"])
+        start, span_tid = float(span["ts"]), _ints([span.get("tid")])[0]
+        inside = (frame["tid"] == span_tid) & (frame["ts_us"] >= start)
+        inside &= frame["end_us"] <= start + float(span.get("dur", 0.0))
         frame.loc[inside & frame["top_level"], "category"] = OPTIMIZER
     return frame.sort_values("ts_us", kind="stable").reset_index(drop=True)
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return -1
 
 
 def _top_level_aten(frame: pd.DataFrame) -> np.ndarray:
