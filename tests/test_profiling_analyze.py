@@ -210,3 +210,12 @@ def test_cpu_trace_uses_top_level_aten_ops() -> None:
     assert util.sm_efficiency_estimate is None and util.unit == CPU_UNIT
     assert category_summary(trace).attrs["unit"] == CPU_UNIT
     assert summarize(trace)["unit"] == CPU_UNIT
+
+
+def test_trace_without_step_spans_is_one_step() -> None:
+    events = json.loads((TRACES / "gpu_before.json").read_text())["traceEvents"]
+    trace = trace_from_json([e for e in events if not e["name"].startswith("ProfilerStep#")])
+    assert trace.num_steps == 1 and len(trace.step_spans) == 0
+    assert len(trace.ops) == 10  # every device event, the early fill kernel too
+    assert trace.window == (900.0, 1225.0)
+    assert utilization(trace).busy_us == 172.0  # 170 + the 2 us fill kernel
