@@ -55,9 +55,8 @@ def category_bars(summary_df: pd.DataFrame, value: str = "time_per_step_us") -> 
     hv = _hv()
     frame = summary_df[["category", value, "launches_per_step", "share_of_time"]].copy()
     frame["category"] = frame["category"].astype(str)
-    label = {"time_per_step_us": "time per step (us)", "launches_per_step": "launches per step"}.get(
-        value, value
-    )
+    labels = {"time_per_step_us": "time per step (us)", "launches_per_step": "launches per step"}
+    label = labels.get(value, value)
     bars = hv.Bars(frame, kdims=["category"], vdims=[value, "launches_per_step", "share_of_time"])
     return bars.opts(
         color="category",

@@ -41,9 +41,8 @@ def _tiny_step():
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     step, calls = _tiny_step()
-    path = profile_steps(
-        step, wait=1, warmup=1, active=2, out_path=tmp_path_factory.mktemp("t"), device_type="cpu"
-    )
+    folder = tmp_path_factory.mktemp("t")
+    path = profile_steps(step, wait=1, warmup=1, active=2, out_path=folder, device_type="cpu")
     return path, len(calls)
 
 

@@ -274,9 +274,8 @@ def kernel_duration_histogram(trace: Trace, bins: int = 30) -> pd.DataFrame:
     edges[0], edges[-1] = min(edges[0], durations.min()), max(edges[-1], durations.max())
     counts, _ = np.histogram(durations, bins=edges)
     time, _ = np.histogram(durations, bins=edges, weights=durations)
-    frame = pd.DataFrame(
-        {"bin_left_us": edges[:-1], "bin_right_us": edges[1:], "launches": counts, "time_us": time}
-    )
+    columns = {"bin_left_us": edges[:-1], "bin_right_us": edges[1:], "launches": counts, "time_us": time}
+    frame = pd.DataFrame(columns)
     return _labelled(frame, trace)
 
 
@@ -313,9 +312,8 @@ def summarize(
     top_n: int = 5,
 ) -> dict[str, Any]:
     """Headline numbers as plain JSON-ready values, for a run record."""
-    util = utilization(
-        trace, model_flops_per_step=model_flops_per_step, peak_flops=peak_flops, num_sms=num_sms
-    )
+    flops = {"model_flops_per_step": model_flops_per_step, "peak_flops": peak_flops}
+    util = utilization(trace, num_sms=num_sms, **flops)
     categories = category_summary(trace)
     short = short_kernels(trace, short_threshold_us).iloc[0]
     gaps = idle_gaps(trace, min_gap_us)
