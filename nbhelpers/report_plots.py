@@ -142,9 +142,11 @@ def machine_plots(table: Any, steps: Any, machine: str = "") -> Any:
 
 
 def report_plots(table: Any, steps: Any) -> Any:
-    """Every machine's plots, one machine after another, for display in a notebook."""
+    """Every machine's plots, one machine after another, for display in a notebook.
+
+    The notebook loads the plotting extension once (``hv.extension("bokeh")``) before this.
+    """
     hv = _hv()
-    hv.extension("bokeh", logo=False)
     layouts = []
     for machine in dict.fromkeys(table["machine"]):
         plot = machine_plots(table, steps, machine)

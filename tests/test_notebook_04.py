@@ -1,0 +1,102 @@
+"""Notebook 04 under papermill, on a store this test writes: the table, the recommendation, report.html."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+
+from nbhelpers.results import RunStore
+from nbhelpers.sweep import execute_notebook, notebook_parameters
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_speedup_report.ipynb"
+
+
+def _outputs_text(cell) -> str:
+    parts = []
+    for output in cell.get("outputs", []):
+        if "text" in output:
+            parts.append(output["text"])
+        for key in ("text/plain", "text/markdown", "text/html"):
+            if key in output.get("data", {}):
+                parts.append(output["data"][key])
+    return "\n".join(parts)
+
+
+def _frame_rows(cell) -> list[dict[str, str]]:
+    """The rows of the DataFrame a cell displayed (its text/html output), as {column: text}."""
+    html = next(o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {}))
+    table = BeautifulSoup(html, "html.parser").find("table")
+    columns = [th.get_text() for th in table.select("thead tr")[0].find_all("th")][1:]  # first: the index
+    return [dict(zip(columns, [td.get_text() for td in tr.find_all("td")])) for tr in table.select("tbody tr")]
+
+
+def test_notebook_is_committed_clean_and_declares_its_parameters():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# 04")
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+            compile(cell.source, NOTEBOOK.name, "exec")  # plain Python, no magics
+    params = notebook_parameters(NOTEBOOK)
+    assert {name: info["inferred_type_name"] for name, info in params.items()} == {
+        "RUN_NAME": "str",
+        "RUN_DIRS": "str",
+        "BASELINE_LABEL": "str",
+    }
+
+
+@pytest.mark.slow
+def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_path):
+    store = RunStore.for_run("nb04")
+    for record in [
+        make_record("baseline", 1000.0, run_name="nb04", memory_gib=12.0),
+        make_record("liger", 1500.0, kernels="liger", run_name="nb04", memory_gib=8.0, parity="pass"),
+        make_record("packed", 2250.0, padding="packed", run_name="nb04", memory_gib=9.0, parity="pass"),
+        make_record("eager", None, attn="eager", status="failed", reason="out of memory", run_name="nb04"),
+    ]:
+        store.append(record)
+    RunStore.for_run("other").append(
+        make_record("cpu", 50.0, run_name="other", device_name="cpu", hostname="laptop", device_type="cpu")
+    )
+
+    out = tmp_path / "04.ipynb"
+    execute_notebook(NOTEBOOK, out, {"RUN_NAME": "nb04", "RUN_DIRS": "other"})
+    executed = nbformat.read(out, as_version=4)
+    by_id = {cell.get("id"): cell for cell in executed.cells}
+
+    table = {row["label"]: row for row in _frame_rows(by_id["table"])}
+    assert (table["packed"]["real tok/s"], table["packed"]["speedup"], table["packed"]["parity"]) == (
+        "2,250",
+        "2.25x",
+        "pass",
+    )
+    assert table["eager"]["status"] == "failed" and table["eager"]["reason"] == "out of memory"
+    assert table["cpu"]["speedup"] == "1.00x" and table["cpu"]["machine"] == "cpu @ laptop"
+    waterfall = [(r["stage"], r["label"], r["speedup"]) for r in _frame_rows(by_id["waterfall"])]
+    assert waterfall[:4] == [
+        ("baseline", "baseline", "1.00x"),
+        ("kernels only", "liger", "1.50x"),
+        ("padding only", "packed", "2.25x"),
+        ("best overall", "packed", "2.25x"),
+    ]
+    assert [(r["label"], r["reason"]) for r in _frame_rows(by_id["failed"])] == [("eager", "out of memory")]
+    overview = _frame_rows(by_id["records"])
+    assert [(r["run"], r["steps ok"], r["steps failed"]) for r in overview] == [("nb04", "3", "1"), ("other", "1", "0")]
+    assert overview[0]["peak FLOP/s source"] == "table: NVIDIA H200 bf16 dense (989.0 TFLOP/s)"
+    plots = [o for o in by_id["plots"].outputs if o["output_type"] == "execute_result"]
+    assert "application/vnd.holoviews_exec.v0+json" in plots[0]["data"]  # a HoloViews layout was displayed
+    recommendation = _outputs_text(by_id["recommend"])
+    assert "**Recommended:** packed" in recommendation and "padding_free=True" in recommendation
+    assert "**Recommended:** cpu" in recommendation  # the other machine gets its own
+    report = runs_root / "nb04" / "report.html"
+    assert str(report) in _outputs_text(by_id["report"])
+    soup = BeautifulSoup(report.read_text(), "html.parser")
+    assert [s["data-machine"] for s in soup.select("section.machine")] == ["NVIDIA H200 @ gpu-01", "cpu @ laptop"]
+    speedups = {
+        row.select_one('td[data-col="label"]').get_text(): row.select_one('td[data-col="speedup"]').get_text()
+        for row in soup.select("table.records tbody tr")
+    }
+    assert speedups == {"baseline": "1.00x", "liger": "1.50x", "packed": "2.25x", "eager": "—", "cpu": "1.00x"}
