@@ -2,7 +2,7 @@
 
     nbhelpers run-all [--notebooks-dir notebooks] [--out runs] [--run-name default]
     nbhelpers sweep --grid batch_size=2,4 max_length=64,128 padding=dynamic,packed \\
-                    [--notebooks 01,02,03,04] [--out runs] [--name NAME]
+                    [--notebooks 01,02,03,04] [--out runs] [--name NAME] [--retry-failed] [--restart]
     nbhelpers report RUN_DIR [RUN_DIR ...] [--output report.html] [--baseline LABEL]
 """
 
@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     sweep.add_argument("--timeout", type=float, default=None, help="seconds a cell may run (default: none)")
     sweep.add_argument("--restart", action="store_true", help="ignore the journal: run every point again")
+    sweep.add_argument("--retry-failed", action="store_true", help="run again what the journal lists as failed")
+    sweep.add_argument("--no-report", action="store_true", help="no report.html over all points at the end")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     report = sub.add_parser("report", help="write the HTML report of one or more run folders")
@@ -79,7 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 kernel_name=args.kernel,
                 timeout=args.timeout,
                 resume=not args.restart,
+                retry_failed=args.retry_failed,
                 progress=not args.no_progress,
+                report=not args.no_report,
             )
             _print_failures(result.failed)
             done = len(result.entries) - len(result.failed)
@@ -88,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{len(result.failed)} failed, {len(result.skipped)} skipped as already finished"
             )
             print(result.journal)
+            if result.report is not None:
+                print(result.report)
             return 0 if result.ok else 1
 
         if args.command == "report":

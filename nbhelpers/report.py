@@ -600,7 +600,7 @@ def write_html_report(
             parts.append("<p>None: every configuration ran.</p>")
         parts.append("<h3>Recommended configuration</h3>")
         try:
-            rec = recommend(m_records)
+            rec = recommend(m_records, baseline_label=baseline_label)
         except ValueError as error:
             parts.append(f"<p>{html.escape(str(error))}</p>")
         else:

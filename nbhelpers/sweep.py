@@ -305,6 +305,7 @@ def execute_notebook(
 
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(output.stem + ".partial.ipynb")
+    partial.unlink(missing_ok=True)  # left by a run that was killed
     try:
         papermill.execute_notebook(
             str(notebook),
@@ -329,6 +330,7 @@ class SweepResult:
     points: list[str]
     ran: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)  # journal entries finished earlier
+    report: Path | None = None  # the sweep's HTML report over every point, when written
 
     @property
     def entries(self) -> list[dict[str, Any]]:
@@ -354,6 +356,7 @@ def run_points(
     kernel_name: str = KERNEL_NAME,
     timeout: float | None = None,
     resume: bool = True,
+    retry_failed: bool = False,
     progress: bool = True,
     sweep_name: str = "",
 ) -> SweepResult:
@@ -373,6 +376,8 @@ def run_points(
     result = SweepResult(sweep_dir=sweep_dir, journal=journal.path, points=[name for name, _ in points])
     with _exclusive(sweep_dir / LOCK_NAME), _kernel_environment(runs_root):
         done = journal.finished() if resume else {}
+        if retry_failed:
+            done = {key: entry for key, entry in done.items() if entry.get("status") == "ok"}
         complete = sum(all((name, nb.name) in done for nb in notebooks) for name, _ in points)
         bar = tqdm(total=len(points), initial=complete, desc=sweep_name or sweep_dir.name, disable=not progress)
         try:
@@ -422,9 +427,15 @@ def run_sweep(
     kernel_name: str = KERNEL_NAME,
     timeout: float | None = None,
     resume: bool = True,
+    retry_failed: bool = False,
     progress: bool = True,
+    report: bool = True,
 ) -> SweepResult:
-    """Every grid point runs every notebook, as run ``<point name>`` under ``out/<sweep name>/``."""
+    """Every grid point runs every notebook, as run ``<point name>`` under ``out/<sweep name>/``.
+
+    ``resume`` skips what the journal lists as finished (``retry_failed``: only what finished ok);
+    ``report`` writes ``out/<sweep name>/report.html`` over every point's records at the end.
+    """
     notebooks = [Path(n) for n in notebooks]
     name = name or default_sweep_name(grid, notebooks)
     points = [(point_name(p), p) for p in grid_points(grid)]
@@ -438,16 +449,24 @@ def run_sweep(
         tmp = manifest.with_name("sweep.json.tmp")
         tmp.write_text(json.dumps({"name": name, "grid": grid, "notebooks": [n.name for n in notebooks]}, indent=2))
         os.replace(tmp, manifest)
-    return run_points(
+    result = run_points(
         points,
         notebooks,
         sweep_dir,
         kernel_name=kernel_name,
         timeout=timeout,
         resume=resume,
+        retry_failed=retry_failed,
         progress=progress,
         sweep_name=name,
     )
+    if report:
+        from .report import write_html_report
+        from .results import RunStore
+
+        records = [r for point, _ in points for r in RunStore(sweep_dir / point).load()]
+        result.report = write_html_report(records, sweep_dir / "report.html", title=f"Sweep {name}")
+    return result
 
 
 def run_all(

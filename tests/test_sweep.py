@@ -154,7 +154,24 @@ def test_sweep_end_to_end_with_a_failing_point(tmp_path, kernel_env, capsys):
     )
     assert code == 1
     assert len((sweep_dir / "sweep.jsonl").read_text().splitlines()) == 8
-    assert "8 skipped as already finished" in capsys.readouterr().out
+    out_text = capsys.readouterr().out
+    assert "8 skipped as already finished" in out_text
+    assert out_text.strip().splitlines()[-1] == str(sweep_dir / "report.html")  # over every point
+    report = (sweep_dir / "report.html").read_text()
+    assert all(f"batch_size-{b}_padding-dynamic" in report for b in (2, 3))
+
+    # --retry-failed reruns only the (point, notebook) pairs that failed
+    code = main(
+        ["sweep", "--grid", "batch_size=2,3", "padding=dynamic,broken", "--notebooks", "01,02"]
+        + ["--notebooks-dir", str(tmp_path / "nbs"), "--out", str(out), "--name", "s1", "--no-progress"]
+        + ["--retry-failed", "--no-report"]
+    )
+    lines = (sweep_dir / "sweep.jsonl").read_text().splitlines()
+    assert code == 1 and len(lines) == 12
+    assert {(e["point"], e["status"]) for e in map(json.loads, lines[8:])} == {
+        ("batch_size-2_padding-broken", "failed"),
+        ("batch_size-3_padding-broken", "failed"),
+    }
 
 
 @pytest.mark.slow
