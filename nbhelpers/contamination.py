@@ -1,0 +1,198 @@
+"""Proof that packing does not leak attention across sequences: per-sequence loss, packed vs padded.
+
+Each sequence's mean next-token loss (logits, then cross-entropy per token, grouped by sequence) is
+computed twice: in a padded batch (one row per sequence, attention mask) and in one packed row
+(``position_ids`` restarting at 0 per sequence, no attention mask). With correct boundaries the two
+agree to fp32 rounding; a token that attends across a boundary changes its sequence's loss.
+
+The same check run on a deliberately broken packed row must fail. Broken modes:
+
+- ``"mask_ignored"``: an all-ones attention mask is passed with the packed row; transformers then
+  treats the row as one causal sequence (RoPE positions still restart, only the boundaries are lost).
+- ``"continuous_positions"``: position ids 0..N-1 over the whole row: no boundary information at all.
+- ``"cache_on"``: the model's default ``use_cache=True`` during the forward; transformers only detects
+  packed sequences without a cache, so the row silently becomes one causal sequence. A training step
+  on packed rows must call the model with ``use_cache=False``.
+
+The first sequence of a row has nothing before it, so it matches even when broken; the others do not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .collate import collate
+from .data import IGNORE_INDEX, Example
+
+RELATIVE_TOLERANCE = 1e-5  # fp32 on CPU: packed and padded agree to ~1e-7 relative; leaks move it by >= 1e-4
+BROKEN_MODES = ("mask_ignored", "continuous_positions", "cache_on")
+
+
+def sequence_ids(position_ids: Any) -> Any:
+    """Index of the sequence each position of a packed row belongs to (a new one at every 0)."""
+    import torch
+
+    flat = position_ids.reshape(-1)
+    return torch.cumsum((flat == 0).long(), dim=0) - 1
+
+
+def per_sequence_loss(logits: Any, labels: Any, ids: Any) -> list[tuple[float, int]]:
+    """(mean next-token cross-entropy, loss tokens) per sequence of one row; ``ids`` as sequence_ids.
+
+    The prediction at position t is for label t+1 and belongs to the sequence of position t+1; a
+    packed sequence's first label is -100, so no prediction crosses a boundary into the loss.
+    """
+    import torch
+
+    losses = torch.nn.functional.cross_entropy(
+        logits[:-1].float(), labels[1:], reduction="none", ignore_index=IGNORE_INDEX
+    )
+    valid = labels[1:] != IGNORE_INDEX
+    targets = ids[1:]
+    result = []
+    for sequence in range(int(ids.max()) + 1):
+        chosen = valid & (targets == sequence)
+        count = int(chosen.sum())
+        result.append((float(losses[chosen].sum() / count) if count else float("nan"), count))
+    return result
+
+
+def padded_losses(model: Any, examples: Sequence[Example], pad_token_id: int, max_length: int) -> list[float]:
+    """Each sequence's loss in a right-padded batch (dynamic padding, attention mask)."""
+    import torch
+
+    batch = collate(examples, "dynamic", max_length, pad_token_id)
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False).logits
+    losses = []
+    for row in range(len(examples)):
+        n = int(batch["attention_mask"][row].sum())
+        zeros = torch.zeros(n, dtype=torch.long)
+        losses.append(per_sequence_loss(logits[row, :n], batch["labels"][row, :n], zeros)[0][0])
+    return losses
+
+
+def packed_losses(
+    model: Any, examples: Sequence[Example], pad_token_id: int, max_length: int, broken: str = ""
+) -> tuple[list[float], list[int]]:
+    """Each sequence's loss (and loss tokens) in one packed row, optionally with a broken boundary."""
+    import torch
+
+    if broken and broken not in BROKEN_MODES:
+        raise ValueError(f"broken={broken!r}: one of '', " + ", ".join(repr(m) for m in BROKEN_MODES))
+    batch = collate(examples, "packed", max_length, pad_token_id)
+    ids = sequence_ids(batch["position_ids"])
+    inputs: dict[str, Any] = {"input_ids": batch["input_ids"], "position_ids": batch["position_ids"]}
+    inputs["use_cache"] = broken == "cache_on"
+    if broken == "mask_ignored":
+        inputs["attention_mask"] = torch.ones_like(batch["input_ids"])
+    elif broken == "continuous_positions":
+        inputs["position_ids"] = torch.arange(batch["input_ids"].shape[-1]).unsqueeze(0)
+    with torch.no_grad():
+        logits = model(**inputs).logits[0]
+    pairs = per_sequence_loss(logits, batch["labels"][0], ids)
+    return [loss for loss, _ in pairs], [count for _, count in pairs]
+
+
+@dataclass
+class ContaminationCheck:
+    """Per-sequence losses packed vs padded, and whether every one is within the tolerance."""
+
+    table: Any  # DataFrame: sequence, tokens, loss_tokens, padded_loss, packed_loss, relative_difference, within
+    mode: str  # "correct" or the broken mode
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.table["within_tolerance"].all())
+
+    @property
+    def max_relative_difference(self) -> float:
+        return float(self.table["relative_difference"].max())
+
+    def verdict(self) -> str:
+        outcome = "PASSES" if self.passed else "FAILS"
+        return (
+            f"{self.mode}: {outcome} (max relative difference {self.max_relative_difference:.2e}, "
+            f"tolerance {self.tolerance:.0e})"
+        )
+
+
+def check_contamination(
+    model: Any,
+    examples: Sequence[Example],
+    pad_token_id: int,
+    max_length: int,
+    broken: str = "",
+    tolerance: float = RELATIVE_TOLERANCE,
+) -> ContaminationCheck:
+    """Compare each sequence's loss packed (maybe broken) against padded; ``passed`` iff all are within tolerance."""
+    import pandas as pd
+
+    if len(examples) < 2:
+        raise ValueError("at least two sequences are needed to test a boundary")
+    model.eval()  # no dropout: the two forwards must see the same function
+    reference = padded_losses(model, examples, pad_token_id, max_length)
+    packed, counts = packed_losses(model, examples, pad_token_id, max_length, broken)
+    rows = []
+    for index, (ref, got, count) in enumerate(zip(reference, packed, counts)):
+        difference = abs(got - ref) / abs(ref) if ref else abs(got)
+        rows.append(
+            {
+                "sequence": index,
+                "tokens": min(len(examples[index]["input_ids"]), max_length),
+                "loss_tokens": count,
+                "padded_loss": ref,
+                "packed_loss": got,
+                "relative_difference": difference,
+                "within_tolerance": difference <= tolerance,
+            }
+        )
+    return ContaminationCheck(table=pd.DataFrame(rows), mode=broken or "correct", tolerance=tolerance)
+
+
+def contamination_proof(
+    model_name: str = "qwen3-tiny",
+    dataset: str = "default",
+    prompt_field: str = "prompt",
+    response_field: str = "response",
+    num_sequences: int = 4,
+    max_length: int = 128,
+    attn_implementation: str = "sdpa",
+    broken_modes: Sequence[str] = BROKEN_MODES,
+    tolerance: float = RELATIVE_TOLERANCE,
+    seed: int = 0,
+) -> list[ContaminationCheck]:
+    """The correct check, then each broken mode, on real tokenized examples and one model."""
+    from .data import load_examples
+    from .models import build_model, model_source
+    from .tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(model_source(model_name))
+    examples = load_examples(dataset, tokenizer, num_sequences, max_length, prompt_field, response_field)
+    model = build_model(model_name, attn_implementation, seed)
+    return [
+        check_contamination(model, examples, tokenizer.pad_token_id, max_length, mode, tolerance)
+        for mode in ("", *broken_modes)
+    ]
+
+
+def proof_summary(checks: Sequence[ContaminationCheck]) -> Any:
+    """One row per check: mode, passed, max relative difference, tolerance, sequences over tolerance."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "mode": c.mode,
+                "passed": c.passed,
+                "max_relative_difference": c.max_relative_difference,
+                "tolerance": c.tolerance,
+                "sequences_over_tolerance": int((~c.table["within_tolerance"]).sum()),
+                "first_sequence_difference": float(c.table["relative_difference"].iloc[0]),
+            }
+            for c in checks
+        ]
+    ).set_index("mode")

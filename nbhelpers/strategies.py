@@ -1,0 +1,209 @@
+"""Each padding strategy as a collator and a batch sampler, for plain PyTorch and for HF Trainer.
+
+Built on :mod:`nbhelpers.collate` (the same plan and tensors the measured step uses):
+
+- :class:`StrategyCollator` is callable on a list of examples and returns tensors, so it serves as a
+  ``DataLoader(collate_fn=...)`` or a Trainer ``data_collator``.
+- :class:`StrategyBatchSampler` is a ``Sampler[list[int]]`` built from token lengths, for
+  ``DataLoader(batch_sampler=...)``; it decides which samples share a step (length buckets, token
+  budgets), which a collator alone cannot.
+
+Plain PyTorch::
+
+    loader = strategy_dataloader(examples, "bucketed", pad_token_id=tok.pad_token_id, batch_size=8, max_length=2048)
+
+HF Trainer: pass ``data_collator=StrategyCollator("packed", tok.pad_token_id, 2048)``. Trainer builds its
+own sampler, so for ``bucketed``/``token_budget`` grouping either use its ``group_by_length=True`` or
+override ``Trainer.get_train_dataloader`` to return :func:`strategy_dataloader`'s loader.
+
+Labels never cross a sequence boundary: padding carries -100, and so does the first token of every
+packed sequence (nothing is trained to predict the next sequence's first token).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from torch.utils.data import Sampler
+
+from .collate import PACKED_STRATEGIES, collate, plan_batches
+from .config import ATTENTION_IMPLEMENTATIONS, PADDING_STRATEGIES, ConfigError, RunConfig
+from .data import Example
+
+
+def _check_strategy(strategy: str) -> None:
+    if strategy not in PADDING_STRATEGIES:
+        raise ConfigError("padding", strategy, "one of " + ", ".join(repr(s) for s in PADDING_STRATEGIES))
+
+
+def _as_list(value: Any) -> list[int]:
+    return value.tolist() if hasattr(value, "tolist") else list(value)
+
+
+def as_example(item: Mapping[str, Any]) -> Example:
+    """``input_ids`` and ``labels`` as int lists (labels default to the input ids); other keys dropped."""
+    input_ids = _as_list(item["input_ids"])
+    labels = _as_list(item["labels"]) if item.get("labels") is not None else list(input_ids)
+    if len(labels) != len(input_ids):
+        raise ValueError(f"labels ({len(labels)}) and input_ids ({len(input_ids)}) differ in length")
+    return {"input_ids": input_ids, "labels": labels}
+
+
+class StrategyCollator:
+    """Tensors for one step under a padding strategy; a DataLoader ``collate_fn`` or Trainer ``data_collator``.
+
+    Padded strategies return ``input_ids``, ``labels`` and ``attention_mask`` of shape (batch, width);
+    packed ones (``packed``, ``token_budget``) return one row of ``input_ids``, ``labels`` and
+    ``position_ids`` restarting at 0 per sequence. ``bucketed`` collates like ``dynamic`` (the grouping
+    is the sampler's job).
+    """
+
+    def __init__(self, strategy: str, pad_token_id: int, max_length: int, pad_to_multiple_of: int = 8) -> None:
+        _check_strategy(strategy)
+        self.strategy = strategy
+        self.pad_token_id = pad_token_id
+        self.max_length = max_length
+        self.pad_to_multiple_of = pad_to_multiple_of
+
+    @property
+    def packed(self) -> bool:
+        return self.strategy in PACKED_STRATEGIES
+
+    def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        if not examples:
+            raise ValueError("a batch needs at least one example")
+        rows = [as_example(e) for e in examples]
+        return collate(rows, self.strategy, self.max_length, self.pad_token_id, self.pad_to_multiple_of)
+
+    def __repr__(self) -> str:
+        return (
+            f"StrategyCollator({self.strategy!r}, pad_token_id={self.pad_token_id}, max_length={self.max_length}, "
+            f"pad_to_multiple_of={self.pad_to_multiple_of})"
+        )
+
+
+class StrategyBatchSampler(Sampler[list[int]]):
+    """Indices of each step's samples under a strategy, from token lengths; every index once per epoch.
+
+    Without ``shuffle`` epoch 0 is exactly :func:`nbhelpers.collate.plan_batches` (the measured plan).
+    With ``shuffle`` the samples are permuted by ``seed + epoch`` before planning. ``set_epoch``
+    changes the permutation and the bucket order, as ``DistributedSampler.set_epoch`` does.
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        strategy: str,
+        batch_size: int,
+        max_length: int,
+        num_buckets: int = 4,
+        token_budget: int = 0,
+        seed: int = 0,
+        shuffle: bool = False,
+    ) -> None:
+        _check_strategy(strategy)
+        if batch_size < 1 or max_length < 1:
+            raise ValueError("batch_size and max_length must be at least 1")
+        self.lengths = [int(n) for n in lengths]
+        self.strategy = strategy
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.num_buckets = num_buckets
+        self.token_budget = token_budget
+        self.seed = seed
+        self.shuffle = shuffle
+        self.epoch = 0
+        self._cache: tuple[int, list[list[int]]] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def plan(self) -> list[list[int]]:
+        """The batches of the current epoch."""
+        if self._cache is not None and self._cache[0] == self.epoch:
+            return self._cache[1]
+        order = list(range(len(self.lengths)))
+        if self.shuffle:
+            random.Random(self.seed + self.epoch).shuffle(order)
+        batches = plan_batches(
+            [self.lengths[i] for i in order], self.strategy, self.batch_size, self.max_length,
+            self.num_buckets, self.token_budget, self.seed + self.epoch,
+        )  # fmt: skip
+        plan = [[order[j] for j in batch] for batch in batches]
+        self._cache = (self.epoch, plan)
+        return plan
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter([list(batch) for batch in self.plan()])
+
+    def __len__(self) -> int:
+        return len(self.plan())
+
+
+def strategy_dataloader(
+    examples: Sequence[Mapping[str, Any]],
+    strategy: str,
+    pad_token_id: int,
+    batch_size: int,
+    max_length: int,
+    pad_to_multiple_of: int = 8,
+    num_buckets: int = 4,
+    token_budget: int = 0,
+    seed: int = 0,
+    shuffle: bool = False,
+    **loader_kwargs: Any,
+) -> Any:
+    """A ``torch.utils.data.DataLoader`` over tokenized examples with this strategy's sampler and collator."""
+    from torch.utils.data import DataLoader
+
+    lengths = [len(e["input_ids"]) for e in examples]
+    sampler = StrategyBatchSampler(lengths, strategy, batch_size, max_length, num_buckets, token_budget, seed, shuffle)
+    collator = StrategyCollator(strategy, pad_token_id, max_length, pad_to_multiple_of)
+    return DataLoader(list(examples), batch_sampler=sampler, collate_fn=collator, **loader_kwargs)
+
+
+def parse_names(text: str | Sequence[str], allowed: Sequence[str], parameter: str) -> list[str]:
+    """``"static, packed"`` -> ``["static", "packed"]``; an unknown or empty list raises ConfigError."""
+    names = [n.strip() for n in text.split(",")] if isinstance(text, str) else [str(n).strip() for n in text]
+    names = list(dict.fromkeys(n for n in names if n))
+    unknown = [n for n in names if n not in allowed]
+    if unknown or not names:
+        raise ConfigError(parameter, text, "a comma-separated list drawn from " + ", ".join(allowed))
+    return names
+
+
+def attention_status(name: str, device: str = "cpu") -> str:
+    """'' when an attention implementation can be tried here, else why it is left out.
+
+    flex_attention is *not* left out on a CPU: its forward runs and its backward fails, and that
+    failure is a measurement result that the runner records.
+    """
+    import importlib.util
+
+    if name == "flash_attention_2":
+        if importlib.util.find_spec("flash_attn") is None:
+            return "not installed: the flash-attn package is missing"
+        if device != "cuda":
+            return "needs a CUDA GPU"
+    return ""
+
+
+def strategy_configs(
+    base: RunConfig, strategies: Sequence[str], attentions: Sequence[str], device: str = "cpu"
+) -> tuple[list[RunConfig], dict[str, str]]:
+    """Every strategy x attention configuration that can be tried, and the attentions left out with why."""
+    for name in strategies:
+        _check_strategy(name)
+    for name in attentions:
+        if name not in ATTENTION_IMPLEMENTATIONS:
+            raise ConfigError("attn_implementation", name, "one of " + ", ".join(ATTENTION_IMPLEMENTATIONS))
+    skipped = {a: why for a in attentions if (why := attention_status(a, device))}
+    configs = [
+        base.replace(padding=s, attn_implementation=a, label=f"{s}, {a}")
+        for a in attentions
+        if a not in skipped
+        for s in strategies
+    ]
+    return configs, skipped

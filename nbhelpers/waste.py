@@ -1,0 +1,145 @@
+"""Padding waste from token lengths alone: no model, no tensors, the same plan the measured step uses.
+
+For every step of an epoch: the real tokens (lengths clipped to ``max_length``) and the positions the
+model computes (rows x padded width, or the packed row's length). The padding fraction is
+``1 - real / positions`` over the epoch, exactly what :func:`nbhelpers.collate.count_tokens` reports
+on the collated tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .collate import PACKED_STRATEGIES, padded_length, plan_batches
+from .config import PADDING_STRATEGIES
+
+WASTE_COLUMNS = ("step", "sequences", "real", "positions", "padding", "width")
+
+
+def waste_table(
+    lengths: Sequence[int],
+    strategy: str,
+    batch_size: int,
+    max_length: int,
+    pad_to_multiple_of: int = 8,
+    num_buckets: int = 4,
+    token_budget: int = 0,
+    seed: int = 0,
+) -> Any:
+    """One row per step: sequences, real tokens, positions, padding positions and row width.
+
+    ``token_budget=0`` means ``batch_size * max_length`` (as in RunConfig). Packed strategies have one
+    row whose width is its length, so their padding is 0.
+    """
+    import pandas as pd
+
+    if not lengths:
+        raise ValueError("lengths is empty: at least one sequence is needed")
+    budget = token_budget or batch_size * max_length
+    plan = plan_batches(lengths, strategy, batch_size, max_length, num_buckets, budget, seed)
+    rows = []
+    for step, batch in enumerate(plan):
+        clipped = [min(int(lengths[i]), max_length) for i in batch]
+        real = sum(clipped)
+        if strategy in PACKED_STRATEGIES:
+            width, positions = real, real
+        else:
+            width = padded_length(clipped, strategy, max_length, pad_to_multiple_of)
+            positions = width * len(batch)
+        rows.append((step, len(batch), real, positions, positions - real, width))
+    return pd.DataFrame(rows, columns=list(WASTE_COLUMNS))
+
+
+@dataclass(frozen=True)
+class WasteSummary:
+    """An epoch's padding arithmetic under one setting."""
+
+    strategy: str
+    steps_per_epoch: int
+    real_tokens: int
+    positions: int
+    padding_fraction: float  # padding positions / all positions
+    positions_per_step: float
+    real_tokens_per_step: float
+    max_positions_per_step: int  # the largest step: what memory must hold
+    truncated_fraction: float  # tokens beyond max_length, dropped, over all tokens of the data
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize_waste(table: Any, lengths: Sequence[int], strategy: str, max_length: int) -> WasteSummary:
+    """Totals of a :func:`waste_table`."""
+    real, positions = int(table["real"].sum()), int(table["positions"].sum())
+    total = sum(int(n) for n in lengths)
+    kept = sum(min(int(n), max_length) for n in lengths)
+    steps = len(table)
+    return WasteSummary(
+        strategy=strategy,
+        steps_per_epoch=steps,
+        real_tokens=real,
+        positions=positions,
+        padding_fraction=1.0 - real / positions if positions else 0.0,
+        positions_per_step=positions / steps,
+        real_tokens_per_step=real / steps,
+        max_positions_per_step=int(table["positions"].max()),
+        truncated_fraction=1.0 - kept / total if total else 0.0,
+    )
+
+
+def waste_summary(
+    lengths: Sequence[int],
+    strategy: str,
+    batch_size: int,
+    max_length: int,
+    pad_to_multiple_of: int = 8,
+    num_buckets: int = 4,
+    token_budget: int = 0,
+    seed: int = 0,
+) -> WasteSummary:
+    """:func:`waste_table` and its totals in one call."""
+    table = waste_table(lengths, strategy, batch_size, max_length, pad_to_multiple_of, num_buckets, token_budget, seed)
+    return summarize_waste(table, lengths, strategy, max_length)
+
+
+def compare_strategies(
+    lengths: Sequence[int],
+    batch_size: int,
+    max_length: int,
+    pad_to_multiple_of: int = 8,
+    num_buckets: int = 4,
+    token_budget: int = 0,
+    strategies: Sequence[str] = PADDING_STRATEGIES,
+    seed: int = 0,
+) -> Any:
+    """One row per strategy: steps per epoch, padding fraction, positions and real tokens per step."""
+    import pandas as pd
+
+    rows = [
+        waste_summary(lengths, s, batch_size, max_length, pad_to_multiple_of, num_buckets, token_budget, seed).to_dict()
+        for s in strategies
+    ]
+    frame = pd.DataFrame(rows).set_index("strategy")
+    static = frame["positions"].get("static")
+    frame["positions_vs_static"] = frame["positions"] / static if static else float("nan")
+    return frame
+
+
+def length_stats(lengths: Sequence[int]) -> dict[str, float]:
+    """Count, min, median, mean, 90th and 99th percentile, max of token lengths."""
+    import numpy as np
+
+    values = np.asarray(lengths, dtype=float)
+    if values.size == 0:
+        raise ValueError("lengths is empty")
+    return {
+        "sequences": float(values.size),
+        "min": float(values.min()),
+        "median": float(np.median(values)),
+        "mean": float(values.mean()),
+        "p90": float(np.percentile(values, 90)),
+        "p99": float(np.percentile(values, 99)),
+        "max": float(values.max()),
+    }
