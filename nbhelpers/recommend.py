@@ -19,6 +19,9 @@ from .report import (
     CrossMachineError,
     _fastest,
     choose_baselines,
+    fmt_gib,
+    fmt_rate,
+    fmt_speedup,
     group_key,
     is_candidate,
     is_measured,
@@ -160,9 +163,9 @@ class Recommendation:
     def summary(self) -> str:
         extra = ", ".join(f"{n} {why}" for why, n in self.excluded.items() if n)
         return (
-            f"{self.label} (run {self.run_name}, {self.machine}): {self.real_tokens_per_s:,.1f} real tok/s, "
-            f"{self.speedup:.2f}x over {self.baseline_label}, peak memory "
-            + (f"{self.peak_memory_gib:.2f} GiB" if self.peak_memory_gib is not None else "not measured")
+            f"{self.label} (run {self.run_name}, {self.machine}): {fmt_rate(self.real_tokens_per_s)} real tok/s, "
+            f"{fmt_speedup(self.speedup)} over {self.baseline_label}, peak memory "
+            + (f"{fmt_gib(self.peak_memory_gib)} GiB" if self.peak_memory_gib is not None else "not measured")
             + f", parity {self.parity}. Fastest of {self.candidates} eligible measured configuration(s)"
             + (f"; not eligible: {extra}" if extra else "")
             + "."
@@ -284,9 +287,11 @@ class Recommendation:
     def to_python(self) -> str:
         """Ready-to-paste code: TrainingArguments, TRL SFTConfig and the from_pretrained line."""
         header = [
-            f"# Recommended by nbhelpers from measurements: {self.label!r}, run {self.run_name!r}, {self.machine}",
-            f"# {self.real_tokens_per_s:,.1f} real tok/s = {self.speedup:.2f}x over {self.baseline_label!r}"
-            + (f", peak {self.peak_memory_gib:.2f} GiB" if self.peak_memory_gib is not None else "")
+            f"# Recommended by nbhelpers from measurements: {self.label!r}, run {self.run_name!r}, "
+            + " ".join(self.machine.split()),
+            f"# {fmt_rate(self.real_tokens_per_s)} real tok/s = {fmt_speedup(self.speedup)} "
+            f"over {self.baseline_label!r}"
+            + (f", peak {fmt_gib(self.peak_memory_gib)} GiB" if self.peak_memory_gib is not None else "")
             + f", parity {self.parity}",
         ]
         return "\n".join(
