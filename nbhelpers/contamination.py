@@ -127,14 +127,19 @@ def check_contamination(
     max_length: int,
     broken: str = "",
     tolerance: float = RELATIVE_TOLERANCE,
+    reference: Sequence[float] | None = None,
 ) -> ContaminationCheck:
-    """Compare each sequence's loss packed (maybe broken) against padded; ``passed`` iff all are within tolerance."""
+    """Compare each sequence's loss packed (maybe broken) against padded; ``passed`` iff all are within tolerance.
+
+    ``reference`` reuses padded losses already computed by :func:`padded_losses` for these examples.
+    """
     import pandas as pd
 
     if len(examples) < 2:
         raise ValueError("at least two sequences are needed to test a boundary")
     model.eval()  # no dropout: the two forwards must see the same function
-    reference = padded_losses(model, examples, pad_token_id, max_length)
+    if reference is None:
+        reference = padded_losses(model, examples, pad_token_id, max_length)
     packed, counts = packed_losses(model, examples, pad_token_id, max_length, broken)
     rows = []
     for index, (ref, got, count) in enumerate(zip(reference, packed, counts)):
@@ -172,9 +177,10 @@ def contamination_proof(
 
     tokenizer = load_tokenizer(model_source(model_name))
     examples = load_examples(dataset, tokenizer, num_sequences, max_length, prompt_field, response_field)
-    model = build_model(model_name, attn_implementation, seed)
+    model = build_model(model_name, attn_implementation, seed).eval()
+    reference = padded_losses(model, examples, tokenizer.pad_token_id, max_length)
     return [
-        check_contamination(model, examples, tokenizer.pad_token_id, max_length, mode, tolerance)
+        check_contamination(model, examples, tokenizer.pad_token_id, max_length, mode, tolerance, reference)
         for mode in ("", *broken_modes)
     ]
 

@@ -113,7 +113,7 @@ def waste_explorer(
         "num_buckets": _slider(widgets, "num_buckets", num_buckets, 1, 64),
         "token_budget": _slider(widgets, "token_budget", token_budget, 0, 64 * length_cap, 64),
     }
-    sliders["token_budget"].description_tooltip = "tokens per step for token_budget; 0 = batch size x max length"
+    sliders["token_budget"].tooltip = "tokens per step for token_budget; 0 = batch size x max length"
     padding_html = widgets.HTML()
     padding_html.add_class(PADDING_CLASS)
     summary_html = widgets.HTML()
