@@ -202,3 +202,40 @@ def proof_summary(checks: Sequence[ContaminationCheck]) -> Any:
             for c in checks
         ]
     ).set_index("mode")
+
+
+def require_proof(checks: Sequence[ContaminationCheck]) -> str:
+    """The verdicts, one per line; AssertionError unless the correct check passes and every broken one fails."""
+    correct = [c for c in checks if c.mode == "correct"]
+    broken = [c for c in checks if c.mode != "correct"]
+    if not correct or not correct[0].passed:
+        raise AssertionError("packed and padded losses differ: packing leaks across sequence boundaries here")
+    undetected = [c.mode for c in broken if c.passed]
+    if undetected:
+        raise AssertionError(f"the check did not catch the broken boundaries of {undetected}: it proves nothing")
+    return "\n".join(c.verdict() for c in checks)
+
+
+def proof_record(checks: Sequence[ContaminationCheck], config: Any, notebook: str = "") -> Any:
+    """A RunRecord of kind "parity" holding the proof's outcome (status pass/fail) for the report."""
+    from .env import environment
+    from .results import RunRecord
+
+    correct = next(c for c in checks if c.mode == "correct")
+    parity = {
+        "status": "pass" if correct.passed else "fail",
+        "check": "per-sequence loss, packed vs padded",
+        "tolerance": correct.tolerance,
+        "tolerance_kind": "relative",
+        "max_relative_difference": correct.max_relative_difference,
+        "sequences": len(correct.table),
+        "broken_modes_detected": {c.mode: not c.passed for c in checks if c.mode != "correct"},
+    }
+    base = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    return RunRecord(
+        config=base | {"label": "contamination proof: packed vs padded", "padding": "packed"},
+        kind="parity",
+        notebook=notebook,
+        metrics={"parity": parity},
+        environment=environment("cpu"),
+    )

@@ -205,3 +205,49 @@ def packing_gain(records: Iterable[RunRecord]) -> Any:
         frame["packed / static"] = frame["packed tok/s"] / frame["static tok/s"]
         frame["packed / dynamic"] = frame["packed tok/s"] / frame["dynamic tok/s"]
     return frame
+
+
+def skipped_frame(skipped: dict[str, str]) -> Any:
+    """Attention implementations left out of the measured grid, with why."""
+    import pandas as pd
+
+    return pd.DataFrame({"attention": list(skipped), "left out because": list(skipped.values())})
+
+
+def gpu_overview(records: Sequence[RunRecord], folder: str | Path) -> Any:
+    """The GPU records' measured table, or a Markdown note saying that there are none in ``folder``."""
+    from IPython.display import Markdown
+
+    if not records:
+        return Markdown(
+            f"**No GPU results found** in `{folder}` (no `*.json` / `*.jsonl` records about padding): "
+            "this section is skipped. Run `benchmarks/gpu_suite.py padding padding-flex --out DIR` on a GPU "
+            "and point `GPU_RESULTS` at `DIR`."
+        )
+    machines = sorted({r.machine for r in records})
+    table = measured_table(records)
+    table.insert(1, "machine", [r.machine for r in records if r.kind == "step"])
+    table.attrs["machines"] = machines
+    return table
+
+
+def skip_verdict(gain: Any) -> Any:
+    """Markdown: per machine and attention, what packing gained over static padding, and what that says."""
+    from IPython.display import Markdown
+
+    if gain is None or gain.empty or gain["packed / static"].isna().all():
+        return Markdown("No packed-vs-static pair was measured on a GPU: no verdict on block skipping.")
+    lines = []
+    rows = gain[gain["packed / static"].notna()]
+    for (machine, run), group in rows.groupby(["machine", "run"], sort=False):
+        best = group.loc[group["packed / static"].idxmax()]
+        parts = [
+            f"`{r['attention']}` ({r['kernels']}) {r['packed / static']:.2f}x"
+            for _, r in group.sort_values("packed / static", ascending=False).iterrows()
+        ]
+        lines.append(
+            f"- **{machine}** (run `{run}`): packed over static padding: {', '.join(parts)}. "
+            f"`{best['attention']}` gains the most from packing: it is the one that skips the masked "
+            "(cross-sequence) blocks; an attention near 1x computes them anyway."
+        )
+    return Markdown("\n".join(lines))
