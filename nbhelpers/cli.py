@@ -17,7 +17,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbhelpers", description="Run the fine-tuning workbook and report.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run_all = sub.add_parser("run-all", help="run every notebook once on its defaults, then print the report path")
+    run_all = sub.add_parser("run-all", help="run every notebook once on its defaults, print the report path")
     run_all.add_argument("--notebooks-dir", default="notebooks", help="folder of the numbered notebooks")
     run_all.add_argument("--out", default="runs", help="runs folder (the report lands in OUT/RUN_NAME)")
     run_all.add_argument("--run-name", default="default", help="RUN_NAME passed to every notebook")
@@ -27,7 +27,11 @@ def _parser() -> argparse.ArgumentParser:
 
     sweep = sub.add_parser("sweep", help="run the notebooks once per grid point (resumable)")
     sweep.add_argument(
-        "--grid", nargs="+", required=True, metavar="NAME=V1,V2", help="parameter values; every combination runs"
+        "--grid",
+        nargs="+",
+        required=True,
+        metavar="NAME=V1,V2",
+        help="parameter values; every combination runs",
     )
     sweep.add_argument("--notebooks", default="", help="comma-separated numbers or names (default: all)")
     sweep.add_argument("--notebooks-dir", default="notebooks", help="folder of the numbered notebooks")
@@ -36,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     sweep.add_argument("--timeout", type=float, default=None, help="seconds a cell may run (default: none)")
     sweep.add_argument("--restart", action="store_true", help="ignore the journal: run every point again")
-    sweep.add_argument("--retry-failed", action="store_true", help="run again what the journal lists as failed")
+    sweep.add_argument("--retry-failed", action="store_true", help="run again what the journal says failed")
     sweep.add_argument("--no-report", action="store_true", help="no report.html over all points at the end")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -163,7 +163,8 @@ class Recommendation:
     def summary(self) -> str:
         extra = ", ".join(f"{n} {why}" for why, n in self.excluded.items() if n)
         return (
-            f"{self.label} (run {self.run_name}, {self.machine}): {fmt_rate(self.real_tokens_per_s)} real tok/s, "
+            f"{self.label} (run {self.run_name}, {self.machine}): "
+            f"{fmt_rate(self.real_tokens_per_s)} real tok/s, "
             f"{fmt_speedup(self.speedup)} over {self.baseline_label}, peak memory "
             + (f"{fmt_gib(self.peak_memory_gib)} GiB" if self.peak_memory_gib is not None else "not measured")
             + f", parity {self.parity}. Fastest of {self.candidates} eligible measured configuration(s)"
@@ -265,11 +266,12 @@ class Recommendation:
         hub = _hub_id(model)
         note = "the measured model" if hub == model else f"the measured preset {model!r} has this shape"
         args = ", ".join(f"{k}={_literal(v)}" for k, v in self.from_pretrained_kwargs().items())
+        seq2seq = "DataCollatorForSeq2Seq(tokenizer, "
         collator = {
-            "static": f'DataCollatorForSeq2Seq(tokenizer, padding="max_length", max_length={self.max_length})',
-            "dynamic": 'DataCollatorForSeq2Seq(tokenizer, padding="longest")',
-            "multiple": f"DataCollatorForSeq2Seq(tokenizer, pad_to_multiple_of={self.pad_to_multiple_of})",
-            "bucketed": 'DataCollatorForSeq2Seq(tokenizer, padding="longest")  # with length-grouped sampling',
+            "static": f'{seq2seq}padding="max_length", max_length={self.max_length})',
+            "dynamic": f'{seq2seq}padding="longest")',
+            "multiple": f"{seq2seq}pad_to_multiple_of={self.pad_to_multiple_of})",
+            "bucketed": f'{seq2seq}padding="longest")  # with length-grouped sampling',
             "packed": "DataCollatorWithFlattening()  # padding-free: position_ids, no pad tokens",
             "token_budget": "DataCollatorWithFlattening()  # with batches cut to a token budget",
         }.get(self.padding, 'DataCollatorForSeq2Seq(tokenizer, padding="longest")')
@@ -296,7 +298,13 @@ class Recommendation:
         ]
         return "\n".join(
             header
-            + ["", self.training_arguments_code(), "", "# With TRL (pip install trl):", self.sft_config_code()]
+            + [
+                "",
+                self.training_arguments_code(),
+                "",
+                "# With TRL (pip install trl):",
+                self.sft_config_code(),
+            ]
             + ["", self.model_code(), ""]
         )
 

@@ -326,6 +326,11 @@ def _same(a: RunRecord, b: RunRecord, fields: Sequence[str]) -> bool:
     return all(a.config.get(f) == b.config.get(f) for f in fields)
 
 
+def _only(record: RunRecord, base: RunRecord, changed: Sequence[str], kept: Sequence[str]) -> bool:
+    """``record`` differs from ``base`` in some of ``changed`` and in none of ``kept``."""
+    return _same(record, base, kept) and not _same(record, base, changed)
+
+
 def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = None) -> Any:
     """Per (machine, run): baseline -> best kernels-only -> best padding-only -> best overall.
 
@@ -345,8 +350,8 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
         if base is None:
             continue
         candidates = [r for r in members if is_candidate(r)]
-        kernels_only = [r for r in candidates if _same(r, base, PADDING_FIELDS) and not _same(r, base, KERNEL_FIELDS)]
-        padding_only = [r for r in candidates if _same(r, base, KERNEL_FIELDS) and not _same(r, base, PADDING_FIELDS)]
+        kernels_only = [r for r in candidates if _only(r, base, changed=KERNEL_FIELDS, kept=PADDING_FIELDS)]
+        padding_only = [r for r in candidates if _only(r, base, changed=PADDING_FIELDS, kept=KERNEL_FIELDS)]
         stages = {
             "baseline": base,
             "kernels only": _fastest(kernels_only),
@@ -492,7 +497,8 @@ def failed_table(records: Iterable[RunRecord]) -> Any:
 _CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto; max-width: 1200px;
        color: #222; line-height: 1.45; padding: 0 1rem; }
-h1 { margin-bottom: 0.2rem; } h2 { border-bottom: 2px solid #ddd; padding-bottom: 0.2rem; margin-top: 2.5rem; }
+h1 { margin-bottom: 0.2rem; }
+h2 { border-bottom: 2px solid #ddd; padding-bottom: 0.2rem; margin-top: 2.5rem; }
 table.nbh-table { border-collapse: collapse; font-size: 0.88rem; margin: 0.6rem 0 1.2rem; }
 table.nbh-table th, table.nbh-table td { border: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: right; }
 table.nbh-table th { background: #f3f3f3; }
@@ -500,6 +506,9 @@ table.nbh-table td:first-child, table.nbh-table td.text { text-align: left; }
 .failed { color: #a40000; } .meta { color: #555; font-size: 0.9rem; }
 pre { background: #f7f7f7; border: 1px solid #e3e3e3; padding: 0.7rem; overflow-x: auto; font-size: 0.85rem; }
 """
+
+
+_TEXT_COLUMNS = ("label", "machine", "run", "status", "reason", "parity", "stage")
 
 
 def _html_table(frame: Any, css_class: str, machine: str = "") -> str:
@@ -511,7 +520,7 @@ def _html_table(frame: Any, css_class: str, machine: str = "") -> str:
         cells = []
         for column in columns:
             value = str(row[column])
-            cls = ' class="text"' if column in ("label", "machine", "run", "status", "reason", "parity") else ""
+            cls = ' class="text"' if column in _TEXT_COLUMNS else ""
             cells.append(f'<td data-col="{html.escape(str(column))}"{cls}>{html.escape(value)}</td>')
         status = row.get("status", "ok") if hasattr(row, "get") else "ok"
         row_class = ' class="failed"' if status not in ("ok", "") and "status" in columns else ""
@@ -606,8 +615,8 @@ def write_html_report(
         else:
             parts.append(f'<p class="recommendation">{html.escape(rec.summary())}</p>')
             parts.append(f'<pre class="python">{html.escape(rec.to_python())}</pre>')
-            parts.append(f'<details><summary>JSON</summary><pre class="json">{html.escape(rec.to_json())}</pre>')
-            parts.append("</details>")
+            json_text = html.escape(rec.to_json())
+            parts.append(f'<details><summary>JSON</summary><pre class="json">{json_text}</pre></details>')
         parts.append("</section>")
         sections.append("\n".join(parts))
 
@@ -616,7 +625,8 @@ def write_html_report(
     for key, div in divs.items():
         body = body.replace(f"{{{{{key}}}}}", div)
     summary = (
-        f"{len(step_records(records))} step records ({sum(1 for r in step_records(records) if not r.ok)} failed) "
+        f"{len(step_records(records))} step records "
+        f"({sum(1 for r in step_records(records) if not r.ok)} failed) "
         f"from {len({run_name_of(r) for r in step_records(records)})} run(s) on {len(machines)} machine(s): "
         + ", ".join(machines)
     )
@@ -634,8 +644,8 @@ def write_html_report(
 <body>
 <h1>{html.escape(title)}</h1>
 <p class="summary">{html.escape(summary)}</p>
-<p class="meta">Throughput is real (non-pad) tokens per second, median of the timed steps. A speedup is a ratio
-of two records from one run on one machine; machines are never divided by each other.</p>
+<p class="meta">Throughput is real (non-pad) tokens per second, median of the timed steps.
+A speedup is a ratio of two records from one run on one machine; machines are never divided by each other.</p>
 {body}
 <script type="application/json" id="nbhelpers-records">{_json_for_script(records)}</script>
 </body>

@@ -110,7 +110,8 @@ def default_sweep_name(grid: dict[str, Sequence[Any]] | None, notebooks: Sequenc
 def list_notebooks(notebooks_dir: str | Path = "notebooks") -> list[Path]:
     """Every notebook of a folder in name order (01_..., 02_...), checkpoints and outputs left out."""
     folder = Path(notebooks_dir)
-    found = sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith(".") and ".partial" not in p.name)
+    candidates = (p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
+    found = sorted(p for p in candidates if ".partial" not in p.name)
     if not found:
         raise FileNotFoundError(f"no notebooks (*.ipynb) in {folder.resolve()}")
     return found
@@ -379,7 +380,8 @@ def run_points(
         if retry_failed:
             done = {key: entry for key, entry in done.items() if entry.get("status") == "ok"}
         complete = sum(all((name, nb.name) in done for nb in notebooks) for name, _ in points)
-        bar = tqdm(total=len(points), initial=complete, desc=sweep_name or sweep_dir.name, disable=not progress)
+        label = sweep_name or sweep_dir.name
+        bar = tqdm(total=len(points), initial=complete, desc=label, disable=not progress)
         try:
             for name, point in points:
                 todo = [nb for nb in notebooks if (name, nb.name) not in done]
@@ -447,7 +449,8 @@ def run_sweep(
     manifest = sweep_dir / "sweep.json"
     if not manifest.exists():
         tmp = manifest.with_name("sweep.json.tmp")
-        tmp.write_text(json.dumps({"name": name, "grid": grid, "notebooks": [n.name for n in notebooks]}, indent=2))
+        manifest_data = {"name": name, "grid": grid, "notebooks": [n.name for n in notebooks]}
+        tmp.write_text(json.dumps(manifest_data, indent=2))
         os.replace(tmp, manifest)
     result = run_points(
         points,

@@ -92,7 +92,13 @@ def _make_record(
         "transformers": "5.17.0",
     }
     return RunRecord(
-        config=cfg, status=status, reason=reason, kind=kind, notebook="test", metrics=metrics, environment=environment
+        config=cfg,
+        status=status,
+        reason=reason,
+        kind=kind,
+        notebook="test",
+        metrics=metrics,
+        environment=environment,
     )
 
 

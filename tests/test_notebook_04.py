@@ -30,7 +30,8 @@ def _frame_rows(cell) -> list[dict[str, str]]:
     html = next(o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {}))
     table = BeautifulSoup(html, "html.parser").find("table")
     columns = [th.get_text() for th in table.select("thead tr")[0].find_all("th")][1:]  # first: the index
-    return [dict(zip(columns, [td.get_text() for td in tr.find_all("td")])) for tr in table.select("tbody tr")]
+    rows = [[td.get_text() for td in tr.find_all("td")] for tr in table.select("tbody tr")]
+    return [dict(zip(columns, row)) for row in rows]
 
 
 def test_notebook_is_committed_clean_and_declares_its_parameters():
@@ -84,7 +85,10 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
     ]
     assert [(r["label"], r["reason"]) for r in _frame_rows(by_id["failed"])] == [("eager", "out of memory")]
     overview = _frame_rows(by_id["records"])
-    assert [(r["run"], r["steps ok"], r["steps failed"]) for r in overview] == [("nb04", "3", "1"), ("other", "1", "0")]
+    assert [(r["run"], r["steps ok"], r["steps failed"]) for r in overview] == [
+        ("nb04", "3", "1"),
+        ("other", "1", "0"),
+    ]
     assert overview[0]["peak FLOP/s source"] == "table: NVIDIA H200 bf16 dense (989.0 TFLOP/s)"
     plots = [o for o in by_id["plots"].outputs if o["output_type"] == "execute_result"]
     assert "application/vnd.holoviews_exec.v0+json" in plots[0]["data"]  # a HoloViews layout was displayed
@@ -94,9 +98,18 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
     report = runs_root / "nb04" / "report.html"
     assert str(report) in _outputs_text(by_id["report"])
     soup = BeautifulSoup(report.read_text(), "html.parser")
-    assert [s["data-machine"] for s in soup.select("section.machine")] == ["NVIDIA H200 @ gpu-01", "cpu @ laptop"]
+    assert [s["data-machine"] for s in soup.select("section.machine")] == [
+        "NVIDIA H200 @ gpu-01",
+        "cpu @ laptop",
+    ]
     speedups = {
         row.select_one('td[data-col="label"]').get_text(): row.select_one('td[data-col="speedup"]').get_text()
         for row in soup.select("table.records tbody tr")
     }
-    assert speedups == {"baseline": "1.00x", "liger": "1.50x", "packed": "2.25x", "eager": "—", "cpu": "1.00x"}
+    assert speedups == {
+        "baseline": "1.00x",
+        "liger": "1.50x",
+        "packed": "2.25x",
+        "eager": "—",
+        "cpu": "1.00x",
+    }

@@ -10,6 +10,9 @@ import pytest
 from nbhelpers.recommend import recommend, recommend_all, recommendations_markdown
 from nbhelpers.report import CrossMachineError
 
+CPU = {"device_name": "cpu", "hostname": "laptop", "device_type": "cpu"}
+NEEDS_ACCELERATE = "TrainingArguments needs accelerate>=1.1 (pip install accelerate)"
+
 
 @pytest.fixture
 def measured(make_record):
@@ -56,8 +59,8 @@ def test_fastest_eligible_record_ties_broken_by_memory(measured):
 def test_refuses_to_compare_machines_and_recommends_per_machine(make_record):
     records = [
         make_record("gpu-base", 1000.0),
-        make_record("cpu-base", 50.0, device_name="cpu", hostname="laptop", device_type="cpu"),
-        make_record("cpu-packed", 80.0, padding="packed", device_name="cpu", hostname="laptop", device_type="cpu"),
+        make_record("cpu-base", 50.0, **CPU),
+        make_record("cpu-packed", 80.0, padding="packed", **CPU),
     ]
     with pytest.raises(CrossMachineError, match="one machine"):
         recommend(records)
@@ -81,7 +84,7 @@ def test_nothing_eligible_is_a_clear_error(make_record):
 
 
 def _exec_training_arguments(code: str, tmp_path, monkeypatch):
-    pytest.importorskip("accelerate", reason="TrainingArguments needs accelerate>=1.1 (pip install accelerate)")
+    pytest.importorskip("accelerate", reason=NEEDS_ACCELERATE)
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     exec(compile(code, "<recommended>", "exec"), namespace)
@@ -93,7 +96,13 @@ def test_exported_code_builds_training_arguments(make_record, tmp_path, monkeypa
     records = [
         make_record("base", 100.0, device_name="cpu", hostname="ci", device_type="cpu"),
         make_record(
-            "best", 300.0, kernels="liger+compile", padding=padding, device_name="cpu", hostname="ci", device_type="cpu"
+            "best",
+            300.0,
+            kernels="liger+compile",
+            padding=padding,
+            device_name="cpu",
+            hostname="ci",
+            device_type="cpu",
         ),
     ]
     rec = recommend(records)
@@ -118,7 +127,7 @@ def test_exported_code_bf16_on_a_gpu_record(make_record, tmp_path, monkeypatch):
     rec = recommend([make_record("base", 100.0, dtype="bf16")])
     assert rec.training_arguments_kwargs()["bf16"] is True
     assert rec.from_pretrained_kwargs() == {"attn_implementation": "sdpa", "dtype": "bfloat16"}
-    pytest.importorskip("accelerate", reason="TrainingArguments needs accelerate>=1.1 (pip install accelerate)")
+    pytest.importorskip("accelerate", reason=NEEDS_ACCELERATE)
     import transformers.training_args as ta
 
     monkeypatch.setattr(ta, "is_torch_bf16_gpu_available", lambda *a, **k: True)  # a CPU here, a GPU there
@@ -127,18 +136,21 @@ def test_exported_code_bf16_on_a_gpu_record(make_record, tmp_path, monkeypatch):
 
 
 def test_sft_config_code(make_record, tmp_path, monkeypatch):
-    rec = recommend([make_record("base", 100.0, padding="token_budget", token_budget=4096, attn="flash_attention_2")])
+    record = make_record("base", 100.0, padding="token_budget", token_budget=4096, attn="flash_attention_2")
+    rec = recommend([record])
     code = rec.sft_config_code()
     tree = ast.parse(code)
-    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "SFTConfig")
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    call = next(n for n in calls if getattr(n.func, "id", "") == "SFTConfig")
     kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
-    assert kwargs["packing"] is True and kwargs["padding_free"] is True and kwargs["packing_strategy"] == "bfd"
+    assert kwargs["packing"] is True and kwargs["padding_free"] is True
+    assert kwargs["packing_strategy"] == "bfd"
     assert kwargs["max_length"] == 4096 and kwargs["per_device_train_batch_size"] == 1
     assert kwargs["model_init_kwargs"] == {"attn_implementation": "flash_attention_2"}
     try:
         import trl  # noqa: F401
     except ImportError:
-        pytest.skip("TRL is not installed: SFTConfig code checked with ast only (pip install trl to build it)")
+        pytest.skip("TRL is not installed: SFTConfig code checked with ast only (pip install trl)")
     pytest.importorskip("accelerate", reason="SFTConfig needs accelerate>=1.1")
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}

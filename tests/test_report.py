@@ -16,22 +16,53 @@ from nbhelpers.results import RunStore
 
 GPU = "NVIDIA H200 @ gpu-01"
 CPU = "cpu @ laptop"
+OOM = "CUDA out of memory (20 GiB)"
 
 
 @pytest.fixture
 def records(make_record):
     """The DESIGN.md H200 table (a subset) plus a CPU machine: numbers whose ratios are known."""
-    cpu = {"device_name": "cpu", "hostname": "laptop", "device_type": "cpu", "peak_flops_source": "measured: matmul"}
+    cpu = {
+        "device_name": "cpu",
+        "hostname": "laptop",
+        "device_type": "cpu",
+        "peak_flops_source": "measured: matmul",
+    }
     return [
         make_record(
-            "sdpa, pad to 2048", 6367.0, memory_gib=111.0, mfu=0.08, kernels_per_step=6458, padding_fraction=0.75
+            "sdpa, pad to 2048",
+            6367.0,
+            memory_gib=111.0,
+            mfu=0.08,
+            kernels_per_step=6458,
+            padding_fraction=0.75,
         ),
-        make_record("eager attention", None, attn="eager", status="failed", reason="CUDA out of memory (20 GiB)"),
-        make_record("pad to longest", 4624.0, padding="dynamic", memory_gib=101.0, mfu=0.06, padding_fraction=0.61),
+        make_record("eager attention", None, attn="eager", status="failed", reason=OOM),
         make_record(
-            "packed, flex", 15059.0, padding="packed", attn="flex_attention", memory_gib=56.0, mfu=0.2, parity="pass"
+            "pad to longest",
+            4624.0,
+            padding="dynamic",
+            memory_gib=101.0,
+            mfu=0.06,
+            padding_fraction=0.61,
         ),
-        make_record("liger, static", 8796.0, kernels="liger", memory_gib=64.0, mfu=0.12, kernels_per_step=3742),
+        make_record(
+            "packed, flex",
+            15059.0,
+            padding="packed",
+            attn="flex_attention",
+            memory_gib=56.0,
+            mfu=0.2,
+            parity="pass",
+        ),
+        make_record(
+            "liger, static",
+            8796.0,
+            kernels="liger",
+            memory_gib=64.0,
+            mfu=0.12,
+            kernels_per_step=3742,
+        ),
         make_record("liger, bad parity", 20000.0, kernels="liger+compile", memory_gib=30.0, parity="fail"),
         make_record("cpu eager", 210.0, memory_gib=1.5, mfu=0.01, **cpu),
         make_record("cpu packed", 340.5, padding="packed", memory_gib=1.25, mfu=0.02, parity="pass", **cpu),
@@ -44,7 +75,8 @@ def test_speedup_refuses_other_machines_and_other_runs(make_record):
     other_gpu = make_record("b", 100.0, hostname="gpu-02")
     other_run = make_record("c", 100.0, run_name="sweep-point-2")
     assert speedup(gpu, make_record("base", 100.0)) == 2.0
-    with pytest.raises(CrossMachineError, match="only a ratio of records from one run on one machine") as info:
+    message = "only a ratio of records from one run on one machine"
+    with pytest.raises(CrossMachineError, match=message) as info:
         speedup(gpu, other_gpu)
     assert "NVIDIA H200 @ gpu-02" in str(info.value) and isinstance(info.value, ValueError)
     with pytest.raises(CrossMachineError, match="from run 'sweep-point-2'"):
@@ -96,14 +128,14 @@ def test_waterfall_uses_measured_records_only(records):
     assert gpu.loc["best overall", "real tok/s"] == 15059.0
     assert gpu.loc["best overall", "step gain"] == pytest.approx(15059 / 4624)
     cpu = steps[steps["machine"] == CPU].set_index("stage")
-    assert cpu.loc["kernels only", "label"] == "not measured" and math.isnan(cpu.loc["kernels only", "speedup"])
+    assert cpu.loc["kernels only", "label"] == "not measured"
+    assert math.isnan(cpu.loc["kernels only", "speedup"])
     assert cpu.loc["best overall", "label"] == "cpu packed"
 
 
 def test_formatting():
-    assert (
-        report.fmt_rate(15059.4) == "15,059" and report.fmt_rate(34.56) == "34.6" and report.fmt_rate(2.345) == "2.35"
-    )
+    assert report.fmt_rate(15059.4) == "15,059" and report.fmt_rate(34.56) == "34.6"
+    assert report.fmt_rate(2.345) == "2.35"
     assert report.fmt_speedup(2.3651) == "2.37x" and report.fmt_percent(0.075) == "7.5%"
     assert report.fmt_gib(float("nan")) == "—" and report.fmt_count(6458.0) == "6,458"
 
@@ -140,7 +172,8 @@ def test_html_report_numbers_equal_the_records(records, tmp_path):
     sections = soup.select("section.machine")
     assert [s["data-machine"] for s in sections] == [GPU, CPU]
     tables = _parse_tables(soup, "records")
-    assert {row["machine"] for row in tables[GPU]} == {GPU} and {row["machine"] for row in tables[CPU]} == {CPU}
+    assert {row["machine"] for row in tables[GPU]} == {GPU}
+    assert {row["machine"] for row in tables[CPU]} == {CPU}
 
     by_label = {r.config["label"]: r for r in loaded if r.kind == "step"}
     baselines = {GPU: by_label["sdpa, pad to 2048"], CPU: by_label["cpu eager"]}
@@ -148,7 +181,7 @@ def test_html_report_numbers_equal_the_records(records, tmp_path):
         for row in rows:
             record = by_label[row["label"]]
             if not record.ok:
-                assert row["status"] == "failed" and row["reason"] == record.reason and row["real tok/s"] == "—"
+                assert (row["status"], row["reason"], row["real tok/s"]) == ("failed", record.reason, "—")
                 continue
             m = record.metrics
             assert _number(row["real tok/s"]) == pytest.approx(m["real_tokens_per_s"], abs=0.5)
@@ -224,7 +257,8 @@ class FakeDbutils:
 def test_databricks_widgets_override_typed_parameters():
     namespace = {"RUN_NAME": "default", "BATCH_SIZE": 4, "LR": 1e-5, "PROFILE": False, "OTHER": "x"}
     assert apply_databricks_widgets(namespace, ["RUN_NAME"]) == {}  # no dbutils: no-op
-    namespace["dbutils"] = FakeDbutils({"RUN_NAME": "job-7", "BATCH_SIZE": "16", "PROFILE": "true", "LR": "0.001"})
+    widgets = {"RUN_NAME": "job-7", "BATCH_SIZE": "16", "PROFILE": "true", "LR": "0.001"}
+    namespace["dbutils"] = FakeDbutils(widgets)
     changed = apply_databricks_widgets(namespace, ["RUN_NAME", "BATCH_SIZE", "LR", "PROFILE"])
     assert changed == {"RUN_NAME": "job-7", "BATCH_SIZE": 16, "LR": 0.001, "PROFILE": True}
     assert namespace["BATCH_SIZE"] == 16 and namespace["OTHER"] == "x"

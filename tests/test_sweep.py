@@ -28,7 +28,8 @@ config = {"run_name": RUN_NAME, "label": f"{STEP}-{PADDING}", "batch_size": BATC
           "kernels": "eager"}
 metrics = {"real_tokens_per_s": 100.0 * BATCH_SIZE}
 environment = {"device_name": "cpu", "hostname": "test"}
-RunStore.for_run(RUN_NAME).append(RunRecord(config=config, notebook=STEP, metrics=metrics, environment=environment))
+record = RunRecord(config=config, notebook=STEP, metrics=metrics, environment=environment)
+RunStore.for_run(RUN_NAME).append(record)
 """
 
 
@@ -66,7 +67,12 @@ def stand_ins(folder: Path, sleep_s: float = 0.0) -> list[Path]:
 
 def test_parse_grid_and_points():
     grid = sweep.parse_grid(["batch_size=2,4", "max_length=64", "padding=dynamic,packed", "profile=true"])
-    assert grid == {"batch_size": [2, 4], "max_length": [64], "padding": ["dynamic", "packed"], "profile": [True]}
+    assert grid == {
+        "batch_size": [2, 4],
+        "max_length": [64],
+        "padding": ["dynamic", "packed"],
+        "profile": [True],
+    }
     points = sweep.grid_points(grid)
     assert len(points) == 4
     assert points[0] == {"batch_size": 2, "max_length": 64, "padding": "dynamic", "profile": True}
@@ -202,7 +208,7 @@ def test_sweep_killed_with_sigkill_resumes_without_loss(tmp_path, kernel_env):
     assert 1 <= len(finished) < 4
     assert all(e["status"] == "ok" for e in finished)
 
-    result = sweep.run_sweep({"batch_size": [1, 2, 3, 4]}, nbs, out, "k", progress=False)  # same sweep, restarted
+    result = sweep.run_sweep({"batch_size": [1, 2, 3, 4]}, nbs, out, "k", progress=False)  # restarted
     after = journal.read_text().splitlines()
     assert after[: len(before)] == before  # finished entries intact
     assert len(after) == 4 and result.ok
