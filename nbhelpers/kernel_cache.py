@@ -1,0 +1,148 @@
+"""Startup cost: compiled-kernel caches (Triton, TorchInductor) warmed once, shipped as a tar.gz, reused.
+
+torch.compile and Triton spend the first step compiling; both keep what they compiled on disk
+(``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``). Warm the caches once for the configured shapes,
+export them, and import them where the next job starts (another machine, a Databricks cluster), so
+its first step is fast. ``cold_vs_warm`` measures the difference.
+"""
+
+from __future__ import annotations
+
+import tarfile
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .config import RunConfig
+from .results import RunRecord
+from .runner import run_isolated
+
+STARTUP_KIND = "startup"
+
+
+class UnsafeArchiveError(ValueError):
+    """A cache archive member that would land outside the cache folder (or is not a plain file)."""
+
+
+def cache_env(cache_dir: str | Path) -> dict[str, str]:
+    """Environment variables that point Triton's and Inductor's caches into ``cache_dir``."""
+    root = Path(cache_dir).resolve()
+    return {"TRITON_CACHE_DIR": str(root / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor")}
+
+
+def cache_files(cache_dir: str | Path) -> list[Path]:
+    """Regular files under the cache folder, relative to it, sorted."""
+    root = Path(cache_dir)
+    if not root.exists():
+        return []
+    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def cache_summary(cache_dir: str | Path) -> dict[str, Any]:
+    """Files and bytes per cache (triton, inductor) in a cache folder."""
+    root = Path(cache_dir)
+    summary: dict[str, Any] = {"cache_dir": str(root)}
+    for name in ("triton", "inductor"):
+        files = cache_files(root / name)
+        summary[f"{name}_files"] = len(files)
+        summary[f"{name}_bytes"] = sum((root / name / f).stat().st_size for f in files)
+    return summary
+
+
+def warm_caches(config: RunConfig, cache_dir: str | Path, notebook: str = "") -> RunRecord:
+    """Run the configured shapes once in a subprocess whose caches live in ``cache_dir``; its record.
+
+    When ``cache_dir`` starts empty, the record's ``first_step_s`` is the cold start.
+    """
+    env = cache_env(cache_dir)
+    for path in env.values():
+        Path(path).mkdir(parents=True, exist_ok=True)
+    return run_isolated(config, notebook=notebook, extra_env=env)
+
+
+def export_cache(cache_dir: str | Path, archive_path: str | Path) -> Path:
+    """Write the cache folder's regular files to a tar.gz (paths relative to the folder); its path."""
+    root = Path(cache_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"cache_dir={str(root)!r}: no such folder")
+    archive = Path(archive_path)
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    staging = archive.with_name(archive.name + ".tmp")
+    with tarfile.open(staging, "w:gz") as tar:
+        for relative in cache_files(root):
+            tar.add(root / relative, arcname=relative.as_posix(), recursive=False)
+    staging.replace(archive)
+    return archive
+
+
+def _check_member(member: tarfile.TarInfo) -> None:
+    path = PurePosixPath(member.name)
+    if path.is_absolute() or member.name.startswith(("/", "\\")) or ".." in path.parts or ":" in member.name:
+        raise UnsafeArchiveError(f"refusing archive member {member.name!r}: absolute path or '..'")
+    if not (member.isfile() or member.isdir()):
+        raise UnsafeArchiveError(f"refusing archive member {member.name!r}: not a regular file or folder")
+
+
+def import_cache(archive_path: str | Path, cache_dir: str | Path) -> list[str]:
+    """Unpack a cache archive into ``cache_dir``; the member names. Nothing is written if any member is
+    unsafe (absolute path, '..', link or device): that raises UnsafeArchiveError naming it."""
+    root = Path(cache_dir)
+    with tarfile.open(archive_path, "r:*") as tar:
+        members = tar.getmembers()
+        for member in members:
+            _check_member(member)
+        root.mkdir(parents=True, exist_ok=True)
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(root, members=members, filter="data")
+        else:  # pragma: no cover - Python without extraction filters; members were checked above
+            tar.extractall(root, members=members)
+    return [m.name for m in members if m.isfile()]
+
+
+def _as_startup(record: RunRecord, cache: str, cache_dir: Path) -> RunRecord:
+    record.kind = STARTUP_KIND
+    record.config["label"] = f"{record.label} ({cache} cache)"
+    if record.ok:
+        record.metrics["cache"] = cache
+        record.metrics["cache_dir"] = str(cache_dir)
+        record.metrics.update({k: v for k, v in cache_summary(cache_dir).items() if k != "cache_dir"})
+    return record
+
+
+def cold_vs_warm(config: RunConfig, workdir: str | Path, notebook: str = "") -> list[RunRecord]:
+    """Two records of one config (kind "startup"): first with an empty kernel cache, then with the cache
+    the first run filled. Compare their ``metrics["first_step_s"]``; the cache stays in ``workdir``."""
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    cache_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-", dir=work))
+    cold = _as_startup(warm_caches(config, cache_dir, notebook), "cold", cache_dir)
+    warm = _as_startup(run_isolated(config, notebook=notebook, extra_env=cache_env(cache_dir)), "warm", cache_dir)
+    return [cold, warm]
+
+
+def startup_table(records: Iterable[RunRecord]) -> Any:
+    """First step against a timed step, per record: the startup cost and what a warm cache saves."""
+    import pandas as pd
+
+    rows = []
+    for record in records:
+        m = record.metrics
+        first, median = m.get("first_step_s"), m.get("step_time_median_s")
+        rows.append(
+            {
+                "label": record.label,
+                "machine": record.machine,
+                "cache": m.get("cache", ""),
+                "status": record.status,
+                "first step s": first,
+                "step median s": median,
+                "startup overhead s": first - median if record.ok and first is not None and median else None,
+                "cache files": (m.get("inductor_files") or 0) + (m.get("triton_files") or 0) if record.ok else None,
+                "reason": record.reason,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    cold = frame.loc[frame["cache"] == "cold", "first step s"]
+    frame["cold / this"] = cold.iloc[0] / frame["first step s"] if len(cold) and cold.iloc[0] else None
+    return frame

@@ -1,0 +1,173 @@
+"""Parity before speed: each backend's first-step loss and gradient norm against a baseline record.
+
+Both numbers come from the same first batch and the same seeded weights (``metrics["loss_first"]``
+and ``metrics["grad_norm_first"]`` of the measured step). A backend passes when both relative
+differences are within a tolerance chosen by device and compute dtype (see :data:`TOLERANCES`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .results import RunRecord
+
+PASS, FAIL, NOT_CHECKED, BASELINE = "pass", "fail", "not checked", "baseline"
+
+# Fields that fix the first batch and the initial weights: two records are comparable when these match.
+SAME_BATCH_FIELDS = (
+    "model", "dataset", "prompt_field", "response_field", "use_chat_template", "num_samples", "batch_size",
+    "max_length", "padding", "pad_to_multiple_of", "num_buckets", "token_budget", "seed", "dtype",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A relative tolerance and why it is what it is."""
+
+    rel: float
+    basis: str
+
+
+# Measured on a 2-core CPU, qwen3-tiny, fp32 (see docs in notebook 02): torch.compile matched eager
+# bit for bit; Liger's interpreted kernels (rope, (fused linear) cross-entropy) within 2e-7.
+# The tolerances leave one to two orders of magnitude of room for other shapes and seeds.
+TOLERANCES: dict[tuple[str, str], Tolerance] = {
+    ("cpu", "compile"): Tolerance(1e-5, "fp32 on CPU: compiled kernels reorder few sums"),
+    ("cpu", "liger"): Tolerance(1e-4, "fp32 on CPU: Liger's Triton kernels in the interpreter, other sum order"),
+    ("cuda", "fp32"): Tolerance(1e-3, "fp32 weights on GPU: TF32 matmuls are allowed"),
+    ("any", "bf16"): Tolerance(2e-2, "bf16 compute: 8 mantissa bits, sums in another order"),
+}
+
+
+def _device_type(record: RunRecord) -> str:
+    return str(record.environment.get("device_type", "cpu"))
+
+
+def tolerance_for(record: RunRecord) -> Tolerance:
+    """The tolerance a record's parity is judged by: bf16 anywhere, else by device and backend."""
+    dtype = str(record.metrics.get("compute_dtype") or record.config.get("dtype", "fp32"))
+    if "bf16" in dtype:
+        return TOLERANCES[("any", "bf16")]
+    if _device_type(record) == "cuda":
+        return TOLERANCES[("cuda", "fp32")]
+    kernels = str(record.config.get("kernels", "eager"))
+    return TOLERANCES[("cpu", "liger" if "liger" in kernels else "compile")]
+
+
+def rel_diff(value: float, reference: float) -> float:
+    """|value - reference| / |reference| (absolute difference when the reference is 0)."""
+    scale = abs(reference)
+    return abs(value - reference) / scale if scale > 0 else abs(value - reference)
+
+
+def _number(record: RunRecord, key: str) -> float | None:
+    value = record.metrics.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def comparable(record: RunRecord, baseline: RunRecord) -> str:
+    """'' when both records ran the same first batch from the same weights on one machine, else why not."""
+    if record.machine != baseline.machine:
+        return f"other machine ({record.machine} vs {baseline.machine})"
+    differ = [f for f in SAME_BATCH_FIELDS if record.config.get(f) != baseline.config.get(f)]
+    return f"different {', '.join(differ)}" if differ else ""
+
+
+def check_parity(record: RunRecord, baseline: RunRecord) -> dict[str, Any]:
+    """The parity verdict of one record against the baseline, as stored in ``metrics["parity"]``."""
+    tolerance = tolerance_for(record)
+    verdict: dict[str, Any] = {
+        "status": NOT_CHECKED,
+        "loss_rel_diff": None,
+        "grad_norm_rel_diff": None,
+        "tolerance": tolerance.rel,
+        "tolerance_basis": tolerance.basis,
+        "baseline": baseline.label,
+        "baseline_record_id": baseline.record_id,
+        "note": "",
+    }
+    if record.record_id == baseline.record_id:
+        return verdict | {"status": BASELINE, "loss_rel_diff": 0.0, "grad_norm_rel_diff": 0.0}
+    for which, name in ((record, "record"), (baseline, "baseline")):
+        if not which.ok:
+            return verdict | {"note": f"{name} failed: {which.reason[:200]}"}
+    why = comparable(record, baseline)
+    if why:
+        return verdict | {"note": why}
+    values = [_number(r, k) for r in (record, baseline) for k in ("loss_first", "grad_norm_first")]
+    if any(v is None for v in values):
+        return verdict | {"note": "no loss_first / grad_norm_first in the metrics"}
+    loss, grad, base_loss, base_grad = values  # type: ignore[misc]
+    if not all(math.isfinite(v) for v in values):  # type: ignore[arg-type]
+        return verdict | {"status": FAIL, "note": "a loss or gradient norm is not finite"}
+    loss_diff, grad_diff = rel_diff(loss, base_loss), rel_diff(grad, base_grad)
+    ok = loss_diff <= tolerance.rel and grad_diff <= tolerance.rel
+    return verdict | {"status": PASS if ok else FAIL, "loss_rel_diff": loss_diff, "grad_norm_rel_diff": grad_diff}
+
+
+def find_baseline(records: Sequence[RunRecord], baseline_label: str) -> RunRecord:
+    """The (last) record with this label; a clear error naming the labels there are."""
+    matches = [r for r in records if r.label == baseline_label]
+    if not matches:
+        labels = ", ".join(repr(r.label) for r in records) or "none"
+        raise ValueError(f"no record labelled {baseline_label!r} to compare against; labels: {labels}")
+    return matches[-1]
+
+
+def attach_parity(records: Iterable[RunRecord], baseline_label: str) -> list[RunRecord]:
+    """Set ``metrics["parity"]`` on every ok record (call before storing: records are append-only)."""
+    records = list(records)
+    baseline = find_baseline(records, baseline_label)
+    for record in records:
+        if record.ok:
+            record.metrics["parity"] = check_parity(record, baseline)
+    return records
+
+
+def parity_table(records: Iterable[RunRecord], baseline_label: str) -> Any:
+    """One row per record: loss and gradient norm of the first step, relative diffs, tolerance, status."""
+    import pandas as pd
+
+    records = list(records)
+    baseline = find_baseline(records, baseline_label)
+    rows = []
+    for record in records:
+        verdict = check_parity(record, baseline)
+        rows.append(
+            {
+                "backend": record.label,
+                "kernels": record.config.get("kernels", ""),
+                "liger kernels": ", ".join(record.config.get("liger_kernels") or ())
+                if "liger" in str(record.config.get("kernels", ""))
+                else "",
+                "loss": _number(record, "loss_first"),
+                "grad norm": _number(record, "grad_norm_first"),
+                "loss rel diff": verdict["loss_rel_diff"],
+                "grad norm rel diff": verdict["grad_norm_rel_diff"],
+                "tolerance": verdict["tolerance"],
+                "status": verdict["status"],
+                "why this tolerance": verdict["tolerance_basis"],
+                "note": verdict["note"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def cpu_unchecked_table(records: Iterable[RunRecord]) -> Any:
+    """Liger kernels that could not run on this CPU: kernel, status and the failed record's reason."""
+    import pandas as pd
+
+    rows = [
+        {
+            "kernel": ", ".join(r.config.get("liger_kernels") or ()),
+            "status": "ran" if r.ok else "failed: not checked on CPU",
+            "reason": r.reason,
+        }
+        for r in records
+    ]
+    return pd.DataFrame(rows, columns=["kernel", "status", "reason"])
