@@ -146,3 +146,12 @@ def startup_table(records: Iterable[RunRecord]) -> Any:
     cold = frame.loc[frame["cache"] == "cold", "first step s"]
     frame["cold / this"] = cold.iloc[0] / frame["first step s"] if len(cold) and cold.iloc[0] else None
     return frame
+
+
+def startup_backend(backends: str) -> str | None:
+    """The backend whose startup is worth measuring: compile first (Inductor), then any other non-eager."""
+    names = [name.strip() for name in backends.split(",") if name.strip()]
+    for preferred in ("compile", "liger+compile"):
+        if preferred in names:
+            return preferred
+    return next((name for name in names if name != "eager"), None)

@@ -1,0 +1,124 @@
+"""Kernel caches: export/import round trip, unsafe archives refused, cold vs warm torch.compile on CPU."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+from test_parity import compile_pair
+
+from nbhelpers.kernel_cache import (
+    UnsafeArchiveError,
+    cache_env,
+    cache_files,
+    cache_summary,
+    export_cache,
+    import_cache,
+    startup_backend,
+    startup_table,
+)
+
+
+def _fill(root: Path) -> dict[str, bytes]:
+    files = {
+        "inductor/fxgraph/ab/graph.pt": b"graph",
+        "inductor/aotautograd/cd/entry": b"aot" * 100,
+        "triton/XYZ/kernel.json": b'{"name": "k"}',
+    }
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return files
+
+
+def test_cache_env_points_into_the_folder(tmp_path):
+    assert cache_env(tmp_path / "c") == {
+        "TRITON_CACHE_DIR": str(tmp_path / "c" / "triton"),
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c" / "inductor"),
+    }
+
+
+def test_export_import_round_trip(tmp_path):
+    source = tmp_path / "cache"
+    files = _fill(source)
+    (source / "inductor" / "link").symlink_to(source / "triton")  # links are not exported
+    archive = export_cache(source, tmp_path / "out" / "cache.tar.gz")
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == sorted(files)
+    target = tmp_path / "elsewhere"
+    assert sorted(import_cache(archive, target)) == sorted(files)
+    assert {p.as_posix() for p in cache_files(target)} == set(files)
+    for name, data in files.items():
+        assert (target / name).read_bytes() == data
+    summary = cache_summary(target)
+    assert (summary["inductor_files"], summary["inductor_bytes"], summary["triton_files"]) == (2, 305, 1)
+
+
+def _archive(path: Path, member: tarfile.TarInfo, data: bytes = b"x") -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        ok = tarfile.TarInfo("inductor/fine.txt")
+        ok.size = 1
+        tar.addfile(ok, io.BytesIO(b"y"))
+        if member.isfile():
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+        else:
+            tar.addfile(member)
+    return path
+
+
+@pytest.mark.parametrize(
+    "name, kind, message",
+    [
+        ("/etc/evil", tarfile.REGTYPE, "absolute path or '..'"),
+        ("../evil", tarfile.REGTYPE, "absolute path or '..'"),
+        ("inductor/../../evil", tarfile.REGTYPE, "absolute path or '..'"),
+        ("inductor/link", tarfile.SYMTYPE, "not a regular file or folder"),
+    ],
+)
+def test_import_refuses_unsafe_members_and_writes_nothing(tmp_path, name, kind, message):
+    member = tarfile.TarInfo(name)
+    member.type = kind
+    member.linkname = "/etc/passwd" if kind == tarfile.SYMTYPE else ""
+    archive = _archive(tmp_path / "bad.tar.gz", member)
+    target = tmp_path / "target"
+    with pytest.raises(UnsafeArchiveError, match=message):
+        import_cache(archive, target)
+    assert not target.exists() and not (tmp_path / "evil").exists()
+
+
+def test_export_of_a_missing_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        export_cache(tmp_path / "nope", tmp_path / "a.tar.gz")
+
+
+def test_startup_table_and_backend(make_record):
+    cold = make_record("compile (cold cache)", kind="startup")
+    cold.metrics.update(cache="cold", first_step_s=60.0, step_time_median_s=0.5, inductor_files=40, triton_files=0)
+    warm = make_record("compile (warm cache)", kind="startup")
+    warm.metrics.update(cache="warm", first_step_s=6.0, step_time_median_s=0.5, inductor_files=40, triton_files=0)
+    table = startup_table([cold, warm]).set_index("cache")
+    assert table.loc["cold", "startup overhead s"] == 59.5 and table.loc["warm", "startup overhead s"] == 5.5
+    assert table.loc["warm", "cold / this"] == 10.0 and table.loc["warm", "cache files"] == 40
+    assert startup_backend("eager,liger,compile") == "compile"
+    assert startup_backend("eager,liger") == "liger"
+    assert startup_backend("eager") is None
+
+
+@pytest.mark.slow
+def test_cold_vs_warm_compile_on_cpu(tmp_path_factory, tmp_path):
+    cold, warm = compile_pair(tmp_path_factory)
+    assert (cold.kind, cold.metrics["cache"], warm.metrics["cache"]) == ("startup", "cold", "warm")
+    assert cold.label == "compile (cold cache)" and warm.label == "compile (warm cache)"
+    # Measured on 2 cores: ~55-65 s cold (Inductor compiles C++ kernels), ~5 s warm.
+    assert cold.metrics["first_step_s"] > 20.0
+    assert warm.metrics["first_step_s"] < cold.metrics["first_step_s"] / 3
+    cache_dir = Path(cold.metrics["cache_dir"])
+    assert cold.metrics["inductor_files"] > 10 and warm.metrics["inductor_files"] >= cold.metrics["inductor_files"]
+    # The real cache survives export and a safe import, file for file.
+    archive = export_cache(cache_dir, tmp_path / "compile-cache.tar.gz")
+    names = import_cache(archive, tmp_path / "imported")
+    assert sorted(names) == sorted(p.as_posix() for p in cache_files(cache_dir))
+    assert any(name.startswith("inductor/fxgraph/") for name in names)
