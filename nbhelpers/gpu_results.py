@@ -15,7 +15,10 @@ from typing import Any
 from .results import RunRecord, records_frame
 
 GPU_RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
-FIRST_COLUMNS = ("machine", "source", "label", "kind", "status", "reason")
+SHOWN_COLUMNS = (
+    "machine", "source", "label", "kind", "status", "kernels", "real_tokens_per_s", "step_time_median_s",
+    "first_step_s", "peak_memory_gib", "kernels_per_step", "loss_first", "grad_norm_first", "parity", "reason",
+)  # fmt: skip
 
 
 def _record_dicts(path: Path) -> list[dict[str, Any]]:
@@ -54,14 +57,16 @@ def load_gpu_records(folder: str | Path | None = None) -> list[RunRecord]:
     return records
 
 
-def gpu_results_frame(records: list[RunRecord]) -> Any:
-    """One row per shipped record with its machine (device @ host) and source file first."""
+def gpu_results_frame(records: list[RunRecord], columns: tuple[str, ...] | None = SHOWN_COLUMNS) -> Any:
+    """One row per shipped record, machine (device @ host) and source file first; ``columns=None`` keeps all."""
     frame = records_frame(records)
     if frame.empty:
         return frame
     frame.insert(0, "source", [r.artifacts.get("source", "") for r in records])
-    ordered = [c for c in FIRST_COLUMNS if c in frame.columns]
-    return frame[ordered + [c for c in frame.columns if c not in ordered]]
+    frame["kernels"] = [r.config.get("kernels", "") for r in records]
+    frame["parity"] = [(r.metrics.get("parity") or {}).get("status", "not checked") for r in records]
+    shown = [c for c in columns if c in frame.columns] if columns is not None else list(frame.columns)
+    return frame[shown]
 
 
 def describe_gpu_results(records: list[RunRecord], folder: str | Path | None = None) -> str:

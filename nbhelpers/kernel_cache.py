@@ -148,10 +148,39 @@ def startup_table(records: Iterable[RunRecord]) -> Any:
     return frame
 
 
-def startup_backend(backends: str) -> str | None:
+def startup_backend(backends: Iterable[str]) -> str | None:
     """The backend whose startup is worth measuring: compile first (Inductor), then any other non-eager."""
-    names = [name.strip() for name in backends.split(",") if name.strip()]
+    names = [name.strip() for name in backends if name.strip()]
     for preferred in ("compile", "liger+compile"):
         if preferred in names:
             return preferred
     return next((name for name in names if name != "eager"), None)
+
+
+def measure_startup(
+    configs: Iterable[RunConfig], workdir: str | Path, enabled: bool = True, notebook: str = ""
+) -> list[RunRecord]:
+    """cold_vs_warm of the backend :func:`startup_backend` picks among ``configs`` (no profiler); [] when
+    disabled or when there is only eager."""
+    by_kernels = {c.kernels: c for c in configs}
+    backend = startup_backend(by_kernels)
+    if not enabled or backend is None:
+        return []
+    return cold_vs_warm(by_kernels[backend].replace(profile=False), workdir, notebook)
+
+
+def export_startup_cache(records: Iterable[RunRecord], archive_path: str | Path) -> Any:
+    """Export the cache the startup records filled to a tar.gz; a one-row table of what was written."""
+    import pandas as pd
+
+    cache_dirs = [r.metrics["cache_dir"] for r in records if r.ok and r.metrics.get("cache_dir")]
+    if not cache_dirs:
+        return pd.DataFrame(
+            [{"archive": "", "files": 0, "MiB": 0.0, "note": "no startup measurement: nothing to export"}]
+        )
+    archive = export_cache(cache_dirs[-1], archive_path)
+    files = len(cache_files(cache_dirs[-1]))
+    note = "unpack with import_cache(archive, folder); point the job at it with cache_env(folder)"
+    return pd.DataFrame(
+        [{"archive": str(archive), "files": files, "MiB": archive.stat().st_size / 2**20, "note": note}]
+    )

@@ -207,9 +207,11 @@ def backend_configs(base: RunConfig, backends: str, liger_kernels: str, device: 
     return configs
 
 
-def cpu_skipped_kernels(liger_kernels: str) -> tuple[str, ...]:
-    """Requested Liger kernels that Triton's CPU interpreter cannot run."""
+def cpu_skipped_kernels(liger_kernels: str, backends: str = "liger", device: str = "cpu") -> tuple[str, ...]:
+    """Requested Liger kernels that Triton's CPU interpreter cannot run (none off a CPU or without Liger)."""
     switches = parse_list("LIGER_KERNELS", liger_kernels, LIGER_KERNELS)
+    if device != "cpu" or "liger" not in backends:
+        return ()
     return tuple(k for k in switches if k not in CPU_INTERPRETABLE_LIGER_KERNELS)
 
 
@@ -268,3 +270,40 @@ def kernel_diff(before: Any, after: Any, rel_tol: float = 0.05) -> dict[str, Any
         "categories": diff_categories(old, new),
         "unit": head["unit_after"],
     }
+
+
+def backend_kernel_diff(records: Iterable[Any], baseline_label: str = BASELINE_BACKEND) -> dict[str, Any]:
+    """The kernel diff of the baseline against the best other backend (see :func:`best_other_backend`).
+
+    Always a dict with a ``headline``; without a profiled candidate the frames are empty and the
+    headline says why.
+    """
+    import pandas as pd
+
+    records = list(records)
+    before = next((r for r in records if r.label == baseline_label and r.ok and r.artifacts.get("trace")), None)
+    after = best_other_backend(records, baseline_label)
+    if before is None or after is None:
+        missing = f"a profiled ok {baseline_label!r} record" if before is None else "another profiled ok backend"
+        empty = pd.DataFrame()
+        return {"headline": f"No kernel diff: it needs {missing} whose parity did not fail.", "summary": empty,
+                "names": empty, "kernels": empty, "categories": empty, "unit": ""}  # fmt: skip
+    diff = kernel_diff(before, after)
+    head = diff["summary"].set_index("measure")["after / before"]
+    diff["headline"] = (
+        f"{baseline_label} -> {after.label} (the fastest other backend), {diff['unit']} per step: "
+        f"launches x{head['launches per step']:.2f}, time x{head['kernel time per step (us)']:.2f}, "
+        f"kernel names {diff['summary'].attrs['names']}"
+    )
+    return diff
+
+
+def kernel_diff_plot(diff: dict[str, Any]) -> Any:
+    """Time per step by category before and after (HoloViews), or a note when there is no diff."""
+    if diff["categories"].empty:
+        import holoviews as hv
+
+        return hv.Div(f"<p>{diff['headline']}</p>")
+    from .trace_plots import category_diff_bars
+
+    return category_diff_bars(diff["categories"])

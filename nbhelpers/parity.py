@@ -171,3 +171,11 @@ def cpu_unchecked_table(records: Iterable[RunRecord]) -> Any:
         for r in records
     ]
     return pd.DataFrame(rows, columns=["kernel", "status", "reason"])
+
+
+def store_checked(store: Any, records: Iterable[RunRecord], baseline_label: str) -> list[RunRecord]:
+    """Attach each record's parity verdict, then append them all to the (append-only) store, in order."""
+    records = attach_parity(records, baseline_label)
+    for record in records:
+        store.append(record)
+    return records

@@ -164,6 +164,8 @@ def test_backend_configs_on_cpu_keep_interpretable_liger_kernels():
     gpu = backend_configs(base, "eager,liger", "rope,rms_norm", "cuda")
     assert gpu[1].liger_kernels == ("rope", "rms_norm")
     assert cpu_skipped_kernels("rope,rms_norm,swiglu,cross_entropy") == ("rms_norm", "swiglu")
+    assert cpu_skipped_kernels("rope,rms_norm", "eager,liger", "cuda") == ()
+    assert cpu_skipped_kernels("rope,rms_norm", "eager,compile", "cpu") == ()
     demo = cpu_unsupported_configs(base.replace(profile=True), ("rms_norm",))
     assert [(c.label, c.liger_kernels, c.profile) for c in demo] == [
         ("liger rms_norm (CPU interpreter)", ("rms_norm",), False)
