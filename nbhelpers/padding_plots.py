@@ -6,7 +6,6 @@ RunRecords only.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -151,24 +150,6 @@ def failures(table: Any) -> Any:
     return table.loc[table["status"] != "ok", ["label", "padding", "attention", "reason"]].reset_index(drop=True)
 
 
-def load_records_from(folder: str | Path, patterns: Sequence[str] = ("*.json", "*.jsonl")) -> list[RunRecord]:
-    """RunRecords from every JSON (a record, a list of records or {"records": [...]}) and JSON-lines file."""
-    folder = Path(folder)
-    records: list[RunRecord] = []
-    if not folder.is_dir():
-        return records
-    files = sorted({p for pattern in patterns for p in folder.glob(pattern)})
-    for path in files:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".jsonl":
-            items = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
-            data = json.loads(text)
-            items = data if isinstance(data, list) else data.get("records", [data])
-        records.extend(RunRecord.from_dict(item) for item in items if isinstance(item, dict) and "config" in item)
-    return records
-
-
 def padding_records(records: Iterable[RunRecord]) -> list[RunRecord]:
     """Step records of configurations that differ in padding or attention (the ones this notebook is about)."""
     return [r for r in records if r.kind == "step" and r.config.get("padding") and r.config.get("attn_implementation")]
@@ -214,15 +195,18 @@ def skipped_frame(skipped: dict[str, str]) -> Any:
     return pd.DataFrame({"attention": list(skipped), "left out because": list(skipped.values())})
 
 
-def gpu_overview(records: Sequence[RunRecord], folder: str | Path) -> Any:
+def gpu_overview(records: Sequence[RunRecord], folder: str | Path | None = None) -> Any:
     """The GPU records' measured table, or a Markdown note saying that there are none in ``folder``."""
     from IPython.display import Markdown
 
+    from .gpu_results import GPU_RESULTS_DIR
+
+    folder = folder or GPU_RESULTS_DIR
     if not records:
         return Markdown(
-            f"**No GPU results found** in `{folder}` (no `*.json` / `*.jsonl` records about padding): "
-            "this section is skipped. Run `benchmarks/gpu_suite.py padding padding-flex --out DIR` on a GPU "
-            "and point `GPU_RESULTS` at `DIR`."
+            f"**No GPU results about padding** in `{folder}`: this section is skipped. Measure them with "
+            "`python benchmarks/gpu_suite.py padding padding-flex --out DIR` on a GPU and point `GPU_RESULTS` "
+            "at `DIR`."
         )
     machines = sorted({r.machine for r in records})
     table = measured_table(records)

@@ -151,3 +151,29 @@ def test_widget_plot_and_measure_button(real_lengths, tmp_path):
     find_widget(box, description="token budget").value = 64  # below max length: RunConfig refuses it
     find_widget(box, description="measure this setting").click()
     assert len(seen) == 1 and "cannot measure: token_budget=64" in find_widget(box, css_class="nbh-measured").value
+
+
+def test_measured_table_packing_gain_and_verdict(make_record):
+    from nbhelpers.padding_plots import failures, measured_table, packing_gain, skip_verdict
+
+    records = [
+        make_record("static sdpa", 1000.0, padding="static", attn="sdpa", kernels_per_step=700, padding_fraction=0.6),
+        make_record("packed sdpa", 1100.0, padding="packed", attn="sdpa", padding_fraction=0.0),
+        make_record("static flex", 1000.0, padding="static", attn="flex_attention"),
+        make_record("packed flex", 2500.0, padding="packed", attn="flex_attention"),
+        make_record("cpu packed", 80.0, padding="packed", device_type="cpu", kernels_per_step=650, device_name="cpu"),
+        make_record("flex cpu", None, padding="packed", attn="flex_attention", status="failed", reason="no backward"),
+    ]
+    table = measured_table(records)
+    assert table["label"].tolist()[:2] == ["static sdpa", "packed sdpa"]
+    assert table.loc[0, ["real tok/s", "kernels/step", "kernel unit", "padding fraction"]].tolist() == [
+        1000.0, 700.0, "kernels (GPU)", 0.6
+    ]  # fmt: skip
+    assert table.loc[4, "kernel unit"] == "aten ops (CPU)"
+    assert failures(table).values.tolist() == [["flex cpu", "packed", "flex_attention", "no backward"]]
+    gain = packing_gain(records[:4]).set_index("attention")
+    assert gain.loc["sdpa", "packed / static"] == pytest.approx(1.1)
+    assert gain.loc["flex_attention", "packed / static"] == pytest.approx(2.5)
+    verdict = skip_verdict(packing_gain(records[:4])).data
+    assert "`flex_attention` (eager) 2.50x, `sdpa` (eager) 1.10x" in verdict
+    assert "`flex_attention` gains the most from packing" in verdict
