@@ -29,11 +29,32 @@ STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budg
 def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
     base = RunConfig(**BASE)
     dynamic = base.replace(padding="dynamic")
+    flex = base.replace(attn_implementation="flex_attention")
+    longtail = {"dataset": longtail_path, "run_name": "h200-longtail"}
     return {
+        "rerun": [
+            base.replace(label=f"eager, {s}, sdpa", padding=s, steps=8 if s == "dynamic" else 5)
+            for s in ("static", "dynamic", "multiple")
+        ]
+        + [
+            flex.replace(label="eager, packed, flex_attention (cold cache)", padding="packed"),
+            flex.replace(label="eager, packed, flex_attention (warm cache)", padding="packed"),
+            flex.replace(label="eager, token_budget 16k, flex_attention", padding="token_budget", token_budget=16384),
+            flex.replace(label="liger, packed, flex_attention", padding="packed", kernels="liger"),
+            flex.replace(label="liger, token_budget 32k, flex_attention", padding="token_budget", kernels="liger",
+                         token_budget=32768),
+            base.replace(label="longtail: eager, static, sdpa", **longtail),
+            base.replace(label="longtail: eager, packed, sdpa", padding="packed", **longtail),
+            flex.replace(label="longtail: eager, packed, flex_attention", padding="packed", **longtail),
+        ],  # fmt: skip
         "baseline": [base.replace(label="baseline: eager, static pad 2048, sdpa", profile=True)],
         "kernels": [
             dynamic.replace(label=f"{k}, pad to longest, sdpa", kernels=k, profile=True)
             for k in ("eager", "liger", "compile", "liger+compile")
+        ],
+        "compile-static": [
+            base.replace(label=f"{k}, static pad 2048, sdpa", kernels=k, timeout_s=400)
+            for k in ("compile", "liger")
         ],
         "startup": [
             dynamic.replace(label=f"{k}, pad to longest, sdpa (warm cache)", kernels=k) for k in ("liger", "compile")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import resource
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -92,6 +93,20 @@ def peak_memory_gib(device: str) -> tuple[float, str]:
     return kib / 2**20, "peak RSS of the process (ru_maxrss)"
 
 
+def allocator_stats(device: str) -> dict[str, int]:
+    """CUDA caching-allocator counters: retries (cache flushes under memory pressure) and raw cudaMallocs."""
+    if device != "cuda":
+        return {}
+    import torch
+
+    stats = torch.cuda.memory_stats()
+    return {
+        "cuda_alloc_retries": int(stats.get("num_alloc_retries", 0)),
+        "cuda_device_allocs": int(stats.get("num_device_alloc", 0)),
+        "cuda_device_frees": int(stats.get("num_device_free", 0)),
+    }
+
+
 def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> RunRecord:
     """Run warmup + timed steps of one configuration and return its record (raises on failure)."""
     import torch
@@ -146,6 +161,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     positions = sum(c.positions for c in counts)
     peak = peak_flops(device, dtype)
     memory, memory_source = peak_memory_gib(device)
+    allocator = allocator_stats(device)
     metrics: dict[str, Any] = {
         **stats,
         "step_times_s": times,
@@ -170,6 +186,8 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         "flop_parameters": shape.flop_parameters,
         "patch_report": report,
         "timed_batches": len(counts),
+        "real_tokens_per_s_median_step": statistics.median(c.real / t for c, t in zip(counts, times)),
+        **allocator,
     }
     artifacts: dict[str, str] = {}
     if config.profile:

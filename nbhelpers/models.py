@@ -176,12 +176,29 @@ def build_model(
         config._attn_implementation = attn_implementation
         with torch.device(device):  # initialise where it will run: seconds, not minutes, for 1.7B on a GPU
             model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
-        return model.to(dtype) if dtype is not None else model
-    source = model_source(name_or_path)
-    kwargs: dict[str, Any] = {"attn_implementation": attn_implementation}
-    if dtype is not None:
-        kwargs["dtype"] = dtype
-    return AutoModelForCausalLM.from_pretrained(source, **kwargs).to(device)
+        model = model.to(dtype) if dtype is not None else model
+    else:
+        source = model_source(name_or_path)
+        kwargs: dict[str, Any] = {"attn_implementation": attn_implementation}
+        if dtype is not None:
+            kwargs["dtype"] = dtype
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs).to(device)
+    disable_kv_cache(model)
+    return model
+
+
+def disable_kv_cache(model: Any) -> None:
+    """Training needs no KV cache, and with one, packed rows attend across sequence boundaries.
+
+    Seen with transformers 5.24 on a CPU (a packed row's logits differed from the padded batch's by up
+    to 0.9) and consistent with the H200 parity failure of packed rows under 5.17: a forward pass with
+    ``use_cache=True`` (the config default) builds a cache, and the packed-sequence detection from
+    ``position_ids`` is skipped when a cache exists, so a flattened row is attended as one long
+    causal sequence.
+    """
+    model.config.use_cache = False
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.use_cache = False
 
 
 def meta_model(name: str) -> Any:

@@ -37,6 +37,15 @@ def _cuda_available() -> bool:
         return False
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, get SIGKILL when the parent dies (no orphan holding a GPU)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 def _tail(text: str, lines: int = 6) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
 
@@ -48,22 +57,37 @@ def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str
         config_path, result_path = Path(tmp) / "config.json", Path(tmp) / "record.json"
         config_path.write_text(config.to_json())
         command = [sys.executable, "-m", "nbhelpers.worker", str(config_path), str(result_path), notebook]
+        child = subprocess.Popen(
+            command, env=_child_env(config, extra_env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, start_new_session=True, preexec_fn=_die_with_parent,
+        )  # fmt: skip
         try:
-            done = subprocess.run(
-                command, env=_child_env(config, extra_env), capture_output=True, text=True,
-                timeout=config.timeout_s, start_new_session=True,
-            )  # fmt: skip
+            _, stderr = child.communicate(timeout=config.timeout_s)
         except subprocess.TimeoutExpired:
+            _kill_group(child)
             return RunRecord.failed(label, f"timed out after {config.timeout_s} s", notebook=notebook)
+        except BaseException:  # an interrupted notebook must not leave a GPU-holding process behind
+            _kill_group(child)
+            raise
+        _kill_group(child)  # compile workers and other grandchildren end with their configuration
         if result_path.exists():
             return RunRecord.from_dict(json.loads(result_path.read_text()))
-        if done.returncode < 0:
-            name = signal.Signals(-done.returncode).name
+        if child.returncode < 0:
+            name = signal.Signals(-child.returncode).name
             hint = " (the host ran out of memory?)" if name == "SIGKILL" else ""
             reason = f"killed by {name}{hint}"
         else:
-            reason = f"exited with status {done.returncode}"
-        return RunRecord.failed(label, f"{reason}: {_tail(done.stderr)}", notebook=notebook)
+            reason = f"exited with status {child.returncode}"
+        return RunRecord.failed(label, f"{reason}: {_tail(stderr)}", notebook=notebook)
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    """Stop a configuration's process and everything it started (it leads its own process group)."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    child.wait()
 
 
 def run_config(config: RunConfig, isolate: bool = True, notebook: str = "") -> RunRecord:
@@ -76,9 +100,7 @@ def run_config(config: RunConfig, isolate: bool = True, notebook: str = "") -> R
     try:
         return measure(config, notebook=notebook, progress=True)
     except Exception as error:  # noqa: BLE001 - every failure becomes a record
-        return RunRecord.failed(
-            config.to_dict() | {"label": config.name}, failure_reason(error), notebook=notebook
-        )
+        return RunRecord.failed(config.to_dict() | {"label": config.name}, failure_reason(error), notebook=notebook)
 
 
 def run_configs(

@@ -74,6 +74,7 @@ def make(
 def write_jsonl(rows: list[dict[str, str]], path: str | Path) -> Path:
     """Write rows as JSON lines (gzip when the name ends in .gz)."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "wt", encoding="utf-8", **({"compresslevel": 9} if path.suffix == ".gz" else {})) as handle:
         for row in rows:

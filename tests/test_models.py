@@ -69,3 +69,22 @@ def test_local_folder_loads_through_from_pretrained(tmp_path):
 def test_folder_without_config_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no config.json"):
         build_model(str(tmp_path))
+
+
+def test_training_models_have_no_kv_cache_so_packed_rows_match_padded():
+    import torch
+
+    from nbhelpers.collate import collate
+    from nbhelpers.data import load_examples
+    from nbhelpers.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer()
+    examples = load_examples("default", tokenizer, 3, 64)
+    results = {}
+    for strategy in ("dynamic", "packed"):
+        model = build_model("qwen3-tiny", "sdpa", seed=0)
+        assert model.config.use_cache is False
+        out = model(**collate(examples, strategy, 64, tokenizer.pad_token_id))
+        out.loss.backward()
+        results[strategy] = (out.loss.item(), torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9).item())
+    assert results["packed"] == pytest.approx(results["dynamic"], rel=1e-5)

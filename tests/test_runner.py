@@ -10,9 +10,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_success_failure_timeout_in_subprocesses(tmp_path):
-    good = RunConfig(
-        run_name="t", label="tiny", num_samples=8, batch_size=2, max_length=32, steps=2, warmup=1
-    )
+    good = RunConfig(run_name="t", label="tiny", num_samples=8, batch_size=2, max_length=32, steps=2, warmup=1)
     bad = good.replace(label="missing model", model=str(tmp_path / "no-such-model"))
     slow = good.replace(label="too slow", timeout_s=1)
     store = RunStore(tmp_path / "records.jsonl")
@@ -37,3 +35,43 @@ def test_gpu_only_option_fails_cleanly_without_gpu():
         pytest.skip("this machine has a GPU")
     record = run_config(RunConfig(device="cuda", num_samples=4, steps=1, warmup=0), isolate=False)
     assert not record.ok and record.reason.startswith("no GPU")
+
+
+def test_worker_dies_with_its_parent(tmp_path):
+    """A parent killed by SIGKILL (a notebook kernel, a `timeout`) must not leave its configuration running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys, time\n"
+        "from nbhelpers.config import RunConfig\n"
+        "from nbhelpers.runner import run_isolated\n"
+        "run_isolated(RunConfig(num_samples=8, steps=10_000, warmup=0))\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)])
+    child_pid = None
+    for _ in range(100):
+        time.sleep(0.2)
+        found = subprocess.run(
+            ["pgrep", "-f", "nbhelpers.worker", "-P", str(parent.pid)], capture_output=True, text=True
+        )
+        if found.stdout.strip():
+            child_pid = int(found.stdout.split()[0])
+            break
+    assert child_pid is not None, "the worker never started"
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    for _ in range(50):
+        time.sleep(0.1)
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            return
+        state = open(f"/proc/{child_pid}/stat").read().split()[2] if os.path.exists(f"/proc/{child_pid}/stat") else ""
+        if state == "Z":
+            return
+    raise AssertionError(f"worker {child_pid} outlived its parent")
