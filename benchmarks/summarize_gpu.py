@@ -51,7 +51,8 @@ def main() -> None:
             record = json.loads(line)
             config, metrics = record["config"], record["metrics"]
             rows.append({
-                "call": call, "label": config["label"], "group": config.get("group", ""),
+                "call": call, "record_id": record["record_id"], "label": config["label"],
+                "group": config.get("group", ""),
                 "status": record["status"], "reason": record["reason"], "validity": validity(call, record),
                 "machine": record["environment"].get("device_name", ""),
                 "versions": {k: record["environment"].get(k) for k in VERSION_KEYS},

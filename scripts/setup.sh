@@ -18,7 +18,7 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
     "$PY" -m pip install -q --retries 1 "${TORCH_SPEC:-torch==2.13.0}" \
       --index-url "${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}" 2>&1 \
       | grep -vE '^WARNING: (Location|Retrying)' || true
-    "$PY" -c "import torch" || { echo "torch did not install; set TORCH_SPEC / TORCH_CPU_INDEX" >&2; exit 1; }
+    "$PY" -c "import torch" 2>/dev/null || { echo "torch did not install; set TORCH_SPEC / TORCH_CPU_INDEX" >&2; exit 1; }
   fi
 fi
 "$PY" -m pip install -q -e ".[test]" 2>&1 | grep -vE '^WARNING: Location|BuildBackendWarning|^\s' || true
