@@ -6,6 +6,7 @@ RunRecords only.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from .results import RunRecord
 
+PACKED = ("packed", "token_budget")
 REAL_COLOR = "#3b7dd8"
 PAD_COLOR = "#e07b54"
 MEASURED_COLUMNS = (
@@ -152,22 +154,56 @@ def failures(table: Any) -> Any:
     return table.loc[table["status"] != "ok", ["label", "padding", "attention", "reason"]].reset_index(drop=True)
 
 
+def gpu_validity(folder: str | Path | None = None) -> dict[str, str]:
+    """record_id -> validity note ("valid", "invalid: why") from summary files whose entries carry one."""
+    from .gpu_results import GPU_RESULTS_DIR
+
+    root = Path(folder) if folder else GPU_RESULTS_DIR
+    notes: dict[str, str] = {}
+    if not root.is_dir():
+        return notes
+    for path in sorted(root.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        entries = data.get("records", [data]) if isinstance(data, dict) else data
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and entry.get("record_id") and isinstance(entry.get("validity"), str):
+                notes[str(entry["record_id"])] = entry["validity"]
+    return notes
+
+
+def is_valid(record: RunRecord, validity: dict[str, str] | None = None) -> bool:
+    """False when a validity note marks the record invalid; records without a note count as valid."""
+    return not (validity or {}).get(record.record_id, "valid").lower().startswith("invalid")
+
+
 def padding_records(records: Iterable[RunRecord]) -> list[RunRecord]:
-    """Step records of configurations that differ in padding or attention (the ones this notebook is about)."""
-    return [r for r in records if r.kind == "step" and r.config.get("padding") and r.config.get("attn_implementation")]
+    """Step records that name a padding and an attention, one per record id (the one with an environment)."""
+    chosen: dict[str, RunRecord] = {}
+    for record in records:
+        if record.kind != "step" or not record.config.get("padding") or not record.config.get("attn_implementation"):
+            continue
+        kept = chosen.get(record.record_id)
+        if kept is None or (not kept.environment and record.environment):
+            chosen[record.record_id] = record
+    return list(chosen.values())
 
 
-def packing_gain(records: Iterable[RunRecord]) -> Any:
+def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None = None) -> Any:
     """Per machine, run, attention and kernels: real tok/s padded (static, dynamic) vs packed, and the ratio.
 
     Packing removes padding for every attention; only an attention that skips the masked
     (cross-sequence) blocks of a packed row also stops paying for them, so the ratio packed/static
-    tells which one does.
+    tells which one does. Failed records and records marked invalid are left out.
     """
     import pandas as pd
 
     rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for record in padding_records(records):
+        if not record.ok or not is_valid(record, validity):
+            continue
         key = (
             record.machine,
             str(record.config.get("run_name", "")),
@@ -175,18 +211,13 @@ def packing_gain(records: Iterable[RunRecord]) -> Any:
             str(record.config.get("kernels", "eager")),
         )
         row = rows.setdefault(key, {"machine": key[0], "run": key[1], "attention": key[2], "kernels": key[3]})
-        padding = str(record.config["padding"])
-        value = _metric(record, "real_tokens_per_s") if record.ok else math.nan
-        column = f"{padding} tok/s"
-        if padding in ("static", "dynamic", "packed", "token_budget") and math.isnan(row.get(column, math.nan)):
-            row[column] = value
-    frame = pd.DataFrame(list(rows.values()))
-    for column in ("static tok/s", "dynamic tok/s", "packed tok/s", "token_budget tok/s"):
-        if column not in frame:
-            frame[column] = math.nan
-    if not frame.empty:
-        frame["packed / static"] = frame["packed tok/s"] / frame["static tok/s"]
-        frame["packed / dynamic"] = frame["packed tok/s"] / frame["dynamic tok/s"]
+        column = f"{record.config['padding']} tok/s"
+        if record.config["padding"] in ("static", "dynamic", "packed", "token_budget") and column not in row:
+            row[column] = _metric(record, "real_tokens_per_s")
+    columns = ["machine", "run", "attention", "kernels", "static tok/s", "dynamic tok/s", "packed tok/s"]
+    frame = pd.DataFrame(list(rows.values()), columns=[*columns, "token_budget tok/s"])
+    frame["packed / static"] = frame["packed tok/s"] / frame["static tok/s"]
+    frame["packed / dynamic"] = frame["packed tok/s"] / frame["dynamic tok/s"]
     return frame
 
 
@@ -197,8 +228,10 @@ def skipped_frame(skipped: dict[str, str]) -> Any:
     return pd.DataFrame({"attention": list(skipped), "left out because": list(skipped.values())})
 
 
-def gpu_overview(records: Sequence[RunRecord], folder: str | Path | None = None) -> Any:
-    """The GPU records' measured table, or a Markdown note saying that there are none in ``folder``."""
+def gpu_overview(
+    records: Sequence[RunRecord], folder: str | Path | None = None, validity: dict[str, str] | None = None
+) -> Any:
+    """The GPU records' measured table with machine and validity, or a Markdown note when there are none."""
     from IPython.display import Markdown
 
     from .gpu_results import GPU_RESULTS_DIR
@@ -210,21 +243,32 @@ def gpu_overview(records: Sequence[RunRecord], folder: str | Path | None = None)
             "`python benchmarks/gpu_suite.py padding padding-flex --out DIR` on a GPU and point `GPU_RESULTS` "
             "at `DIR`."
         )
-    machines = sorted({r.machine for r in records})
-    table = measured_table(records)
-    table.insert(1, "machine", [r.machine for r in records if r.kind == "step"])
-    table.attrs["machines"] = machines
+    steps = [r for r in records if r.kind == "step"]
+    table = measured_table(steps)
+    table.insert(1, "machine", [r.machine for r in steps])
+    table.insert(2, "validity", [(validity or {}).get(r.record_id, "") for r in steps])
     return table
 
 
-def skip_verdict(gain: Any) -> Any:
-    """Markdown: per machine and attention, what packing gained over static padding, and what that says."""
+def skip_verdict(gain: Any, records: Sequence[RunRecord] = (), validity: dict[str, str] | None = None) -> Any:
+    """Markdown: per machine and attention, what packing gained over static padding, and what that says.
+
+    With no valid packed-vs-static pair, it says so and lists the packed records that were left out and why.
+    """
     from IPython.display import Markdown
 
-    if gain is None or gain.empty or gain["packed / static"].isna().all():
-        return Markdown("No packed-vs-static pair was measured on a GPU: no verdict on block skipping.")
     lines = []
-    rows = gain[gain["packed / static"].notna()]
+    rows = gain[gain["packed / static"].notna()] if gain is not None and not gain.empty else None
+    if rows is None or rows.empty:
+        lines.append("**No valid packed-vs-static pair was measured on a GPU: no verdict on block skipping yet.**")
+        left_out = [
+            r for r in padding_records(records)
+            if r.config.get("padding") in PACKED and (not r.ok or not is_valid(r, validity))
+        ]  # fmt: skip
+        for record in left_out:
+            why = (validity or {}).get(record.record_id) or record.reason or "failed"
+            lines.append(f"- left out: `{record.label}` ({record.machine}): {why}")
+        return Markdown("\n".join(lines))
     for (machine, run), group in rows.groupby(["machine", "run"], sort=False):
         best = group.loc[group["packed / static"].idxmax()]
         parts = [

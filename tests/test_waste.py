@@ -177,3 +177,29 @@ def test_measured_table_packing_gain_and_verdict(make_record):
     verdict = skip_verdict(packing_gain(records[:4])).data
     assert "`flex_attention` (eager) 2.50x, `sdpa` (eager) 1.10x" in verdict
     assert "`flex_attention` gains the most from packing" in verdict
+
+
+def test_gpu_records_marked_invalid_never_enter_the_verdict(make_record, tmp_path):
+    import json
+
+    from nbhelpers.padding_plots import gpu_overview, gpu_validity, packing_gain, padding_records, skip_verdict
+
+    static = make_record("static sdpa", 5800.0, padding="static", attn="sdpa")
+    packed = make_record("packed flex", 17000.0, padding="packed", attn="flex_attention")
+    summary = [
+        {"record_id": static.record_id, "validity": "valid", "config": static.config},
+        {"record_id": packed.record_id, "validity": "invalid for speed claims: crossed boundaries", "config": {}},
+    ]
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    validity = gpu_validity(tmp_path)
+    assert validity == {static.record_id: "valid", packed.record_id: "invalid for speed claims: crossed boundaries"}
+    records = padding_records([static, packed, static])  # a record listed twice counts once
+    assert [r.label for r in records] == ["static sdpa", "packed flex"]
+    gain = packing_gain(records, validity)
+    assert gain["packed tok/s"].isna().all() and gain["static tok/s"].tolist() == [5800.0]
+    verdict = skip_verdict(gain, records, validity).data
+    assert verdict.startswith("**No valid packed-vs-static pair")
+    assert "left out: `packed flex` (NVIDIA H200 @ gpu-01): invalid for speed claims: crossed boundaries" in verdict
+    table = gpu_overview(records, tmp_path, validity)
+    assert table["validity"].tolist() == ["valid", "invalid for speed claims: crossed boundaries"]
+    assert gpu_validity(tmp_path / "absent") == {}
