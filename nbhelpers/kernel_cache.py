@@ -142,7 +142,9 @@ def startup_table(records: Iterable[RunRecord]) -> Any:
                 "reason": record.reason,
             }
         )
-    frame = pd.DataFrame(rows)
+    columns = ["label", "machine", "cache", "status", "first step s", "step median s", "startup overhead s",
+               "cache files", "reason"]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=columns)
     cold = frame.loc[frame["cache"] == "cold", "first step s"]
     frame["cold / this"] = cold.iloc[0] / frame["first step s"] if len(cold) and cold.iloc[0] else None
     return frame

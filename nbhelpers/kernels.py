@@ -307,3 +307,14 @@ def kernel_diff_plot(diff: dict[str, Any]) -> Any:
     from .trace_plots import category_diff_bars
 
     return category_diff_bars(diff["categories"])
+
+
+def describe_backends(configs: Iterable[RunConfig], skipped: Iterable[str], device: str) -> str:
+    """Two lines: what is measured where, and which Liger kernels this device leaves unchecked."""
+    configs = list(configs)
+    liger = next((c.liger_kernels for c in configs if "liger" in c.kernels), ())
+    return (
+        f"device {device}: backends {', '.join(c.label for c in configs)} (baseline {BASELINE_BACKEND}); "
+        f"Liger kernels {', '.join(liger) or 'none'}\n"
+        f"Liger kernels not checked on this device: {', '.join(skipped) or 'none'}"
+    )
