@@ -455,6 +455,11 @@ def interpret_utilization(summary: Any) -> str:
             ", but MFU is unknown (no model FLOPs or peak FLOP/s for this trace), so busy time cannot be "
             "compared with useful work"
         )
+    elif mfu > 1:
+        text += (
+            f", but MFU came out at {fmt_pct(mfu)}{peak_note}, above 100%: the model FLOPs or the peak given do "
+            "not belong to this trace, so no conclusion about useful work can be drawn from it"
+        )
     elif mfu > 0 and nominal >= 0.8 and mfu < 0.5 * nominal:
         text += (
             f", yet MFU was only {fmt_pct(mfu)}{peak_note}: the device was busy {nominal / mfu:,.0f}x as long as "
@@ -483,11 +488,18 @@ def interpret_utilization(summary: Any) -> str:
     if top is not None:
         name, top_launches, top_share = top
         text += (
-            f"; the largest category was {name}, {fmt_per_step(top_launches)} {'launches' if gpu else 'operators'} "
-            "per step and "
+            f"; the largest category was {name}, {fmt_per_step(top_launches)} "
+            f"{_plural(top_launches, 'launch' if gpu else 'operator')} per step and "
             f"{fmt_pct(top_share)} of the {'kernel' if gpu else 'operator'} time"
         )
     return text + "."
+
+
+def _plural(count: float | None, noun: str) -> str:
+    """``noun`` for exactly one, else its plural (launch -> launches, operator -> operators)."""
+    if count == 1:
+        return noun
+    return noun + ("es" if noun.endswith("ch") else "s")
 
 
 def _top_category(s: Mapping[str, Any]) -> tuple[str, float | None, float | None] | None:

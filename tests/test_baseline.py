@@ -86,6 +86,8 @@ def test_sentence_on_a_cpu_an_idle_device_and_a_missing_mfu() -> None:
     unknown = baseline.interpret_utilization({"unit": "GPU kernels", "nominal_utilization": 0.97, "mfu": None})
     assert "97.0%" in unknown and "MFU is unknown" in unknown
     assert "unknown" in baseline.interpret_utilization({})
+    impossible = baseline.interpret_utilization({"unit": "GPU kernels", "nominal_utilization": 0.75, "mfu": 3.0})
+    assert "300.0%" in impossible and "do not belong to this trace" in impossible
 
 
 def test_percent_format_keeps_small_shares_readable() -> None:

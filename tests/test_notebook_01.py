@@ -1,0 +1,120 @@
+"""Notebook 01 under papermill on tiny parameters: the profiled baseline, its tables, the H200 view, records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+from nbhelpers import baseline
+from nbhelpers.results import RunStore
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_baseline_profile.ipynb"
+PARAMETERS = {
+    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int",
+    "PADDING": "str", "STEPS": "int", "WARMUP": "int", "TRACE_SOURCE": "str",
+}  # fmt: skip
+TINY = {"BATCH_SIZE": 2, "MAX_LENGTH": 64, "STEPS": 2, "WARMUP": 1}
+
+
+def _text(cell) -> str:
+    parts = []
+    for output in cell.get("outputs", []):
+        parts.append(output.get("text", ""))
+        for key in ("text/plain", "text/markdown", "text/html"):
+            parts.append(str(output.get("data", {}).get(key, "")))
+    return "\n".join(parts)
+
+
+def _execute(tmp_path: Path, parameters: dict) -> dict:
+    out = tmp_path / "01.ipynb"
+    papermill.execute_notebook(
+        str(NOTEBOOK), str(out), parameters=parameters, kernel_name="python3", cwd=str(NOTEBOOK.parent),
+        progress_bar=False,
+    )  # fmt: skip
+    executed = nbformat.read(out, as_version=4)
+    return {cell.get("id"): cell for cell in executed.cells}
+
+
+def test_notebook_is_committed_clean_and_declares_its_parameters():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# 01")
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+            compile(cell.source, NOTEBOOK.name, "exec")  # plain Python, no magics
+    assert [c.id for c in nb.cells if "parameters" in c.metadata.get("tags", [])] == ["parameters"]
+    params = papermill.inspect_notebook(str(NOTEBOOK))
+    assert {name: info["inferred_type_name"] for name, info in params.items()} == PARAMETERS
+    defaults = {name: info["default"] for name, info in params.items()}
+    assert (defaults["MODEL"], defaults["PADDING"], defaults["TRACE_SOURCE"]) == ('"qwen3-tiny"', '"static"', '"run"')
+    headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
+    assert [h.split(".")[0] for h in headings] == [f"## {i}" for i in range(1, 7)]
+
+
+def _check_h200_view(cells: dict) -> None:
+    gpu = baseline.gpu_baseline_summary().iloc[0]
+    summary = _text(cells["gpu-summary"])
+    assert gpu["machine"] in summary and gpu["configuration"] in summary
+    verdict = _text(cells["gpu-verdict"])
+    assert f"{gpu['launches_per_step']:,.0f} kernel launches" in verdict
+    assert baseline.fmt_pct(gpu["nominal_utilization"]) in verdict and baseline.fmt_pct(gpu["mfu"]) in verdict
+    assert "committed baseline" in _text(cells["compare"])
+
+
+@pytest.mark.slow
+def test_notebook_01_profiles_the_baseline_on_cpu(runs_root, kernel_env, tmp_path):
+    cells = _execute(tmp_path, {"RUN_NAME": "nb01", **TINY})
+
+    records = RunStore.for_run("nb01").load()
+    assert [(r.kind, r.label, r.status) for r in records] == [("step", "baseline", "ok")]
+    record = records[0]
+    assert record.metrics["kernels_per_step"] > 0
+    assert record.metrics["trace_unit"] == "aten operators (CPU)"
+    assert record.config["padding"] == "static" and record.config["batch_size"] == 2
+    assert Path(record.artifacts["trace"]).is_file()
+    assert str(runs_root / "nb01" / "records.jsonl") in _text(cells["write"])
+
+    assert "Trace source: this run" in _text(cells["derived"])
+    metrics = _text(cells["run"])
+    assert "real tokens / s" in metrics and "peak FLOP/s" in metrics and "measured" in metrics
+    assert "top-level aten operator" in _text(cells["trace"])
+    categories = _text(cells["categories"])
+    for column in ("category", "launches_per_step", "share_of_launches", "time_per_step", "share_of_time"):
+        assert column in categories
+    assert "GEMM" in categories and "optimizer" in categories
+    assert "< 10 us" in _text(cells["short"]) and "aten::" in _text(cells["top"])
+    assert "nominal utilization" in _text(cells["utilization"])
+    verdict = _text(cells["verdict"])
+    assert "On this CPU, aten operators were running" in verdict
+    assert baseline.fmt_pct(record.metrics["trace_nominal_utilization"]) in verdict
+    assert f"{record.metrics['kernels_per_step']:,.0f} aten operators" in verdict
+    for plot in ("category-plot", "histogram", "timeline"):
+        data = [o["data"] for o in cells[plot].outputs if o["output_type"] == "execute_result"]
+        assert data and "application/vnd.holoviews_exec.v0+json" in data[0], plot
+    _check_h200_view(cells)
+
+
+@pytest.mark.slow
+def test_notebook_01_with_the_shipped_trace(runs_root, kernel_env, tmp_path):
+    cells = _execute(tmp_path, {"RUN_NAME": "nb01s", "TRACE_SOURCE": "shipped", **TINY})
+    records = RunStore.for_run("nb01s").load()
+    plan = _text(cells["derived"])
+    _check_h200_view(cells)
+    if baseline.shipped_trace_path() is None:
+        # absent: said clearly, then the local run and the H200 numbers from benchmarks/gpu
+        assert "The shipped H200 trace is absent" in plan and baseline.SHIPPED_TRACE_NAME in plan
+        assert [(r.kind, r.status) for r in records] == [("step", "ok")]
+        assert records[0].metrics["kernels_per_step"] > 0
+        assert "aten operators (CPU)" in _text(cells["headline"])
+    else:
+        # present: no model runs here; GPU kernel tables and a record of kind "trace"
+        assert "Trace source: the shipped H200 trace" in plan
+        assert [r.kind for r in records] == ["trace"]
+        assert records[0].metrics["trace_unit"] == "GPU kernels" and records[0].metrics["kernels_per_step"] > 1000
+        assert "GPU kernels" in _text(cells["headline"])
+        categories = _text(cells["categories"])
+        assert "GEMM" in categories and "elementwise" in categories
+        assert "kernel launches" in _text(cells["verdict"])
