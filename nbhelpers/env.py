@@ -104,6 +104,17 @@ def environment(device: str) -> dict[str, Any]:
     }
 
 
+def safe_environment(requested_device: str) -> dict[str, Any]:
+    """The environment for a record, also when the device cannot be used (failed configurations)."""
+    try:
+        return environment(resolve_device(requested_device))
+    except Exception as error:  # noqa: BLE001 - a failed record still says where it ran
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        return environment(device) | {"environment_note": f"device {requested_device!r} unusable: {error}"}
+
+
 def table_peak_flops(device_name: str) -> PeakFlops | None:
     """The datasheet bf16 dense peak for a GPU name, or None when the table has no row for it."""
     for key in sorted(PEAK_BF16_FLOPS_TABLE, key=len, reverse=True):

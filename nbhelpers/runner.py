@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .config import RunConfig
 from .results import RunRecord, RunStore
+from .worker import failed_record
 
 
 def _child_env(config: RunConfig, extra_env: dict[str, str] | None) -> dict[str, str]:
@@ -52,7 +53,6 @@ def _tail(text: str, lines: int = 6) -> str:
 
 def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str] | None = None) -> RunRecord:
     """Measure one configuration in a fresh Python process; never raises for a failed configuration."""
-    label = config.to_dict() | {"label": config.name}
     with tempfile.TemporaryDirectory(prefix="nbhelpers-") as tmp:
         config_path, result_path = Path(tmp) / "config.json", Path(tmp) / "record.json"
         config_path.write_text(config.to_json())
@@ -65,7 +65,7 @@ def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str
             _, stderr = child.communicate(timeout=config.timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(child)
-            return RunRecord.failed(label, f"timed out after {config.timeout_s} s", notebook=notebook)
+            return failed_record(config, f"timed out after {config.timeout_s} s", notebook)
         except BaseException:  # an interrupted notebook must not leave a GPU-holding process behind
             _kill_group(child)
             raise
@@ -78,7 +78,7 @@ def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str
             reason = f"killed by {name}{hint}"
         else:
             reason = f"exited with status {child.returncode}"
-        return RunRecord.failed(label, f"{reason}: {_tail(stderr)}", notebook=notebook)
+        return failed_record(config, f"{reason}: {_tail(stderr)}", notebook)
 
 
 def _kill_group(child: subprocess.Popen) -> None:
@@ -100,7 +100,7 @@ def run_config(config: RunConfig, isolate: bool = True, notebook: str = "") -> R
     try:
         return measure(config, notebook=notebook, progress=True)
     except Exception as error:  # noqa: BLE001 - every failure becomes a record
-        return RunRecord.failed(config.to_dict() | {"label": config.name}, failure_reason(error), notebook=notebook)
+        return failed_record(config, failure_reason(error), notebook)
 
 
 def run_configs(

@@ -12,6 +12,7 @@ import traceback
 from pathlib import Path
 
 from .config import RunConfig
+from .env import safe_environment
 from .results import RunRecord
 
 
@@ -28,6 +29,14 @@ def failure_reason(error: BaseException) -> str:
     return first_line[:400]
 
 
+def failed_record(config: RunConfig, reason: str, notebook: str = "") -> RunRecord:
+    """A failed record that still says which configuration it was and where it ran."""
+    return RunRecord.failed(
+        config.to_dict() | {"label": config.name}, reason, notebook=notebook,
+        environment=safe_environment(config.device),
+    )  # fmt: skip
+
+
 def run(config_path: str, result_path: str, notebook: str = "") -> int:
     config = RunConfig.from_dict(json.loads(Path(config_path).read_text()))
     try:
@@ -36,9 +45,7 @@ def run(config_path: str, result_path: str, notebook: str = "") -> int:
         record = measure(config, notebook=notebook, progress=True)
     except BaseException as error:  # noqa: BLE001 - every failure becomes a record
         traceback.print_exc(file=sys.stderr)
-        record = RunRecord.failed(
-            config.to_dict() | {"label": config.name}, failure_reason(error), notebook=notebook
-        )
+        record = failed_record(config, failure_reason(error), notebook)
     staging = Path(result_path + ".tmp")
     staging.write_text(json.dumps(record.to_dict(), default=str))
     staging.replace(result_path)

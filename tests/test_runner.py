@@ -25,6 +25,7 @@ def test_success_failure_timeout_in_subprocesses(tmp_path):
     assert ok.environment["device_type"] == "cpu"
     assert not failed.ok and failed.reason.startswith("FileNotFoundError: model=") and "no such folder" in failed.reason
     assert not timed_out.ok and timed_out.reason == "timed out after 1 s"
+    assert failed.machine == timed_out.machine == ok.machine  # failed records still say where they ran
     assert [r.label for r in store.load()] == ["tiny", "missing model", "too slow"]
 
 
@@ -35,6 +36,7 @@ def test_gpu_only_option_fails_cleanly_without_gpu():
         pytest.skip("this machine has a GPU")
     record = run_config(RunConfig(device="cuda", num_samples=4, steps=1, warmup=0), isolate=False)
     assert not record.ok and record.reason.startswith("no GPU")
+    assert record.environment["device_type"] == "cpu" and "unusable" in record.environment["environment_note"]
 
 
 def test_worker_dies_with_its_parent(tmp_path):
