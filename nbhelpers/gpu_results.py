@@ -1,8 +1,10 @@
-"""Shipped GPU measurements (``benchmarks/gpu/*.json``): records measured elsewhere, shown on a CPU.
+"""Shipped GPU measurements (``benchmarks/gpu/``): records measured elsewhere, shown on a CPU.
 
-A file may hold one record, a list of records, ``{"records": [...]}``, or JSON lines (``.jsonl``);
-each record is a RunRecord dict. The folder may be absent (a copied notebook, a wheel install):
-then there is nothing to show, and no error.
+Record files: JSON lines (``.jsonl``) or JSON holding one record, a list of records or
+``{"records": [...]}``; each record is a RunRecord dict. A summary file of rows that name a
+``record_id`` and a ``validity`` note (``h200_summary.json``) annotates those records instead of
+adding rows. The folder may be absent (a copied notebook, a wheel install): then there is nothing
+to show, and no error.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from .results import RunRecord, records_frame
 
 GPU_RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
 SHOWN_COLUMNS = (
-    "machine", "source", "label", "kind", "status", "kernels", "real_tokens_per_s", "step_time_median_s",
-    "first_step_s", "peak_memory_gib", "kernels_per_step", "loss_first", "grad_norm_first", "parity", "reason",
+    "machine", "source", "label", "status", "validity", "kernels", "real_tokens_per_s", "step_time_median_s",
+    "first_step_s", "peak_memory_gib", "kernels_per_step", "loss_first", "grad_norm_first", "reason",
 )  # fmt: skip
 
 
-def _record_dicts(path: Path) -> list[dict[str, Any]]:
+def _entries(path: Path) -> list[Any]:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
         return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -31,29 +33,67 @@ def _record_dicts(path: Path) -> list[dict[str, Any]]:
     return data if isinstance(data, list) else [data]
 
 
+def _is_record(entry: Any) -> bool:
+    return isinstance(entry, dict) and "config" in entry and "environment" in entry
+
+
+def _is_summary_row(entry: Any) -> bool:
+    return isinstance(entry, dict) and "record_id" in entry and "validity" in entry and "environment" not in entry
+
+
+def _fill_machine(records: list[RunRecord], source: str) -> None:
+    """Give records without an environment (older failed ones) the one machine of the others, if unique."""
+    machines = {_machine_keys(r) for r in records if r.environment.get("device_name")}
+    if len(machines) != 1:
+        return
+    device, host, device_type = machines.pop()
+    for record in records:
+        if not record.environment.get("device_name"):
+            record.environment = {
+                **record.environment, "device_name": device, "hostname": host, "device_type": device_type,
+                "inferred_from": source,
+            }  # fmt: skip
+
+
+def _machine_keys(record: RunRecord) -> tuple[Any, Any, Any]:
+    env = record.environment
+    return env.get("device_name"), env.get("hostname"), env.get("device_type")
+
+
 def load_gpu_records(folder: str | Path | None = None) -> list[RunRecord]:
     """Every record in ``folder`` (default: the repo's benchmarks/gpu), files in name order.
 
-    A file that is not JSON or holds no records is skipped with a warning; a missing folder gives [].
-    Each record's ``artifacts["source"]`` names its file.
+    ``artifacts["source"]`` names each record's file and ``metrics["validity"]`` carries a summary's
+    validity note. Unreadable files and entries that are neither records nor summary rows are skipped
+    with a warning; a missing folder gives [].
     """
     root = Path(folder) if folder is not None else GPU_RESULTS_DIR
     if not root.is_dir():
         return []
-    records = []
+    records: list[RunRecord] = []
+    validity: dict[str, str] = {}
     for path in sorted([*root.glob("*.json"), *root.glob("*.jsonl")]):
         try:
-            items = _record_dicts(path)
-        except (OSError, json.JSONDecodeError) as error:
+            entries = _entries(path)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             warnings.warn(f"{path}: skipped, not readable JSON ({error})", stacklevel=2)
             continue
-        for item in items:
-            if not isinstance(item, dict) or "config" not in item:
+        found = []
+        for entry in entries:
+            if _is_record(entry):
+                record = RunRecord.from_dict(entry)
+                record.artifacts = {**record.artifacts, "source": path.name}
+                found.append(record)
+            elif _is_summary_row(entry):
+                validity[str(entry["record_id"])] = str(entry["validity"])
+            else:
                 warnings.warn(f"{path}: skipped an entry that is not a run record", stacklevel=2)
-                continue
-            record = RunRecord.from_dict(item)
-            record.artifacts = {**record.artifacts, "source": path.name}
-            records.append(record)
+        _fill_machine(found, f"the other records of {path.name}")
+        records.extend(found)
+    _fill_machine(records, f"the other records of {root.name}/")
+    for record in records:
+        if record.record_id in validity:
+            record.metrics = {**record.metrics, "validity": validity[record.record_id]}
     return records
 
 
@@ -64,7 +104,7 @@ def gpu_results_frame(records: list[RunRecord], columns: tuple[str, ...] | None 
         return frame
     frame.insert(0, "source", [r.artifacts.get("source", "") for r in records])
     frame["kernels"] = [r.config.get("kernels", "") for r in records]
-    frame["parity"] = [(r.metrics.get("parity") or {}).get("status", "not checked") for r in records]
+    frame["validity"] = [r.metrics.get("validity", "") for r in records]
     shown = [c for c in columns if c in frame.columns] if columns is not None else list(frame.columns)
     return frame[shown]
 

@@ -100,7 +100,7 @@ def check_parity(record: RunRecord, baseline: RunRecord) -> dict[str, Any]:
         }  # fmt: skip
     for which, name in ((record, "record"), (baseline, "baseline")):
         if not which.ok:
-            return verdict | {"note": f"{name} failed: {which.reason[:200]}"}
+            return verdict | {"note": f"{name} failed: {which.reason[:200]}", "tolerance": None}
     why = comparable(record, baseline)
     if why:
         return verdict | {"note": why}
@@ -134,33 +134,65 @@ def attach_parity(records: Iterable[RunRecord], baseline_label: str) -> list[Run
     return records
 
 
+def _row(record: RunRecord, baseline: RunRecord) -> dict[str, Any]:
+    verdict = check_parity(record, baseline)
+    kernels = str(record.config.get("kernels", ""))
+    return {
+        "backend": record.label,
+        "kernels": kernels,
+        "liger kernels": ", ".join(record.config.get("liger_kernels") or ()) if "liger" in kernels else "",
+        "loss": _number(record, "loss_first"),
+        "grad norm": _number(record, "grad_norm_first"),
+        "loss rel diff": verdict["loss_rel_diff"],
+        "grad norm rel diff": verdict["grad_norm_rel_diff"],
+        "tolerance": verdict["tolerance"],
+        "status": verdict["status"],
+        "why this tolerance": verdict["tolerance_basis"],
+        "note": verdict["note"],
+    }
+
+
 def parity_table(records: Iterable[RunRecord], baseline_label: str) -> Any:
     """One row per record: loss and gradient norm of the first step, relative diffs, tolerance, status."""
     import pandas as pd
 
     records = list(records)
     baseline = find_baseline(records, baseline_label)
+    return pd.DataFrame([_row(record, baseline) for record in records])
+
+
+def parity_against_eager(records: Iterable[RunRecord]) -> Any:
+    """Records from many runs (shipped GPU results): each non-eager record against a comparable eager one.
+
+    Comparable: same machine and same first batch (see SAME_BATCH_FIELDS); among several, the one with
+    the same attention from the same source file is preferred. No comparable eager record: not checked.
+    """
+    import pandas as pd
+
+    records = list(records)
+    eager = [r for r in records if r.ok and r.config.get("kernels") == "eager"]
     rows = []
     for record in records:
-        verdict = check_parity(record, baseline)
-        rows.append(
-            {
-                "backend": record.label,
-                "kernels": record.config.get("kernels", ""),
-                "liger kernels": ", ".join(record.config.get("liger_kernels") or ())
-                if "liger" in str(record.config.get("kernels", ""))
-                else "",
-                "loss": _number(record, "loss_first"),
-                "grad norm": _number(record, "grad_norm_first"),
-                "loss rel diff": verdict["loss_rel_diff"],
-                "grad norm rel diff": verdict["grad_norm_rel_diff"],
-                "tolerance": verdict["tolerance"],
-                "status": verdict["status"],
-                "why this tolerance": verdict["tolerance_basis"],
-                "note": verdict["note"],
-            }
-        )
-    return pd.DataFrame(rows)
+        if record.config.get("kernels", "eager") == "eager":
+            continue
+        candidates = [e for e in eager if not comparable(record, e)]
+
+        def preference(e: RunRecord, record: RunRecord = record) -> tuple[bool, bool]:
+            same_attention = e.config.get("attn_implementation") == record.config.get("attn_implementation")
+            return same_attention, e.artifacts.get("source") == record.artifacts.get("source")
+
+        baseline = max(candidates, key=preference, default=None)
+        row = {"machine": record.machine}
+        if baseline is None:
+            row |= _row(record, record) | {"status": NOT_CHECKED, "note": "no comparable eager record"}
+            row |= {"loss rel diff": None, "grad norm rel diff": None, "baseline": ""}
+        else:
+            row |= _row(record, baseline) | {"baseline": baseline.label}
+        row["validity"] = record.metrics.get("validity", "")
+        rows.append(row)
+    columns = ["machine", "backend", "baseline", "kernels", "loss", "grad norm", "loss rel diff", "grad norm rel diff",
+               "tolerance", "status", "note", "validity"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
 
 
 def cpu_unchecked_table(records: Iterable[RunRecord]) -> Any:

@@ -102,6 +102,7 @@ def test_startup_table_and_backend(make_record):
     table = startup_table([cold, warm]).set_index("cache")
     assert table.loc["cold", "startup overhead s"] == 59.5 and table.loc["warm", "startup overhead s"] == 5.5
     assert table.loc["warm", "cold / this"] == 10.0 and table.loc["warm", "cache files"] == 40
+    assert startup_table([]).empty and "first step s" in startup_table([]).columns
     assert startup_backend(["eager", "liger", "compile"]) == "compile"
     assert startup_backend(["eager", "liger"]) == "liger"
     assert startup_backend(["eager"]) is None

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import nbformat
 import papermill
 import pytest
 
+from nbhelpers.gpu_results import describe_gpu_results, gpu_results_frame, load_gpu_records
+from nbhelpers.parity import parity_against_eager
 from nbhelpers.results import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_kernel_swap_in.ipynb"
@@ -49,12 +52,54 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
     assert [h.split(".")[0] for h in headings] == [f"## {i}" for i in range(1, 8)]
 
 
+def _shipped(folder: Path, make_record) -> None:
+    """A GPU folder like benchmarks/gpu: records as JSON lines, a failed one without environment, a summary."""
+    folder.mkdir()
+    eager = make_record("eager, pad to longest, sdpa", 2674.0, run_name="h200")
+    liger = make_record("liger, pad to longest, sdpa", 8000.0, kernels="liger", run_name="h200")
+    eager.metrics.update(loss_first=12.309202, grad_norm_first=13.7403, compute_dtype="bf16-autocast")
+    liger.metrics.update(loss_first=12.309413, grad_norm_first=13.748151, compute_dtype="bf16-autocast")
+    failed = make_record(
+        "compile, pad to longest, sdpa", status="failed", reason="timed out after 300 s", kernels="compile"
+    )
+    failed.environment = {}
+    lines = [json.dumps(r.to_dict()) for r in (eager, liger, failed)]
+    (folder / "call1.jsonl").write_text("\n".join(lines) + "\n")
+    summary = [{"record_id": liger.record_id, "validity": "valid", "label": liger.label, "config": {}, "metrics": {}}]
+    (folder / "summary.json").write_text(json.dumps(summary))
+    (folder / "NOTES.md").write_text("not a record")
+
+
+def test_gpu_results_loader(make_record, tmp_path):
+    assert load_gpu_records(tmp_path / "absent") == []
+    assert "absent or holds no records" in describe_gpu_results([], tmp_path / "absent")
+    _shipped(tmp_path / "gpu", make_record)
+    (tmp_path / "gpu" / "broken.json").write_text("{not json")
+    with pytest.warns(UserWarning, match="broken.json: skipped, not readable JSON"):
+        records = load_gpu_records(tmp_path / "gpu")
+    assert [r.label for r in records] == [
+        "eager, pad to longest, sdpa", "liger, pad to longest, sdpa", "compile, pad to longest, sdpa"
+    ]  # fmt: skip
+    assert {r.machine for r in records} == {"NVIDIA H200 @ gpu-01"}  # the failed one inherits its file's machine
+    assert records[2].environment["inferred_from"] == "the other records of call1.jsonl"
+    frame = gpu_results_frame(records)
+    assert frame.columns[:3].tolist() == ["machine", "source", "label"]
+    assert frame["validity"].tolist() == ["", "valid", ""] and set(frame["source"]) == {"call1.jsonl"}
+    parity = parity_against_eager(records).set_index("backend")
+    assert parity.loc["liger, pad to longest, sdpa", "status"] == "pass"
+    assert parity.loc["liger, pad to longest, sdpa", "tolerance"] == 2e-2
+    assert parity.loc["liger, pad to longest, sdpa", "grad norm rel diff"] == pytest.approx(5.71e-4, rel=1e-2)
+    assert parity.loc["compile, pad to longest, sdpa", "status"] == "not checked"
+    assert (
+        describe_gpu_results(records, tmp_path / "gpu")
+        == "3 shipped GPU record(s) from gpu/, measured on: NVIDIA H200 @ gpu-01"
+    )
+
+
 @pytest.mark.slow
 def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     gpu = tmp_path / "gpu"
-    gpu.mkdir()
-    shipped = make_record("liger, pad to longest, sdpa", 8796.0, kernels="liger", run_name="h200")
-    (gpu / "kernels.json").write_text("[" + __import__("json").dumps(shipped.to_dict()) + "]")
+    _shipped(gpu, make_record)
     out = tmp_path / "02.ipynb"
     papermill.execute_notebook(
         str(NOTEBOOK), str(out), parameters=TINY | {"RUN_NAME": "nb02", "GPU_RESULTS": str(gpu)},
@@ -93,6 +138,7 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     assert "launches per step" in _text(cells["kernel-diff"])
     assert any("application/vnd.holoviews_exec.v0+json" in o.get("data", {}) for o in cells["kernel-diff-plot"].outputs)
     assert "no startup measurement" in _text(cells["export-cache"])
-    gpu_text = _text(cells["gpu-results"])
-    assert "1 shipped GPU record(s)" in gpu_text and "NVIDIA H200 @ gpu-01" in gpu_text
+    gpu_parity = _text(cells["gpu-parity"])
+    assert "3 shipped GPU record(s)" in gpu_parity and "NVIDIA H200 @ gpu-01" in gpu_parity and "pass" in gpu_parity
+    assert "call1.jsonl" in _text(cells["gpu-results"])
     assert "3 records appended to" in _text(cells["records"])
