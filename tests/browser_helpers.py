@@ -67,10 +67,12 @@ def chromium_or_skip() -> str:
 
     path = find_chromium()
     if path is None:
+        explicit = os.environ.get("CHROMIUM_PATH")
+        names = ", ".join(CHROMIUM_NAMES)
+        looked = f"CHROMIUM_PATH={explicit} is not a file" if explicit else f"none of {names} on PATH"
         pytest.skip(
-            "Chromium not found (looked for $CHROMIUM_PATH and "
-            + ", ".join(CHROMIUM_NAMES)
-            + " on PATH): install it with `apt-get install -y chromium` (.ci/run does) or set CHROMIUM_PATH"
+            f"Chromium not found ({looked}): install it with `apt-get install -y chromium` (.ci/run does) "
+            "or set CHROMIUM_PATH to a Chromium executable"
         )
     return path
 
