@@ -81,8 +81,10 @@ def installed(tmp_path_factory) -> Path:
             shutil.copy2(path, source / name)
     wheels, site = work / "wheels", work / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    # This venv's setuptools builds it offline when new enough (torch requires one); else pip fetches one.
+    isolation = [] if _setuptools_major() >= 68 else ["--use-pep517"]
     build = subprocess.run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source)],
+        [*pip, "wheel", "--no-deps", *(isolation or ["--no-build-isolation"]), "-w", str(wheels), str(source)],
         capture_output=True, text=True, cwd=work,
     )  # fmt: skip
     assert build.returncode == 0, build.stderr[-3000:]
@@ -96,6 +98,15 @@ def installed(tmp_path_factory) -> Path:
     )  # fmt: skip
     assert install.returncode == 0, install.stderr[-3000:]
     return site
+
+
+def _setuptools_major() -> int:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return int(version("setuptools").split(".")[0])
+    except (PackageNotFoundError, ValueError):
+        return 0
 
 
 def _standalone_env(site: Path, **extra: str) -> dict[str, str]:
