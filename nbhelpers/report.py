@@ -37,7 +37,7 @@ TABLE_COLUMNS = (
     "record_id",
 )
 WATERFALL_STAGES = ("baseline", "kernels only", "padding only", "best overall")
-WATERFALL_COLUMNS = ("machine", "run", "stage", "label", "real tok/s", "speedup", "step gain", "record_id")
+WATERFALL_COLUMNS = ("machine", "run", "workload", "stage", "label", "real tok/s", "speedup", "step gain", "record_id")
 MISSING = "—"
 
 
@@ -68,9 +68,31 @@ def run_name_of(record: RunRecord) -> str:
     return str(record.config.get("run_name", ""))
 
 
-def group_key(record: RunRecord) -> tuple[str, str]:
-    """(machine, run name): the only set of records whose throughputs may be divided."""
-    return (record.machine, run_name_of(record))
+WORKLOAD_FIELDS = ("model", "dataset", "batch_size", "max_length", "num_samples", "dtype", "seed",
+                   "prompt_field", "response_field", "use_chat_template")  # fmt: skip
+
+
+def workload_of(record: RunRecord) -> str:
+    """What the step trains on: model, data, batch shape, dtype; speedups only divide equal workloads."""
+    cfg = record.config
+    text = (
+        f"{cfg.get('model', '?')} on {cfg.get('dataset', '?')}, b{cfg.get('batch_size', '?')}x"
+        f"{cfg.get('max_length', '?')}, {cfg.get('num_samples', '?')} samples, {cfg.get('dtype', '?')}, "
+        f"seed {cfg.get('seed', '?')}"
+    )
+    fields = (cfg.get("prompt_field"), cfg.get("response_field"), cfg.get("use_chat_template"))
+    if fields not in ((None, None, None), ("prompt", "response", False)):
+        text += f", fields {fields[0]}/{fields[1]}" + (", chat template" if fields[2] else "")
+    return text
+
+
+def _workload_fields(record: RunRecord) -> tuple[Any, ...]:
+    return tuple(record.config.get(f) for f in WORKLOAD_FIELDS)
+
+
+def group_key(record: RunRecord) -> tuple[str, str, str]:
+    """(machine, run name, workload): the only set of records whose throughputs may be divided."""
+    return (record.machine, run_name_of(record), workload_of(record))
 
 
 def tokens_per_s(record: RunRecord) -> float | None:
@@ -180,7 +202,7 @@ def choose_baselines(
             f"measured labels are: {', '.join(labels) or '(none)'}"
         )
     if baseline_label:
-        for (machine, run), base in chosen.items():
+        for (machine, run, _workload), base in chosen.items():
             if base is not None and record_label(base) != baseline_label:
                 warnings.warn(
                     f"run {run!r} on {machine}: no measured {baseline_label!r}; "
@@ -203,6 +225,11 @@ def speedup(record: RunRecord, baseline: RunRecord) -> float:
             f"cannot divide {record_label(record)!r} from run {run_name_of(record)!r} by "
             f"{record_label(baseline)!r} from run {run_name_of(baseline)!r}: a speedup is only a ratio of "
             "records from one run on one machine"
+        )
+    if _workload_fields(record) != _workload_fields(baseline):
+        raise ValueError(
+            f"cannot divide {record_label(record)!r} ({workload_of(record)}) by {record_label(baseline)!r} "
+            f"({workload_of(baseline)}): a speedup compares one workload (same model, data and batch shape)"
         )
     for which in (record, baseline):
         if not is_measured(which):
@@ -360,7 +387,7 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
         }
         previous = base
         for stage, record in stages.items():
-            row: dict[str, Any] = {"machine": key[0], "run": key[1], "stage": stage}
+            row: dict[str, Any] = {"machine": key[0], "run": key[1], "workload": key[2], "stage": stage}
             if record is None:
                 row.update(
                     {
@@ -579,12 +606,12 @@ def write_html_report(
             + html.escape("; ".join(sources) if sources else "not recorded")
             + "</p>"
         )
-        for (b_machine, run), base in baselines.items():
+        for (b_machine, run, workload), base in baselines.items():
             if b_machine == machine:
                 text = record_label(base) if base is not None else "none (no configuration was measured)"
                 parts.append(
-                    f'<p class="baseline">Run <b>{html.escape(run)}</b>: speedups are over '
-                    f"<b>{html.escape(text)}</b>, measured in the same run on this machine.</p>"
+                    f'<p class="baseline">Run <b>{html.escape(run)}</b>, workload {html.escape(workload)}: '
+                    f"speedups are over <b>{html.escape(text)}</b>, measured in the same run on this machine.</p>"
                 )
         parts.append("<h3>Waterfall</h3>")
         parts.append(_html_table(format_waterfall(m_steps), "waterfall", machine))

@@ -268,3 +268,23 @@ def test_databricks_widgets_override_typed_parameters():
         apply_databricks_widgets(namespace, ["BATCH_SIZE"])
     with pytest.raises(KeyError, match="MISSING"):
         apply_databricks_widgets(namespace, ["MISSING"])
+
+
+def test_speedups_only_divide_one_workload(make_record):
+    from nbhelpers.report import build_table, speedup, waterfall_steps
+
+    small = [make_record("eager small", 100.0), make_record("liger small", 150.0, kernels="liger")]
+    large = [
+        make_record("eager large", 400.0, padding="dynamic", batch_size=8),
+        make_record("liger large", 1000.0, kernels="liger", padding="dynamic", batch_size=8),
+    ]
+    with pytest.raises(ValueError, match="a speedup compares one workload"):
+        speedup(large[1], small[0])
+    table = build_table(small + large).set_index("label")
+    assert table.loc["liger small", "speedup"] == pytest.approx(1.5)
+    assert table.loc["eager large", "speedup"] == pytest.approx(1.0)  # its own workload's baseline
+    assert table.loc["liger large", "speedup"] == pytest.approx(2.5)
+    steps = waterfall_steps(small + large)
+    assert set(steps["workload"].str.contains("b8x128")) == {True, False}
+    best = steps[steps["stage"] == "best overall"].set_index("workload")["speedup"]
+    assert sorted(best.round(3)) == [1.5, 2.5]
