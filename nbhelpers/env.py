@@ -40,7 +40,12 @@ class PeakFlops:
 
 
 def detect_platform() -> str:
-    """'colab', 'databricks', 'jupyter' (JupyterLab / Notebook kernel) or 'terminal'."""
+    """'colab', 'databricks', 'jupyter' (JupyterLab / Notebook kernel) or 'terminal'.
+
+    A runner's worker process inherits its notebook's platform through ``NBHELPERS_PLATFORM``.
+    """
+    if os.environ.get("NBHELPERS_PLATFORM"):
+        return os.environ["NBHELPERS_PLATFORM"]
     if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ:
         return "colab"
     if "DATABRICKS_RUNTIME_VERSION" in os.environ:

@@ -92,12 +92,13 @@ def _bars(table: Any, column: str, ylabel: str, title: str, color: str = OK_COLO
     names = _x_names(rows)
     values = [float(v) for v in rows[column]]
     order = sorted(range(len(values)), key=lambda i: -values[i])
+    value = "".join(ch if ch.isalnum() else "_" for ch in column)  # its own axis: tok/s and GiB never share one
     data = {
         "configuration": [names[i] for i in order],
-        "value": [values[i] for i in order],
+        value: [values[i] for i in order],
         "speedup": [float(rows["speedup"].iloc[i]) for i in order],
     }
-    return hv.Bars(data, kdims=["configuration"], vdims=["value", "speedup"]).opts(
+    return hv.Bars(data, kdims=["configuration"], vdims=[hv.Dimension(value, label=ylabel), "speedup"]).opts(
         color=color,
         tools=["hover"],
         ylabel=ylabel,
@@ -129,8 +130,8 @@ def machine_plots(table: Any, steps: Any, machine: str = "") -> Any:
     if len(machines) > 1:
         raise ValueError(f"machine_plots draws one machine at a time, got {sorted(machines)}")
     plots = []
-    for run in dict.fromkeys(steps["run"]):
-        plot = waterfall_plot(steps[steps["run"] == run], title=f"Waterfall, run {run}")
+    for (run, workload), group in steps.groupby(["run", "workload"], sort=False):
+        plot = waterfall_plot(group, title=f"Waterfall, run {run}: {workload}")
         if plot is not None:
             plots.append(plot)
     for plot in (throughput_plot(table), memory_plot(table)):

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .config import RunConfig
+from .env import detect_platform
 from .results import RunRecord, RunStore
 from .worker import failed_record
 
@@ -23,6 +24,7 @@ from .worker import failed_record
 def _child_env(config: RunConfig, extra_env: dict[str, str] | None) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env["NBHELPERS_PLATFORM"] = detect_platform()  # the record says where the user ran it, not "terminal"
     if "liger" in config.kernels and config.device != "cuda" and not _cuda_available():
         env.setdefault("TRITON_INTERPRET", "1")  # Liger on a CPU: the Triton interpreter
     env.update(extra_env or {})

@@ -96,12 +96,6 @@ def test_report_opens_offline_and_draws_its_plots(make_record, tmp_path):
     print(f"\nreport drawn offline in {drawn_s:.1f} s: {len(sizes)} canvases; screenshot {printable(screenshot)}")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="nbhelpers.report_plots: the throughput and peak-memory bars both name their value dimension "
-    "'value', so HoloViews shares their y axis and the memory bars (a few GiB) are drawn on the "
-    "throughput's axis (thousands): flat and invisible",
-)
 def test_report_plots_scale_to_their_own_data(make_record, tmp_path):
     executable = chromium_or_skip()
     url = _report(make_record, tmp_path).resolve().as_uri()

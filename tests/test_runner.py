@@ -3,6 +3,7 @@
 import pytest
 
 from nbhelpers.config import RunConfig
+from nbhelpers.env import detect_platform
 from nbhelpers.results import RunStore
 from nbhelpers.runner import run_config, run_configs
 
@@ -23,6 +24,7 @@ def test_success_failure_timeout_in_subprocesses(tmp_path):
     assert m["step_time_min_s"] <= m["step_time_median_s"] <= m["step_time_max_s"]
     assert m["peak_flops_source"].startswith("measured")
     assert ok.environment["device_type"] == "cpu"
+    assert ok.environment["platform"] == detect_platform()  # inherited from this process, not its own
     assert not failed.ok and failed.reason.startswith("FileNotFoundError: model=") and "no such folder" in failed.reason
     assert not timed_out.ok and timed_out.reason == "timed out after 1 s"
     assert failed.machine == timed_out.machine == ok.machine  # failed records still say where they ran
