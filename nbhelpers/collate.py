@@ -62,8 +62,7 @@ def plan_batches(
             batches.append(current)
         return batches
     raise ValueError(
-        f"padding={strategy!r} is not a strategy: one of static, dynamic, multiple, "
-        "bucketed, packed, token_budget"
+        f"padding={strategy!r} is not a strategy: one of static, dynamic, multiple, bucketed, packed, token_budget"
     )
 
 
