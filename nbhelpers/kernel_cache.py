@@ -111,13 +111,22 @@ def _as_startup(record: RunRecord, cache: str, cache_dir: Path) -> RunRecord:
 
 
 def cold_vs_warm(config: RunConfig, workdir: str | Path, notebook: str = "") -> list[RunRecord]:
-    """Two records of one config (kind "startup"): first with an empty kernel cache, then with the cache
-    the first run filled. Compare their ``metrics["first_step_s"]``; the cache stays in ``workdir``."""
+    """Two records of one config (kind "startup"), as a later job would see them.
+
+    Cold: a fresh process with empty caches, which it fills. Warm: the filled cache exported to a tar.gz,
+    imported into another folder (a relocated copy, like a cache shipped to another machine), and the
+    same config run again on it. Compare their ``metrics["first_step_s"]``; both caches stay in ``workdir``.
+    """
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
-    cache_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-", dir=work))
-    cold = _as_startup(warm_caches(config, cache_dir, notebook), "cold", cache_dir)
-    warm = _as_startup(run_isolated(config, notebook=notebook, extra_env=cache_env(cache_dir)), "warm", cache_dir)
+    cold_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-cold-", dir=work))
+    cold = _as_startup(warm_caches(config, cold_dir, notebook), "cold", cold_dir)
+    archive = export_cache(cold_dir, cold_dir.with_name(cold_dir.name + ".tar.gz"))
+    warm_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-warm-", dir=work))
+    import_cache(archive, warm_dir)
+    warm = _as_startup(run_isolated(config, notebook=notebook, extra_env=cache_env(warm_dir)), "warm", warm_dir)
+    if warm.ok:
+        warm.metrics["cache_archive"] = str(archive)
     return [cold, warm]
 
 

@@ -31,13 +31,13 @@ class Tolerance:
     basis: str
 
 
-# Measured on a 2-core CPU, qwen3-tiny, fp32, 1 x 48 and 2 x 64 tokens, seeds 0 and 1: torch.compile matched
-# eager bit for bit or within 1.2e-7; Liger's interpreted kernels (rope, (fused linear) cross-entropy) within
-# 1.7e-7. The tolerances leave two to three orders of magnitude of room for other shapes and seeds.
+# Measured on a 2-core CPU, qwen3-tiny, fp32, 1 x 48, 1 x 64 and 2 x 64 tokens, seeds 0 and 1: torch.compile
+# matched eager bit for bit or within 1.2e-7; Liger's interpreted kernels (rope, (fused linear) cross-entropy)
+# within 4.8e-7. The tolerances leave about two orders of magnitude of room for other shapes and seeds.
 TOLERANCES: dict[tuple[str, str], Tolerance] = {
     ("cpu", "compile"): Tolerance(1e-5, "fp32 on CPU, torch.compile: Inductor may reorder sums (measured <= 1.2e-7)"),
     ("cpu", "liger"): Tolerance(
-        1e-4, "fp32 on CPU, Liger in Triton's interpreter: other reduction order (measured <= 1.7e-7)"
+        1e-4, "fp32 on CPU, Liger in Triton's interpreter: other reduction order (measured <= 4.8e-7)"
     ),
     ("cuda", "fp32"): Tolerance(1e-3, "fp32 weights on GPU: TF32 matmuls are allowed"),
     ("any", "bf16"): Tolerance(2e-2, "bf16 compute: 8 mantissa bits, sums in another order"),
