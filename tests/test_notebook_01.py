@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import papermill
 import pytest
+from notebook_helpers import assert_committed_clean, execute, outputs_text
 
 from nbhelpers import baseline
 from nbhelpers.results import RunStore
@@ -19,33 +19,8 @@ PARAMETERS = {
 TINY = {"BATCH_SIZE": 2, "MAX_LENGTH": 64, "NUM_SAMPLES": 8, "STEPS": 2, "WARMUP": 1}
 
 
-def _text(cell) -> str:
-    parts = []
-    for output in cell.get("outputs", []):
-        parts.append(output.get("text", ""))
-        for key in ("text/plain", "text/markdown", "text/html"):
-            parts.append(str(output.get("data", {}).get(key, "")))
-    return "\n".join(parts)
-
-
-def _execute(tmp_path: Path, parameters: dict) -> dict:
-    out = tmp_path / "01.ipynb"
-    papermill.execute_notebook(
-        str(NOTEBOOK), str(out), parameters=parameters, kernel_name="python3", cwd=str(NOTEBOOK.parent),
-        progress_bar=False,
-    )  # fmt: skip
-    executed = nbformat.read(out, as_version=4)
-    return {cell.get("id"): cell for cell in executed.cells}
-
-
 def test_notebook_is_committed_clean_and_declares_its_parameters():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# 01")
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None
-            compile(cell.source, NOTEBOOK.name, "exec")  # plain Python, no magics
-    assert [c.id for c in nb.cells if "parameters" in c.metadata.get("tags", [])] == ["parameters"]
+    nb = assert_committed_clean(NOTEBOOK, "# 01")
     params = papermill.inspect_notebook(str(NOTEBOOK))
     assert {name: info["inferred_type_name"] for name, info in params.items()} == PARAMETERS
     defaults = {name: info["default"] for name, info in params.items()}
@@ -56,17 +31,17 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
 
 def _check_h200_view(cells: dict) -> None:
     gpu = baseline.gpu_baseline_summary().iloc[0]
-    summary = _text(cells["gpu-summary"])
+    summary = outputs_text(cells["gpu-summary"])
     assert gpu["machine"] in summary and gpu["configuration"] in summary
-    verdict = _text(cells["gpu-verdict"])
+    verdict = outputs_text(cells["gpu-verdict"])
     assert f"{gpu['launches_per_step']:,.0f} kernel launches" in verdict
     assert baseline.fmt_pct(gpu["nominal_utilization"]) in verdict and baseline.fmt_pct(gpu["mfu"]) in verdict
-    assert "committed baseline" in _text(cells["compare"])
+    assert "committed baseline" in outputs_text(cells["compare"])
 
 
 @pytest.mark.slow
 def test_notebook_01_profiles_the_baseline_on_cpu(runs_root, kernel_env, tmp_path):
-    cells = _execute(tmp_path, {"RUN_NAME": "nb01", **TINY})
+    cells = execute(NOTEBOOK, tmp_path / "01.ipynb", {"RUN_NAME": "nb01", **TINY})
 
     records = RunStore.for_run("nb01").load()
     assert [(r.kind, r.label, r.status) for r in records] == [("step", "baseline", "ok")]
@@ -75,19 +50,19 @@ def test_notebook_01_profiles_the_baseline_on_cpu(runs_root, kernel_env, tmp_pat
     assert record.metrics["trace_unit"] == "aten operators (CPU)"
     assert record.config["padding"] == "static" and record.config["batch_size"] == 2
     assert Path(record.artifacts["trace"]).is_file()
-    assert str(runs_root / "nb01" / "records.jsonl") in _text(cells["write"])
+    assert str(runs_root / "nb01" / "records.jsonl") in outputs_text(cells["write"])
 
-    assert "Trace source: this run" in _text(cells["derived"])
-    metrics = _text(cells["run"])
+    assert "Trace source: this run" in outputs_text(cells["derived"])
+    metrics = outputs_text(cells["run"])
     assert "real tokens / s" in metrics and "peak FLOP/s" in metrics and "measured" in metrics
-    assert "top-level aten operator" in _text(cells["trace"])
-    categories = _text(cells["categories"])
+    assert "top-level aten operator" in outputs_text(cells["trace"])
+    categories = outputs_text(cells["categories"])
     for column in ("category", "launches_per_step", "share_of_launches", "time_per_step", "share_of_time"):
         assert column in categories
     assert "GEMM" in categories and "optimizer" in categories
-    assert "< 10 us" in _text(cells["short"]) and "aten::" in _text(cells["top"])
-    assert "nominal utilization" in _text(cells["utilization"])
-    verdict = _text(cells["verdict"])
+    assert "< 10 us" in outputs_text(cells["short"]) and "aten::" in outputs_text(cells["top"])
+    assert "nominal utilization" in outputs_text(cells["utilization"])
+    verdict = outputs_text(cells["verdict"])
     assert "On this CPU, aten operators were running" in verdict
     assert baseline.fmt_pct(record.metrics["trace_nominal_utilization"]) in verdict
     assert f"{record.metrics['kernels_per_step']:,.0f} aten operators" in verdict
@@ -99,22 +74,22 @@ def test_notebook_01_profiles_the_baseline_on_cpu(runs_root, kernel_env, tmp_pat
 
 @pytest.mark.slow
 def test_notebook_01_with_the_shipped_trace(runs_root, kernel_env, tmp_path):
-    cells = _execute(tmp_path, {"RUN_NAME": "nb01s", "TRACE_SOURCE": "shipped", **TINY})
+    cells = execute(NOTEBOOK, tmp_path / "01.ipynb", {"RUN_NAME": "nb01s", "TRACE_SOURCE": "shipped", **TINY})
     records = RunStore.for_run("nb01s").load()
-    plan = _text(cells["derived"])
+    plan = outputs_text(cells["derived"])
     _check_h200_view(cells)
     if baseline.shipped_trace_path() is None:
         # absent: said clearly, then the local run and the H200 numbers from benchmarks/gpu
         assert "The shipped H200 trace is absent" in plan and baseline.SHIPPED_TRACE_NAME in plan
         assert [(r.kind, r.status) for r in records] == [("step", "ok")]
         assert records[0].metrics["kernels_per_step"] > 0
-        assert "aten operators (CPU)" in _text(cells["headline"])
+        assert "aten operators (CPU)" in outputs_text(cells["headline"])
     else:
         # present: no model runs here; GPU kernel tables and a record of kind "trace"
         assert "Trace source: the shipped H200 trace" in plan
         assert [r.kind for r in records] == ["trace"]
         assert records[0].metrics["trace_unit"] == "GPU kernels" and records[0].metrics["kernels_per_step"] > 1000
-        assert "GPU kernels" in _text(cells["headline"])
-        categories = _text(cells["categories"])
+        assert "GPU kernels" in outputs_text(cells["headline"])
+        categories = outputs_text(cells["categories"])
         assert "GEMM" in categories and "elementwise" in categories
-        assert "kernel launches" in _text(cells["verdict"])
+        assert "kernel launches" in outputs_text(cells["verdict"])

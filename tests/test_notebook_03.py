@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import papermill
 import pytest
+from notebook_helpers import assert_committed_clean, execute, outputs_text
 
 from nbhelpers.results import RunStore
 
@@ -21,33 +21,8 @@ PARAMETERS = {
 TINY = {"BATCH_SIZE": 2, "NUM_SAMPLES": 8, "STEPS": 1, "WARMUP": 0, "PROOF_SEQUENCES": 3}
 
 
-def _text(cell) -> str:
-    parts = []
-    for output in cell.get("outputs", []):
-        parts.append(output.get("text", ""))
-        for key in ("text/plain", "text/markdown", "text/html"):
-            parts.append(str(output.get("data", {}).get(key, "")))
-    return "\n".join(parts)
-
-
-def _execute(tmp_path: Path, parameters: dict) -> dict:
-    out = tmp_path / "03.ipynb"
-    papermill.execute_notebook(
-        str(NOTEBOOK), str(out), parameters=parameters, kernel_name="python3", cwd=str(NOTEBOOK.parent),
-        progress_bar=False,
-    )  # fmt: skip
-    executed = nbformat.read(out, as_version=4)
-    return {cell.get("id"): cell for cell in executed.cells}
-
-
 def test_notebook_is_committed_clean_and_declares_its_parameters():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# 03")
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None
-            compile(cell.source, NOTEBOOK.name, "exec")  # plain Python, no magics
-    assert [c.id for c in nb.cells if "parameters" in c.metadata.get("tags", [])] == ["parameters"]
+    nb = assert_committed_clean(NOTEBOOK, "# 03")
     params = papermill.inspect_notebook(str(NOTEBOOK))
     assert {name: info["inferred_type_name"] for name, info in params.items()} == PARAMETERS
     headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
@@ -65,8 +40,8 @@ def test_notebook_03_measures_proves_and_reads_gpu_results(runs_root, kernel_env
         ("eager, packed, flex", "packed", "flex_attention", 15000.0),
     ]:
         gpu_store.append(make_record(label, tok_s, padding=padding, attn=attn, run_name="h200", kernels_per_step=6000))
-    cells = _execute(
-        tmp_path,
+    cells = execute(
+        NOTEBOOK, tmp_path / "03.ipynb",
         TINY | {"RUN_NAME": "nb03", "STRATEGIES": "static,packed", "ATTENTION": "sdpa,flex_attention",
                 "MAX_LENGTH": 160, "GPU_RESULTS": str(gpu)},
     )  # fmt: skip
@@ -91,30 +66,30 @@ def test_notebook_03_measures_proves_and_reads_gpu_results(runs_root, kernel_env
         "mask_ignored": True, "continuous_positions": True, "cache_on": True
     }  # fmt: skip
 
-    table = _text(cells["measured-table"])
+    table = outputs_text(cells["measured-table"])
     assert "aten ops (CPU)" in table and "FlexAttention does not su" in table
     assert "application/vnd.jupyter.widget-view+json" in cells["explorer"].outputs[0]["data"]
-    proof = _text(cells["proof"])
+    proof = outputs_text(cells["proof"])
     assert "correct: PASSES" in proof and "mask_ignored: FAILS" in proof and "cache_on: FAILS" in proof
-    waste_table = _text(cells["waste-table"])
+    waste_table = outputs_text(cells["waste-table"])
     assert all(s in waste_table for s in ("static", "dynamic", "multiple", "bucketed", "packed", "token_budget"))
-    verdict = _text(cells["gpu-verdict"])
+    verdict = outputs_text(cells["gpu-verdict"])
     assert "`flex_attention` (eager) 2.46x" in verdict and "`sdpa` (eager) 1.00x" in verdict
-    assert "NVIDIA H200 @ gpu-01" in _text(cells["gpu-table"])
-    assert f"{len(records)} records in" in _text(cells["records"])
+    assert "NVIDIA H200 @ gpu-01" in outputs_text(cells["gpu-table"])
+    assert f"{len(records)} records in" in outputs_text(cells["records"])
 
 
 @pytest.mark.slow
 def test_notebook_03_on_gsm8k(runs_root, kernel_env, tmp_path):
     if not GSM8K.exists():
         pytest.skip(f"the real GSM8K file is absent: {GSM8K} (it lives in the shared folder next to the project)")
-    cells = _execute(
-        tmp_path,
+    cells = execute(
+        NOTEBOOK, tmp_path / "03.ipynb",
         TINY | {"RUN_NAME": "gsm8k", "DATASET": str(GSM8K), "PROMPT_FIELD": "question", "RESPONSE_FIELD": "answer",
                 "STRATEGIES": "packed", "ATTENTION": "sdpa", "MAX_LENGTH": 128, "PROFILE": False,
                 "GPU_RESULTS": str(tmp_path / "no-gpu-results")},
     )  # fmt: skip
-    assert "1319.0" in _text(cells["length-stats"])  # every GSM8K test row
+    assert "1319.0" in outputs_text(cells["length-stats"])  # every GSM8K test row
     records = RunStore.for_run("gsm8k").load()
     assert [(r.label, r.status) for r in records] == [
         ("packed, sdpa", "ok"),
@@ -122,5 +97,5 @@ def test_notebook_03_on_gsm8k(runs_root, kernel_env, tmp_path):
     ]
     assert records[0].metrics["padding_fraction"] == 0 and records[0].metrics["real_tokens_per_s"] > 0
     assert records[0].config["dataset"] == str(GSM8K) and records[0].config["prompt_field"] == "question"
-    assert "No GPU results about padding" in _text(cells["gpu-table"])
-    assert "correct: PASSES" in _text(cells["proof"])
+    assert "No GPU results about padding" in outputs_text(cells["gpu-table"])
+    assert "correct: PASSES" in outputs_text(cells["proof"])

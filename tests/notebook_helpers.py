@@ -1,0 +1,40 @@
+"""Shared by the notebook tests: run a notebook with papermill, read its outputs, check it is committed clean."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import papermill
+
+
+def outputs_text(cell) -> str:
+    """Everything a cell printed or displayed as text, Markdown or HTML."""
+    parts = []
+    for output in cell.get("outputs", []):
+        parts.append(output.get("text", ""))
+        for key in ("text/plain", "text/markdown", "text/html"):
+            parts.append(str(output.get("data", {}).get(key, "")))
+    return "\n".join(parts)
+
+
+def execute(notebook: Path, out: Path, parameters: dict) -> dict:
+    """Run ``notebook`` into ``out`` with papermill (kernel python3, cwd notebooks/); cells by id."""
+    papermill.execute_notebook(
+        str(notebook), str(out), parameters=parameters, kernel_name="python3", cwd=str(notebook.parent),
+        progress_bar=False,
+    )  # fmt: skip
+    executed = nbformat.read(out, as_version=4)
+    return {cell.get("id"): cell for cell in executed.cells}
+
+
+def assert_committed_clean(notebook: Path, title_prefix: str) -> nbformat.NotebookNode:
+    """H1 first, no outputs or execution counts, plain Python in every code cell, one parameters cell."""
+    nb = nbformat.read(notebook, as_version=4)
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith(title_prefix)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+            compile(cell.source, notebook.name, "exec")  # plain Python, no magics
+    assert [c.id for c in nb.cells if "parameters" in c.metadata.get("tags", [])] == ["parameters"]
+    return nb
