@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import nbformat
 import papermill
 import pytest
+from notebook_helpers import assert_committed_clean, execute, outputs_text
 
 from nbhelpers.gpu_results import describe_gpu_results, gpu_results_frame, load_gpu_records
 from nbhelpers.parity import parity_against_eager
@@ -28,23 +28,8 @@ TINY = {
 }  # fmt: skip
 
 
-def _text(cell) -> str:
-    parts = []
-    for output in cell.get("outputs", []):
-        parts.append(output.get("text", ""))
-        for key in ("text/plain", "text/markdown", "text/html"):
-            parts.append(str(output.get("data", {}).get(key, "")))
-    return "\n".join(parts)
-
-
 def test_notebook_is_committed_clean_and_declares_its_parameters():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# 02")
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None
-            compile(cell.source, NOTEBOOK.name, "exec")  # plain Python, no magics
-    assert [c.id for c in nb.cells if "parameters" in c.metadata.get("tags", [])] == ["parameters"]
+    nb = assert_committed_clean(NOTEBOOK, "# 02")
     params = papermill.inspect_notebook(str(NOTEBOOK))
     assert {name: info["inferred_type_name"] for name, info in params.items()} == PARAMETERS
     assert params["MEASURE_STARTUP"]["default"] == "True"
@@ -100,12 +85,7 @@ def test_gpu_results_loader(make_record, tmp_path):
 def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     gpu = tmp_path / "gpu"
     _shipped(gpu, make_record)
-    out = tmp_path / "02.ipynb"
-    papermill.execute_notebook(
-        str(NOTEBOOK), str(out), parameters=TINY | {"RUN_NAME": "nb02", "GPU_RESULTS": str(gpu)},
-        kernel_name="python3", cwd=str(NOTEBOOK.parent), progress_bar=False,
-    )  # fmt: skip
-    cells = {cell.get("id"): cell for cell in nbformat.read(out, as_version=4).cells}
+    cells = execute(NOTEBOOK, tmp_path / "02.ipynb", TINY | {"RUN_NAME": "nb02", "GPU_RESULTS": str(gpu)})
 
     records = {r.label: r for r in RunStore.for_run("nb02").load()}
     assert list(records) == ["eager", "liger", "liger swiglu (CPU interpreter)"]
@@ -128,17 +108,17 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     for record in (eager, liger):
         assert Path(record.artifacts["trace"]).exists() and record.metrics["real_tokens_per_s"] > 0
 
-    assert "not checked on this device: swiglu" in _text(cells["setup"])
-    report = _text(cells["patch-report"])
+    assert "not checked on this device: swiglu" in outputs_text(cells["setup"])
+    report = outputs_text(cells["patch-report"])
     assert "replaced" in report and "LigerRMSNorm.forward" in report
-    assert "failed: not checked on CPU" in _text(cells["cpu-unchecked"])
-    assert "pass" in _text(cells["parity"]) and "baseline" in _text(cells["parity"])
-    assert "tok/s" in _text(cells["speed"])
-    assert "eager -> liger (the fastest other backend)" in _text(cells["kernel-diff"])
-    assert "launches per step" in _text(cells["kernel-diff"])
+    assert "failed: not checked on CPU" in outputs_text(cells["cpu-unchecked"])
+    assert "pass" in outputs_text(cells["parity"]) and "baseline" in outputs_text(cells["parity"])
+    assert "tok/s" in outputs_text(cells["speed"])
+    assert "eager -> liger (the fastest other backend)" in outputs_text(cells["kernel-diff"])
+    assert "launches per step" in outputs_text(cells["kernel-diff"])
     assert any("application/vnd.holoviews_exec.v0+json" in o.get("data", {}) for o in cells["kernel-diff-plot"].outputs)
-    assert "no startup measurement" in _text(cells["export-cache"])
-    gpu_parity = _text(cells["gpu-parity"])
+    assert "no startup measurement" in outputs_text(cells["export-cache"])
+    gpu_parity = outputs_text(cells["gpu-parity"])
     assert "3 shipped GPU record(s)" in gpu_parity and "NVIDIA H200 @ gpu-01" in gpu_parity and "pass" in gpu_parity
-    assert "call1.jsonl" in _text(cells["gpu-results"])
-    assert "3 records appended to" in _text(cells["records"])
+    assert "call1.jsonl" in outputs_text(cells["gpu-results"])
+    assert "3 records appended to" in outputs_text(cells["records"])
