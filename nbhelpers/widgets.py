@@ -119,7 +119,9 @@ def waste_explorer(
     summary_html = widgets.HTML()
     summary_html.add_class(SUMMARY_CLASS)
     picture = widgets.Output()
-    button = widgets.Button(description="measure this setting", button_style="primary", icon="play")
+    button = widgets.Button(
+        description="measure this setting", button_style="primary", icon="play", layout=widgets.Layout(width="auto")
+    )
     measured_html = widgets.HTML(value="<span>not measured yet</span>")
     measured_html.add_class(MEASURED_CLASS)
 
