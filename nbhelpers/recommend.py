@@ -275,16 +275,21 @@ class Recommendation:
             "packed": "DataCollatorWithFlattening()  # padding-free: position_ids, no pad tokens",
             "token_budget": "DataCollatorWithFlattening()  # with batches cut to a token budget",
         }.get(self.padding, 'DataCollatorForSeq2Seq(tokenizer, padding="longest")')
-        return "\n".join(
-            [
-                "from transformers import AutoModelForCausalLM",
-                "",
-                f"MODEL_ID = {_literal(hub)}  # {note}; use your checkpoint",
-                f"model = AutoModelForCausalLM.from_pretrained(MODEL_ID, {args})",
-                f"# with the plain Trainer, batch as measured (padding={self.padding!r}):",
-                f"# data_collator = {collator}",
-            ]
-        )
+        lines = [
+            "from transformers import AutoModelForCausalLM",
+            "",
+            f"MODEL_ID = {_literal(hub)}  # {note}; use your checkpoint",
+            f"model = AutoModelForCausalLM.from_pretrained(MODEL_ID, {args})",
+        ]
+        if self.padding in ("packed", "token_budget"):
+            lines.append(
+                "model.config.use_cache = False  # with a KV cache, transformers attends across packed sequences"
+            )
+        lines += [
+            f"# with the plain Trainer, batch as measured (padding={self.padding!r}):",
+            f"# data_collator = {collator}",
+        ]
+        return "\n".join(lines)
 
     def to_python(self) -> str:
         """Ready-to-paste code: TrainingArguments, TRL SFTConfig and the from_pretrained line."""

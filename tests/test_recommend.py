@@ -112,6 +112,7 @@ def test_exported_code_builds_training_arguments(make_record, tmp_path, monkeypa
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     assert {"TrainingArguments", "SFTConfig"} <= calls
     assert 'AutoModelForCausalLM.from_pretrained(MODEL_ID, attn_implementation="sdpa")' in full
+    assert ("model.config.use_cache = False" in full) == (padding in ("packed", "token_budget"))
 
     args = _exec_training_arguments(rec.training_arguments_code(), tmp_path, monkeypatch)
     assert args.per_device_train_batch_size == 4
