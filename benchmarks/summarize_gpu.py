@@ -4,6 +4,7 @@ Each row keeps the record's own numbers and adds a `validity` note where a run i
 unusable, with the reason (see benchmarks/gpu/NOTES.md):
 - packed and token-budget rows measured before the KV-cache fix attended across sequence boundaries
   (their first-step gradient norm differs from the padded run of the same samples by ~30%);
+- bucketed rows timed other samples than the rest (a length-grouped plan reorders the batches);
 - out-of-memory failures at the start of call 2 and in call 5 ran beside a process left over from the
   previous call's killed configuration (runner defect, since fixed), so they say nothing about memory.
 Run: python benchmarks/summarize_gpu.py
@@ -40,6 +41,10 @@ def validity(call: str, record: dict) -> str:
         return "invalid: ran beside a leftover process from the previous call (runner defect, fixed); re-measured"
     if config["padding"] in ("packed", "token_budget") and record["status"] == "ok":
         return "invalid for speed claims: attention crossed sequence boundaries (KV-cache defect, fixed)"
+    if config["padding"] == "bucketed" and record["status"] == "ok":
+        return "not comparable: its timed steps held other samples than the other strategies' (length-grouped plan)"
+    if config["steps"] != 5 and record["status"] == "ok":
+        return "valid, but timed a different window (8 steps) than the 5-step runs: compare with care"
     return "valid"
 
 

@@ -42,7 +42,7 @@ def prepare_batches(config: RunConfig, tokenizer: Any, device: str) -> list[dict
         [len(e["input_ids"]) for e in examples], config.padding, config.batch_size, config.max_length,
         config.num_buckets, config.effective_token_budget, config.seed,
     )  # fmt: skip
-    needed = 1 + config.warmup + config.steps + (config.profile_steps + 2 if config.profile else 0)
+    needed = 1 + config.warmup + config.steps  # the profiler re-runs the first timed batches
     batches = []
     for step in range(min(needed, len(plan))):
         tensors = collate(
@@ -193,9 +193,11 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     if config.profile:
         from .trace_capture import capture_and_summarize
 
+        first_timed = 1 + config.warmup
+        profiled_flops = sum(flops[: config.profile_steps]) / config.profile_steps
         trace_path, summary = capture_and_summarize(
-            lambda i: step(batch(i)), config, run_dir(config.run_name), device, metrics["model_flops_per_step"],
-            peak.flops_per_s,
+            lambda i: step(batch(i)), config, run_dir(config.run_name), device, profiled_flops, peak.flops_per_s,
+            first_active_batch=first_timed,
         )  # fmt: skip
         artifacts["trace"] = str(trace_path)
         metrics.update(summary)

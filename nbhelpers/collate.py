@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .config import _check_int
 from .data import IGNORE_INDEX, Example
 
 PACKED_STRATEGIES = ("packed", "token_budget")
@@ -36,13 +37,17 @@ def plan_batches(
     seed: int = 0,
 ) -> list[list[int]]:
     """Indices of the samples in each step, in order; every sample appears exactly once."""
+    _check_int("batch_size", batch_size, 1, 1 << 20)
+    _check_int("max_length", max_length, 1, 1 << 24)
+    _check_int("num_buckets", num_buckets, 1, 1 << 20)
+    _check_int("token_budget", token_budget, 0, 1 << 30)
     clipped = [min(length, max_length) for length in lengths]
     order = list(range(len(clipped)))
     if strategy in ("static", "dynamic", "multiple", "packed"):
         return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     if strategy == "bucketed":
         by_length = sorted(order, key=lambda i: (clipped[i], i))
-        size = math.ceil(len(by_length) / max(1, num_buckets))
+        size = max(1, math.ceil(len(by_length) / num_buckets))
         batches = []
         for start in range(0, len(by_length), size):
             bucket = sorted(by_length[start : start + size])  # keep dataset order inside a bucket
@@ -81,6 +86,8 @@ class TokenCounts:
 
 def padded_length(lengths: Sequence[int], strategy: str, max_length: int, pad_to_multiple_of: int = 8) -> int:
     """Row length that a padded strategy gives a batch with these (clipped) lengths."""
+    _check_int("max_length", max_length, 1, 1 << 24)
+    _check_int("pad_to_multiple_of", pad_to_multiple_of, 1, 1 << 16)
     longest = min(max(lengths), max_length)
     if strategy == "static":
         return max_length

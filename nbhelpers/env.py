@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-# Dense (no sparsity) bf16 tensor-core peaks from the vendors' datasheets, FLOP/s.
+# Dense (no sparsity) bf16 tensor-core peaks with fp32 accumulation, from the vendors' datasheets, FLOP/s.
+# GPUs without bf16 tensor cores (T4, V100) are left out: their peak is measured instead.
 PEAK_BF16_FLOPS_TABLE: dict[str, float] = {
     "H200": 989.4e12,
     "H100 SXM": 989.4e12,
@@ -20,13 +21,12 @@ PEAK_BF16_FLOPS_TABLE: dict[str, float] = {
     "H100": 989.4e12,
     "A100": 312e12,
     "L40S": 362e12,
+    "L40": 181e12,
     "L4": 121e12,
     "A10G": 70e12,
     "A10": 125e12,
-    "T4": 65e12,
-    "V100": 125e12,
     "RTX 4090": 165.2e12,
-    "RTX 3090": 71e12,
+    "RTX 3090": 35.6e12,
 }
 PACKAGES = ("torch", "transformers", "liger-kernel", "triton", "numpy", "pandas", "tokenizers")
 
@@ -122,8 +122,10 @@ def safe_environment(requested_device: str) -> dict[str, Any]:
 
 def table_peak_flops(device_name: str) -> PeakFlops | None:
     """The datasheet bf16 dense peak for a GPU name, or None when the table has no row for it."""
+    import re
+
     for key in sorted(PEAK_BF16_FLOPS_TABLE, key=len, reverse=True):
-        if key.lower() in device_name.lower():
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", device_name, flags=re.IGNORECASE):
             return PeakFlops(PEAK_BF16_FLOPS_TABLE[key], f"table: {key} bf16 dense datasheet peak")
     return None
 
@@ -133,6 +135,8 @@ def measure_peak_flops(device: str, dtype_name: str = "bf16", size: int = 0, rep
     import torch
 
     dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
+    if dtype_name != "bf16" and device == "cuda" and torch.backends.cuda.matmul.allow_tf32:
+        dtype_name = "fp32 (TF32 matmuls allowed)"
     size = size or (8192 if device == "cuda" else 1024)
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)

@@ -33,7 +33,7 @@ def matmul_flops_per_token(shape: ModelShape) -> float:
 def attention_flops(shape: ModelShape, sequence_lengths: Sequence[int]) -> float:
     """Training FLOPs of causal attention scores and values over the real tokens of each sequence.
 
-    Per layer and head, QK^T and AV each cost 2 x L x L x head_dim multiply-adds over a full square;
+    Per layer and head, QK^T and AV each cost 2 x L x L x head_dim FLOPs over a full square;
     causal masking keeps half; backward costs twice forward: 3 x 2 x 2 x L^2 x d / 2 = 6 x L^2 x d.
     """
     per_square = 6.0 * shape.num_layers * shape.num_heads * shape.head_dim

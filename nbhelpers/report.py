@@ -68,7 +68,7 @@ def run_name_of(record: RunRecord) -> str:
     return str(record.config.get("run_name", ""))
 
 
-WORKLOAD_FIELDS = ("model", "dataset", "batch_size", "max_length", "num_samples", "dtype", "seed",
+WORKLOAD_FIELDS = ("model", "dataset", "batch_size", "max_length", "num_samples", "dtype", "seed", "steps", "warmup",
                    "prompt_field", "response_field", "use_chat_template")  # fmt: skip
 
 
@@ -78,7 +78,7 @@ def workload_of(record: RunRecord) -> str:
     text = (
         f"{cfg.get('model', '?')} on {cfg.get('dataset', '?')}, b{cfg.get('batch_size', '?')}x"
         f"{cfg.get('max_length', '?')}, {cfg.get('num_samples', '?')} samples, {cfg.get('dtype', '?')}, "
-        f"seed {cfg.get('seed', '?')}"
+        f"seed {cfg.get('seed', '?')}, {cfg.get('warmup', '?')}+{cfg.get('steps', '?')} steps"
     )
     fields = (cfg.get("prompt_field"), cfg.get("response_field"), cfg.get("use_chat_template"))
     if fields not in ((None, None, None), ("prompt", "response", False)):
@@ -671,7 +671,8 @@ def write_html_report(
 <body>
 <h1>{html.escape(title)}</h1>
 <p class="summary">{html.escape(summary)}</p>
-<p class="meta">Throughput is real (non-pad) tokens per second, median of the timed steps.
+<p class="meta">Throughput is real (non-pad) tokens over the whole timed window (what a training job sees);
+the step-time median and spread are in the records.
 A speedup is a ratio of two records from one run on one machine; machines are never divided by each other.</p>
 {body}
 <script type="application/json" id="nbhelpers-records">{_json_for_script(records)}</script>

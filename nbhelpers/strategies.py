@@ -104,8 +104,7 @@ class StrategyBatchSampler(Sampler[list[int]]):
         shuffle: bool = False,
     ) -> None:
         _check_strategy(strategy)
-        if batch_size < 1 or max_length < 1:
-            raise ValueError("batch_size and max_length must be at least 1")
+        plan_batches([], strategy, batch_size, max_length, num_buckets, token_budget)  # validates, naming the value
         self.lengths = [int(n) for n in lengths]
         self.strategy = strategy
         self.batch_size = batch_size

@@ -18,8 +18,13 @@ def capture_and_summarize(
     device: str,
     model_flops_per_step: float,
     peak_flops: float,
+    first_active_batch: int = 2,
 ) -> tuple[Path, dict[str, Any]]:
-    """Profile ``config.profile_steps`` steps (after one wait and one warm-up step) and summarize."""
+    """Profile ``config.profile_steps`` steps (after one wait and one warm-up step) and summarize.
+
+    ``step(i)`` runs batch ``i``; the profiled (active) steps run batches ``first_active_batch`` onward,
+    so they are the same batches as the first timed steps and ``model_flops_per_step`` (theirs) matches.
+    """
     from .profiling.analyze import summarize
     from .profiling.capture import profile_steps
     from .profiling.parse import load_trace
@@ -27,7 +32,7 @@ def capture_and_summarize(
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", config.name).strip("-")
     path = folder / "traces" / f"{slug}-{uuid.uuid4().hex[:6]}.trace.json.gz"
     path.parent.mkdir(parents=True, exist_ok=True)
-    counter = iter(range(10**9))
+    counter = iter(range(first_active_batch - 2, 10**9))  # wait + warm-up steps come first
     path = profile_steps(
         lambda: step(next(counter)), wait=1, warmup=1, active=config.profile_steps,
         out_path=path, device_type=device,

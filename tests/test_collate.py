@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from nbhelpers.collate import count_tokens, plan_batches, sequence_lengths
+from nbhelpers.collate import count_tokens, padded_length, plan_batches, sequence_lengths
 from nbhelpers.config import PADDING_STRATEGIES, ConfigError, RunConfig
 from nbhelpers.strategies import (
     StrategyBatchSampler,
@@ -149,3 +149,19 @@ def test_parse_names_and_configs_grid():
     assert list(skipped) == ["flash_attention_2"] and skipped["flash_attention_2"]
     configs, skipped = strategy_configs(base, ["dynamic"], ["sdpa", "flex_attention"], device="cpu")
     assert [c.attn_implementation for c in configs] == ["sdpa", "flex_attention"] and skipped == {}
+
+
+@pytest.mark.parametrize(
+    ("call", "parameter"),
+    [
+        (lambda: plan_batches([3, 5], "dynamic", batch_size=0, max_length=8), "batch_size"),
+        (lambda: plan_batches([3, 5], "dynamic", batch_size=2, max_length=0), "max_length"),
+        (lambda: plan_batches([3, 5], "bucketed", batch_size=2, max_length=8, num_buckets=0), "num_buckets"),
+        (lambda: padded_length([3, 5], "multiple", max_length=8, pad_to_multiple_of=0), "pad_to_multiple_of"),
+    ],
+)
+def test_arithmetic_rejects_bad_values_by_name(call, parameter):
+    from nbhelpers.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"^{parameter}=0 is not allowed"):
+        call()
