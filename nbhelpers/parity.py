@@ -19,8 +19,12 @@ PASS, FAIL, NOT_CHECKED, BASELINE = "pass", "fail", "not checked", "baseline"
 # Fields that fix the first batch and the initial weights: two records are comparable when these match.
 SAME_BATCH_FIELDS = (
     "model", "dataset", "prompt_field", "response_field", "use_chat_template", "num_samples", "batch_size",
-    "max_length", "padding", "pad_to_multiple_of", "num_buckets", "token_budget", "seed", "dtype",
+    "max_length", "seed", "dtype",
 )  # fmt: skip
+# Strategies whose first step holds the same sequences (the first batch_size samples): padded or packed,
+# the loss over them must be the same, so a packed row that leaks across sequences fails parity.
+SAME_FIRST_BATCH_PADDINGS = ("static", "dynamic", "multiple", "packed")
+PLAN_FIELDS = ("padding", "num_buckets", "token_budget")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,9 @@ TOLERANCES: dict[tuple[str, str], Tolerance] = {
     ("cpu", "liger"): Tolerance(
         1e-4, "fp32 on CPU, Liger in Triton's interpreter: other reduction order (measured <= 4.8e-7)"
     ),
+    ("cpu", "eager"): Tolerance(
+        1e-5, "fp32 on CPU, same kernels: padded and packed rows of one batch (measured equal)"
+    ),
     ("cuda", "fp32"): Tolerance(1e-3, "fp32 weights on GPU: TF32 matmuls are allowed"),
     ("any", "bf16"): Tolerance(2e-2, "bf16 compute: 8 mantissa bits, sums in another order"),
 }
@@ -56,7 +63,9 @@ def tolerance_for(record: RunRecord) -> Tolerance:
     if _device_type(record) == "cuda":
         return TOLERANCES[("cuda", "fp32")]
     kernels = str(record.config.get("kernels", "eager"))
-    return TOLERANCES[("cpu", "liger" if "liger" in kernels else "compile")]
+    if "liger" in kernels:
+        return TOLERANCES[("cpu", "liger")]
+    return TOLERANCES[("cpu", "compile" if "compile" in kernels else "eager")]
 
 
 def rel_diff(value: float, reference: float) -> float:
@@ -77,6 +86,9 @@ def comparable(record: RunRecord, baseline: RunRecord) -> str:
     if record.machine != baseline.machine:
         return f"other machine ({record.machine} vs {baseline.machine})"
     differ = [f for f in SAME_BATCH_FIELDS if record.config.get(f) != baseline.config.get(f)]
+    paddings = (record.config.get("padding"), baseline.config.get("padding"))
+    if not all(p in SAME_FIRST_BATCH_PADDINGS for p in paddings):
+        differ += [f for f in PLAN_FIELDS if record.config.get(f) != baseline.config.get(f)]
     return f"different {', '.join(differ)}" if differ else ""
 
 
@@ -113,6 +125,12 @@ def check_parity(record: RunRecord, baseline: RunRecord) -> dict[str, Any]:
     loss_diff, grad_diff = rel_diff(loss, base_loss), rel_diff(grad, base_grad)
     ok = loss_diff <= tolerance.rel and grad_diff <= tolerance.rel
     return verdict | {"status": PASS if ok else FAIL, "loss_rel_diff": loss_diff, "grad_norm_rel_diff": grad_diff}
+
+
+def check_against_first(record: RunRecord, earlier: Sequence[RunRecord]) -> None:
+    """For ``run_configs(annotate=...)``: judge each record against the first one measured (its baseline)."""
+    if record.ok:
+        record.metrics["parity"] = check_parity(record, earlier[0] if earlier else record)
 
 
 def find_baseline(records: Sequence[RunRecord], baseline_label: str) -> RunRecord:

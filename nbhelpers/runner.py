@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .config import RunConfig
@@ -111,8 +111,13 @@ def run_configs(
     notebook: str = "",
     isolate: bool = True,
     progress: bool = True,
+    annotate: Callable[[RunRecord, list[RunRecord]], None] | None = None,
 ) -> list[RunRecord]:
-    """Measure configurations one after another, appending each record to the store as it lands."""
+    """Measure configurations one after another, appending each record to the store as it lands.
+
+    ``annotate(record, earlier_records)`` may add to a record before it is stored (records are
+    append-only), e.g. :func:`nbhelpers.parity.check_against_first`.
+    """
     configs = list(configs)
     iterator: Iterable[RunConfig] = configs
     bar = None
@@ -126,6 +131,8 @@ def run_configs(
         if bar is not None:
             bar.set_postfix_str(config.name)
         record = run_config(config, isolate=isolate, notebook=notebook)
+        if annotate is not None:
+            annotate(record, records)
         if store is not None:
             store.append(record)
         records.append(record)

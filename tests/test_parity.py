@@ -130,3 +130,26 @@ def test_compile_matches_eager_on_cpu(eager_record, tmp_path_factory):
     # Measured: bit-identical at this shape (0.0), 1.2e-7 on the gradient norm at 2 x 64, seed 1.
     assert (table[["loss rel diff", "grad norm rel diff"]] < 1e-6).all().all()
     assert Path(cold.metrics["cache_dir"]).is_dir()
+
+
+def test_packed_rows_are_judged_against_padded_ones_of_the_same_batch(make_record):
+    """The H200 leak (packed rows attending across sequences) fails; an exact packed row passes."""
+    from nbhelpers.parity import FAIL, NOT_CHECKED, PASS, check_against_first
+
+    def record(label, padding, loss, grad, **kw):
+        r = make_record(label, 1000.0, padding=padding, device_name="NVIDIA H200", **kw)
+        r.metrics.update(loss_first=loss, grad_norm_first=grad, compute_dtype="bf16-autocast")
+        return r
+
+    static = record("static", "static", 12.309202, 13.7399)
+    exact = record("packed", "packed", 12.309202, 13.7403)
+    leaking = record("packed, leaking", "packed", 12.2766, 17.90)
+    bucketed = record("bucketed", "bucketed", 12.373, 20.33)
+    earlier = []
+    for r in (static, exact, leaking, bucketed):
+        check_against_first(r, earlier)
+        earlier.append(r)
+    assert exact.metrics["parity"]["status"] == PASS
+    assert leaking.metrics["parity"]["status"] == FAIL
+    assert leaking.metrics["parity"]["grad_norm_rel_diff"] == pytest.approx(17.90 / 13.7399 - 1)
+    assert bucketed.metrics["parity"]["status"] == NOT_CHECKED and "padding" in bucketed.metrics["parity"]["note"]
