@@ -155,12 +155,46 @@ def measure_peak_flops(device: str, dtype_name: str = "bf16", size: int = 0, rep
     return PeakFlops(flops, f"measured: {size}x{size} {dtype_name} matmul, median of {repeats}")
 
 
+def _peak_cache_path() -> Any:
+    from pathlib import Path
+
+    root = Path(os.environ.get("NBHELPERS_CACHE", Path.home() / ".cache" / "nbhelpers"))
+    return root / "measured_peak_flops.json"
+
+
+def cached_measured_peak(device: str, dtype_name: str) -> PeakFlops:
+    """A measured peak, measured once per machine, device and dtype and then reused from disk.
+
+    Every record of a machine then divides by the same peak, so MFU compares across records (a fresh
+    measurement in each process would move with whatever else the machine is doing).
+    """
+    import json
+
+    name = device_properties(device)["device_name"]
+    key = f"{socket.gethostname()}|{name}|{dtype_name}"
+    path = _peak_cache_path()
+    try:
+        cached = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cached = {}
+    if key in cached:
+        entry = cached[key]
+        return PeakFlops(float(entry["flops_per_s"]), f"{entry['source']} (cached, measured {entry['when']})")
+    peak = measure_peak_flops(device, dtype_name, size=2048 if device == "cpu" else 0)
+    cached[key] = {"flops_per_s": peak.flops_per_s, "source": peak.source, "when": time.strftime("%Y-%m-%d %H:%M")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_suffix(f".tmp{os.getpid()}")
+    staging.write_text(json.dumps(cached, indent=1))
+    staging.replace(path)
+    return peak
+
+
 def peak_flops(device: str, compute_dtype: str) -> PeakFlops:
-    """The peak used for MFU: the datasheet row for a known GPU, else a measured matmul."""
+    """The peak used for MFU: the datasheet row for a known GPU, else a matmul measured once per machine."""
     if device == "cuda":
         import torch
 
         known = table_peak_flops(torch.cuda.get_device_name(0))
         if known is not None and compute_dtype != "fp32":
             return known
-    return measure_peak_flops(device, "fp32" if compute_dtype == "fp32" else "bf16")
+    return cached_measured_peak(device, "fp32" if compute_dtype == "fp32" else "bf16")

@@ -26,3 +26,22 @@ def test_platform_is_inherited_from_the_notebook(monkeypatch):
     monkeypatch.delenv("NBHELPERS_PLATFORM")
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")
     assert detect_platform() == "databricks"
+
+
+def test_measured_peak_is_measured_once_per_machine(monkeypatch, tmp_path):
+    import nbhelpers.env as env
+
+    monkeypatch.setenv("NBHELPERS_CACHE", str(tmp_path))
+    calls = []
+
+    def fake_measure(device, dtype_name, size=0, repeats=5):
+        calls.append((device, dtype_name, size))
+        return env.PeakFlops(1.5e11, f"measured: {size}x{size} {dtype_name} matmul, median of {repeats}")
+
+    monkeypatch.setattr(env, "measure_peak_flops", fake_measure)
+    first = env.peak_flops("cpu", "fp32")
+    second = env.peak_flops("cpu", "fp32")
+    assert calls == [("cpu", "fp32", 2048)]
+    assert first.flops_per_s == second.flops_per_s == 1.5e11
+    assert first.source == "measured: 2048x2048 fp32 matmul, median of 5"
+    assert second.source.startswith(first.source + " (cached, measured ")
