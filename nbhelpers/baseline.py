@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConfigError, RunConfig
+from .report import MISSING, _missing
 from .results import RunRecord, RunStore
 
 NOTEBOOK = "01_baseline_profile.ipynb"
@@ -25,14 +26,9 @@ SHIPPED_TRACE_NAME = "h200_qwen3-1.7b_baseline.trace.json.gz"
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 BASELINE_LABEL = "baseline"
 SHORT_US = 10.0
-MISSING = "—"
 
 # ----------------------------------------------------------------------------------------------
 # Number formats
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def fmt_pct(value: Any) -> str:

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .collate import PACKED_STRATEGIES as PACKED
 from .results import RunRecord
 
-PACKED = ("packed", "token_budget")
 REAL_COLOR = "#3b7dd8"
 PAD_COLOR = "#e07b54"
 MEASURED_COLUMNS = (
