@@ -1,9 +1,12 @@
 """Measure the workbook's configurations on a GPU through nbhelpers, one subprocess per configuration.
 
 Usage: python benchmarks/gpu_suite.py GROUP [GROUP ...] --out DIR
-Groups: baseline, kernels, startup, padding, padding-flex, longtail. Records append to DIR/records.jsonl
-as each configuration finishes (a stop at any point keeps what was measured); traces land in
-DIR/<run_name>/traces/. Every configuration shares one sample pool and one seed.
+Groups: baseline, kernels, compile-static, startup, startup-cold-warm, padding, padding-flex, longtail, rerun,
+epoch-default, epoch-longtail, epoch-token-budget-flex. Records append to DIR/records.jsonl as each
+configuration finishes (a stop at any point keeps what was measured); traces land in
+DIR/<run_name>/traces/. Every configuration shares one sample pool and one seed. In the epoch groups each
+strategy is timed over one whole pass of the same 256 samples (after one untimed pass), and every record's
+first-step loss and gradient norm are checked against the group's first record (static padding).
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import time
 from pathlib import Path
 
 from nbhelpers.config import RunConfig
-from nbhelpers.results import RunStore
+from nbhelpers.kernel_cache import cold_vs_warm
+from nbhelpers.parity import check_against_first
+from nbhelpers.results import RunRecord, RunStore
 from nbhelpers.runner import run_isolated
 from nbhelpers.synthetic import make, write_jsonl
 
@@ -24,6 +29,26 @@ BASE = dict(
     attn_implementation="sdpa", kernels="eager", padding="static", timeout_s=300,
 )  # fmt: skip
 STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budget")
+COLD_WARM_GROUPS = ("startup-cold-warm",)
+PARITY_GROUPS = ("epoch-default", "epoch-longtail")
+
+
+def epoch_group(base: RunConfig, prefix: str, with_extras: bool) -> list[RunConfig]:
+    """Every strategy over one timed epoch of 256 samples; the first (static) is the parity reference."""
+    epoch = base.replace(timing="epoch", num_samples=256, timeout_s=400)
+    flex = epoch.replace(attn_implementation="flex_attention")
+    configs = [
+        epoch.replace(label=f"{prefix}eager, {s}, sdpa", padding=s, profile=s in ("static", "packed"),
+                      token_budget=16384 if s == "token_budget" else 0)
+        for s in STRATEGIES
+    ] + [flex.replace(label=f"{prefix}eager, packed, flex_attention", padding="packed", profile=True)]  # fmt: skip
+    if with_extras:
+        configs += [
+            flex.replace(label=f"{prefix}liger, packed, flex_attention", padding="packed", kernels="liger"),
+            epoch.replace(label=f"{prefix}eager, packed, flash_attention_2", padding="packed",
+                          attn_implementation="flash_attention_2"),
+        ]  # fmt: skip
+    return configs
 
 
 def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
@@ -48,6 +73,16 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
             flex.replace(label="longtail: eager, packed, flex_attention", padding="packed", **longtail),
         ],  # fmt: skip
         "baseline": [base.replace(label="baseline: eager, static pad 2048, sdpa", profile=True)],
+        "startup-cold-warm": [
+            base.replace(label="compile, static pad 2048, sdpa", kernels="compile", timeout_s=400),
+            flex.replace(label="eager, packed, flex_attention", padding="packed"),
+        ],
+        "epoch-default": epoch_group(base, "", with_extras=True),
+        "epoch-longtail": epoch_group(base.replace(**longtail), "longtail: ", with_extras=False),
+        "epoch-token-budget-flex": [
+            flex.replace(label="eager, token_budget 16k, flex_attention", padding="token_budget", token_budget=16384,
+                         timing="epoch", num_samples=256, timeout_s=400)
+        ],  # fmt: skip
         "kernels": [
             dynamic.replace(label=f"{k}, pad to longest, sdpa", kernels=k, profile=True)
             for k in ("eager", "liger", "compile", "liger+compile")
@@ -140,21 +175,35 @@ def main() -> None:
     table = groups(str(longtail))
     store = RunStore(out / "records.jsonl")
     for name in args.groups:
+        measured: list[RunRecord] = []
         for config in table[name]:
             start = time.perf_counter()
-            record = run_isolated(config, notebook=f"benchmarks/gpu_suite.py {name}", extra_env=env)
-            record.config["group"] = name
-            store.append(record)
-            m = record.metrics
-            print(
-                f"[{name}] {config.name}: {record.status} {record.reason[:160]} "
-                f"tok/s={m.get('real_tokens_per_s', 0):,.0f} step={m.get('step_time_median_s', 0):.3f}s "
-                f"first={m.get('first_step_s', 0):.1f}s pad={m.get('padding_fraction', 0):.2f} "
-                f"mem={m.get('peak_memory_gib', 0):.1f}GiB mfu={m.get('mfu', 0):.3f} "
-                f"kernels/step={m.get('kernels_per_step')} ({time.perf_counter() - start:.0f}s)",
-                flush=True,
-            )
+            if name in COLD_WARM_GROUPS:
+                records = cold_vs_warm(config, out / "kernel-caches", notebook=f"benchmarks/gpu_suite.py {name}")
+            else:
+                records = [run_isolated(config, notebook=f"benchmarks/gpu_suite.py {name}", extra_env=env)]
+            for record in records:
+                record.config["group"] = name
+                if name in PARITY_GROUPS:
+                    check_against_first(record, [r for r in measured if r.ok])
+                measured.append(record)
+                store.append(record)
+                report(name, record, time.perf_counter() - start)
 
+
+def report(group: str, record: RunRecord, seconds: float) -> None:
+    m = record.metrics
+    parity = m.get("parity", {})
+    print(
+        f"[{group}] {record.label}: {record.status} {record.reason[:160]} "
+        f"tok/s={m.get('real_tokens_per_s', 0):,.0f} step={m.get('step_time_median_s', 0):.3f}s "
+        f"first={m.get('first_step_s', 0):.1f}s pad={m.get('padding_fraction', 0):.2f} "
+        f"mem={m.get('peak_memory_gib', 0):.1f}GiB mfu={m.get('mfu', 0):.3f} "
+        f"kernels/step={m.get('kernels_per_step')} steps={m.get('timed_batches')} "
+        f"parity={parity.get('status', '-')} loss={m.get('loss_first', 0):.5f} "
+        f"grad={m.get('grad_norm_first', 0):.4f} ({seconds:.0f}s)",
+        flush=True,
+    )
 
 if __name__ == "__main__":
     main()

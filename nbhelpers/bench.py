@@ -33,7 +33,8 @@ def compute_dtype(config: RunConfig, device: str) -> str:
 
 
 def prepare_batches(config: RunConfig, tokenizer: Any, device: str) -> list[dict[str, Any]]:
-    """The step batches on the device, in plan order, cycled to cover warmup + timed steps."""
+    """The step batches on the device, in plan order: the whole plan when timing an epoch, else as many as
+    the first step, warm-up and timed steps take (they cycle when the plan is shorter)."""
     examples = load_examples(
         config.dataset, tokenizer, config.num_samples, config.max_length,
         config.prompt_field, config.response_field, config.use_chat_template,
@@ -42,15 +43,27 @@ def prepare_batches(config: RunConfig, tokenizer: Any, device: str) -> list[dict
         [len(e["input_ids"]) for e in examples], config.padding, config.batch_size, config.max_length,
         config.num_buckets, config.effective_token_budget, config.seed,
     )  # fmt: skip
-    needed = 1 + config.warmup + config.steps  # the profiler re-runs the first timed batches
+    needed = len(plan) if config.timing == "epoch" else min(1 + config.warmup + config.steps, len(plan))
     batches = []
-    for step in range(min(needed, len(plan))):
+    for step in range(needed):
         tensors = collate(
             [examples[i] for i in plan[step]], config.padding, config.max_length,
             tokenizer.pad_token_id, config.pad_to_multiple_of,
         )  # fmt: skip
         batches.append({k: v.to(device) for k, v in tensors.items()})
     return batches
+
+
+def step_schedule(config: RunConfig, num_batches: int) -> tuple[list[int], list[int]]:
+    """Batch indices of the untimed steps after the first one, and of the timed steps.
+
+    "steps": ``warmup`` batches, then ``steps`` batches (indices cycle over the plan). "epoch": the rest of
+    one pass over every batch (so each shape has been seen once), then one whole pass timed, so every
+    strategy is timed on the same samples whatever its plan's order and number of steps.
+    """
+    if config.timing == "epoch":
+        return list(range(1, num_batches)), list(range(num_batches))
+    return list(range(1, 1 + config.warmup)), list(range(1 + config.warmup, 1 + config.warmup + config.steps))
 
 
 def make_step(
@@ -137,16 +150,22 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     first_loss, first_grad_norm = step(batch(0))
     _sync(device)
     first_step_s = time.perf_counter() - start
-    for i in range(config.warmup):
-        step(batch(1 + i))
-    times, losses, counts, flops = [], [float(first_loss)], [], []
-    iterator = range(config.steps)
+    untimed, timed = step_schedule(config, len(batches))
+    untimed_times = []
+    for i in untimed:
+        _sync(device)
+        start = time.perf_counter()
+        step(batch(i))
+        _sync(device)
+        untimed_times.append(time.perf_counter() - start)
+    times, losses, counts, flops, shapes = [], [float(first_loss)], [], [], []
+    iterator: Any = timed
     if progress:
         from tqdm.auto import tqdm
 
-        iterator = tqdm(iterator, desc=f"timing {config.name}", file=sys.stderr)
+        iterator = tqdm(timed, desc=f"timing {config.name}", file=sys.stderr)
     for i in iterator:
-        b = batch(1 + config.warmup + i)
+        b = batch(i)
         _sync(device)
         start = time.perf_counter()
         loss, _ = step(b)
@@ -155,6 +174,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         losses.append(float(loss))
         counts.append(count_tokens(b))
         flops.append(model_flops(shape, sequence_lengths(b)))
+        shapes.append(list(b["input_ids"].shape))
     stats = step_time_stats(times)
     total_time = sum(times)
     real = sum(c.real for c in counts)
@@ -165,6 +185,8 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     metrics: dict[str, Any] = {
         **stats,
         "step_times_s": times,
+        "timed_batch_shapes": shapes,
+        "untimed_step_times_s": untimed_times,
         "first_step_s": first_step_s,
         "positions_per_step": positions / len(counts),
         "real_tokens_per_step": real / len(counts),
@@ -193,8 +215,9 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     if config.profile:
         from .trace_capture import capture_and_summarize
 
-        first_timed = 1 + config.warmup
-        profiled_flops = sum(flops[: config.profile_steps]) / config.profile_steps
+        first_timed = timed[0]
+        profiled = flops[: config.profile_steps]
+        profiled_flops = sum(profiled) / len(profiled)
         trace_path, summary = capture_and_summarize(
             lambda i: step(batch(i)), config, run_dir(config.run_name), device, profiled_flops, peak.flops_per_s,
             first_active_batch=first_timed,

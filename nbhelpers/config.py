@@ -17,6 +17,7 @@ ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "flash_attention
 KERNEL_BACKENDS = ("eager", "liger", "compile", "liger+compile")
 LIGER_KERNELS = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
 DTYPES = ("auto", "fp32", "bf16-autocast", "bf16")
+TIMINGS = ("steps", "epoch")
 DEVICES = ("auto", "cpu", "cuda")
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -69,6 +70,7 @@ class RunConfig:
     liger_kernels: tuple[str, ...] = LIGER_KERNELS[:4]  # Liger switches that are on
     steps: int = 5  # timed steps
     warmup: int = 2  # untimed steps before timing
+    timing: str = "steps"  # "steps": warmup then steps; "epoch": one untimed pass over the plan, one timed
     dtype: str = "auto"  # auto = fp32 on CPU, fp32 weights + bf16 autocast on CUDA
     device: str = "auto"  # auto = cuda when present, else cpu
     seed: int = 0  # seed of weights, sampling and data order
@@ -115,6 +117,7 @@ class RunConfig:
         object.__setattr__(self, "liger_kernels", switches)
         _check_int("steps", self.steps, 1, 100_000)
         _check_int("warmup", self.warmup, 0, 10_000)
+        _check_choice("timing", self.timing, TIMINGS)
         _check_choice("dtype", self.dtype, DTYPES)
         _check_choice("device", self.device, DEVICES)
         _check_int("seed", self.seed, 0, 2**32 - 1)
@@ -127,7 +130,7 @@ class RunConfig:
         if not isinstance(self.profile, bool):
             raise ConfigError("profile", self.profile, "True or False")
         _check_int("profile_steps", self.profile_steps, 1, 100)
-        if self.profile and self.profile_steps > self.steps:
+        if self.profile and self.timing == "steps" and self.profile_steps > self.steps:
             raise ConfigError("profile_steps", self.profile_steps, f"at most steps ({self.steps})")
         _check_int("timeout_s", self.timeout_s, 1, 7 * 24 * 3600)
         if not isinstance(self.extra, dict):

@@ -69,7 +69,13 @@ def run_name_of(record: RunRecord) -> str:
 
 
 WORKLOAD_FIELDS = ("model", "dataset", "batch_size", "max_length", "num_samples", "dtype", "seed", "steps", "warmup",
-                   "prompt_field", "response_field", "use_chat_template")  # fmt: skip
+                   "prompt_field", "response_field", "use_chat_template", "timing")  # fmt: skip
+
+
+def _timed_window(cfg: dict[str, Any]) -> str:
+    if cfg.get("timing") == "epoch":
+        return "one epoch timed after one untimed"
+    return f"{cfg.get('warmup', '?')}+{cfg.get('steps', '?')} steps"
 
 
 def workload_of(record: RunRecord) -> str:
@@ -78,7 +84,7 @@ def workload_of(record: RunRecord) -> str:
     text = (
         f"{cfg.get('model', '?')} on {cfg.get('dataset', '?')}, b{cfg.get('batch_size', '?')}x"
         f"{cfg.get('max_length', '?')}, {cfg.get('num_samples', '?')} samples, {cfg.get('dtype', '?')}, "
-        f"seed {cfg.get('seed', '?')}, {cfg.get('warmup', '?')}+{cfg.get('steps', '?')} steps"
+        f"seed {cfg.get('seed', '?')}, {_timed_window(cfg)}"
     )
     fields = (cfg.get("prompt_field"), cfg.get("response_field"), cfg.get("use_chat_template"))
     if fields not in ((None, None, None), ("prompt", "response", False)):
@@ -87,7 +93,8 @@ def workload_of(record: RunRecord) -> str:
 
 
 def _workload_fields(record: RunRecord) -> tuple[Any, ...]:
-    return tuple(record.config.get(f) for f in WORKLOAD_FIELDS)
+    defaults = {"timing": "steps"}  # records written before epoch timing existed timed steps
+    return tuple(record.config.get(f, defaults.get(f)) for f in WORKLOAD_FIELDS)
 
 
 def group_key(record: RunRecord) -> tuple[str, str, str]:
