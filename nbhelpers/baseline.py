@@ -368,6 +368,18 @@ def top_table(trace: Any, n: int = 15) -> Any:
 # Section 3: utilization vs MFU
 
 
+def profiled_flops(metrics: Mapping[str, Any]) -> float | None:
+    """Model FLOPs of the profiled step: recorded as such, else recovered from the record's trace MFU (which
+    the run computed with them), else the mean over the timed steps."""
+    if metrics.get("trace_model_flops_per_step"):
+        return float(metrics["trace_model_flops_per_step"])
+    mfu, peak, step_us = (metrics.get(k) for k in ("trace_mfu", "peak_flops", "trace_step_time_us"))
+    if mfu and peak and step_us:
+        return float(mfu) * float(peak) * float(step_us) / 1e6
+    value = metrics.get("model_flops_per_step")
+    return float(value) if value else None
+
+
 def trace_summary(trace: Any, record: RunRecord | None) -> dict[str, Any] | None:
     """``analyze.summarize`` of the trace with the record's model FLOPs per step and peak FLOP/s (for MFU)."""
     if trace is None:
@@ -375,8 +387,8 @@ def trace_summary(trace: Any, record: RunRecord | None) -> dict[str, Any] | None
     from .profiling.analyze import summarize
 
     metrics = record.metrics if record is not None and record.ok else {}
-    flops = metrics.get("model_flops_per_step")
     peak = metrics.get("peak_flops")
+    flops = profiled_flops(metrics)
     summary = summarize(trace, model_flops_per_step=flops, peak_flops=peak, short_threshold_us=SHORT_US)
     summary["peak_flops"] = peak
     summary["peak_flops_source"] = metrics.get("peak_flops_source")
@@ -600,10 +612,11 @@ def load_jsonl_records(folder: str | Path | None = None) -> list[RunRecord]:
 
 
 def gpu_baseline_record(folder: str | Path | None = None) -> RunRecord | None:
-    """The committed H200 baseline: the first ok step record labelled "baseline…", one with trace numbers first."""
+    """The committed H200 baseline: the newest ok step record labelled "baseline…" (files in name order),
+    one with trace numbers first; the newest is the one whose trace is shipped in ``data/``."""
     candidates = [r for r in load_jsonl_records(folder) if _is_gpu_baseline(r)]
     with_trace = [r for r in candidates if r.metrics.get("trace_launches_per_step") is not None]
-    return (with_trace or candidates or [None])[0]
+    return (with_trace or candidates or [None])[-1]
 
 
 SUMMARY_COLUMNS = (

@@ -224,6 +224,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         )  # fmt: skip
         artifacts["trace"] = str(trace_path)
         metrics.update(summary)
+        metrics["trace_model_flops_per_step"] = profiled_flops
     return RunRecord(
         config=config.to_dict() | {"label": config.name},
         kind="step",

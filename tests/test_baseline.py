@@ -103,13 +103,16 @@ def test_percent_format_keeps_small_shares_readable() -> None:
 
 
 def _committed_baseline() -> dict:
+    """The newest committed baseline record with trace metrics (the one whose trace data/ ships)."""
+    found = []
     for path in sorted(GPU_DIR.glob("*.jsonl")):
         for line in path.read_text().splitlines():
             data = json.loads(line) if line.strip() else {}
             label = str(data.get("config", {}).get("label", ""))
             if data.get("status") == "ok" and label.startswith("baseline") and "trace_mfu" in data["metrics"]:
-                return data
-    raise AssertionError("no committed H200 baseline record with trace metrics")
+                found.append(data)
+    assert found, "no committed H200 baseline record with trace metrics"
+    return found[-1]
 
 
 def test_gpu_baseline_summary_reads_the_committed_h200_records() -> None:
@@ -244,3 +247,19 @@ def test_write_records_run_and_shipped(runs_root, tmp_path) -> None:
     assert kept.config["run_name"] == "w" and kept.label.startswith("shipped trace: baseline")
     assert kept.metrics["kernels_per_step"] == 4.5 and kept.metrics["trace_unit"] == "GPU kernels"
     assert kept.artifacts["trace"] == str(shipped)
+
+
+def test_shipped_trace_is_the_committed_baseline_step() -> None:
+    """data/'s H200 trace gives back the numbers its record holds: same launches, same MFU, util >> MFU."""
+    path = baseline.shipped_trace_path()
+    if path is None:
+        pytest.skip("the shipped H200 trace is absent from data/")
+    record = baseline.gpu_baseline_record()
+    summary = baseline.trace_summary(baseline.load_trace_for("shipped", record), record)
+    m = record.metrics
+    assert summary["unit"] == "GPU kernels" and summary["num_sms"] == 132
+    assert summary["launches_per_step"] == m["trace_launches_per_step"]
+    assert summary["mfu"] == pytest.approx(m["trace_mfu"], rel=1e-6)
+    assert summary["nominal_utilization"] == pytest.approx(m["trace_nominal_utilization"], rel=1e-6)
+    assert summary["nominal_utilization"] > 0.9 > 0.1 > summary["mfu"] > 0
+    assert path.stat().st_size < 5 * 2**20  # a few MB at most

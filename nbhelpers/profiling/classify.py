@@ -14,7 +14,10 @@ Decisions where a name could fit two categories:
 - **memcpy/memset** holds copy-engine transfers and memsets (``Memcpy DtoD``, ``Memset``), not kernels.
 - **optimizer** holds ``multi_tensor_apply_kernel`` (the foreach kernels of optimizers and grad clipping)
   and fused Adam/AdamW kernels.
-- GEMM split-K reductions (``splitKreduce_kernel``) are "GEMM"; sorting (cub radix sort) is "other".
+- GEMM split-K reductions (``splitKreduce_kernel``) are "GEMM"; sorting and de-duplication (cub radix
+  sort, ``DeviceUniqueByKey``, which the embedding backward runs on token ids) are "other".
+- cuDNN's SDPA backward helpers (``cudnn::fusion::compute_dot_do_o_specialized``, ``convert_dq_to_16bits``)
+  are "attention"; ``lpnorm_cleanup`` (the last pass of the gradient-norm reduction) is "reduction".
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ FULL_NAME_RULES: tuple[tuple[str, str], ...] = (
     (
         ATTENTION,
         r"flash|fmha|sdpa|_sdp_|flex_?attention|attention|attn|xformers|mha_|"
-        r"efficient_attention|mem_eff|paged_?kv",
+        r"efficient_attention|mem_eff|paged_?kv|cudnn::fusion::(compute_dot_do_o|convert_dq)",
     ),
 )
 
@@ -92,7 +95,7 @@ KERNEL_RULES: tuple[tuple[str, str], ...] = (
         r"softmax|nll_?loss|classnllcriterion|cross_?entropy|mse_loss|mse_backward|binary_cross|"
         r"kl_div|smooth_l1|huber|logsumexp",
     ),
-    (REDUCTION, r"reduce|reduction|argmax|argmin|cumsum|cumprod|devicescan|scan_kernel|norm_kernel"),
+    (REDUCTION, r"reduce|reduction|argmax|argmin|cumsum|cumprod|devicescan|scan_kernel|norm_kernel|lpnorm"),
     (
         ELEMENTWISE,
         r"elementwise|vectorized|unrolled|pointwise|fill|copy|catarray|concat|index|gather|scatter|"
