@@ -2,9 +2,10 @@
 
 Each row keeps the record's own numbers and adds a `validity` note where a run is known to be
 unusable, with the reason (see benchmarks/gpu/NOTES.md):
-- packed and token-budget rows measured before the KV-cache fix attended across sequence boundaries
-  (their first-step gradient norm differs from the padded run of the same samples by ~30%);
-- bucketed rows timed other samples than the rest (a length-grouped plan reorders the batches);
+- packed and token-budget rows measured before the KV-cache fix (calls 2-4) attended across sequence
+  boundaries (their first-step gradient norm differs from the padded run of the same samples by ~30%);
+- bucketed rows timed over a few steps timed other samples than the rest (a length-grouped plan reorders
+  the batches); rows timed over a whole epoch (calls 7-8) all hold the same samples and compare;
 - out-of-memory failures at the start of call 2 and in call 5 ran beside a process left over from the
   previous call's killed configuration (runner defect, since fixed), so they say nothing about memory.
 Run: python benchmarks/summarize_gpu.py
@@ -23,10 +24,12 @@ KEYS = (
     "kernels_per_step", "trace_nominal_utilization", "trace_sm_efficiency_estimate", "trace_mfu",
     "trace_short_share_of_launches", "trace_short_share_of_time", "trace_idle_share", "loss_first",
     "grad_norm_first", "cuda_alloc_retries", "cuda_device_allocs", "step_times_s", "patch_report",
+    "timed_batches", "parity", "cache", "trace_top_categories",
 )  # fmt: skip
 VERSION_KEYS = ("torch", "transformers", "liger-kernel", "triton", "cuda")
 CONFIG_KEYS = ("model", "dataset", "batch_size", "max_length", "padding", "attn_implementation", "kernels",
-               "token_budget", "steps", "warmup", "dtype")  # fmt: skip
+               "token_budget", "steps", "warmup", "dtype", "num_samples", "timing")  # fmt: skip
+LEAKING_PACKED_CALLS = ("call2", "call3", "call4")
 LEFTOVER_PROCESS_OOM = {
     ("call2", "eager, static, sdpa"),
     ("call2", "eager, dynamic, sdpa"),
@@ -39,11 +42,12 @@ def validity(call: str, record: dict) -> str:
     config = record["config"]
     if (call, config["label"]) in LEFTOVER_PROCESS_OOM:
         return "invalid: ran beside a leftover process from the previous call (runner defect, fixed); re-measured"
-    if config["padding"] in ("packed", "token_budget") and record["status"] == "ok":
+    ok, epoch = record["status"] == "ok", config.get("timing", "steps") == "epoch"
+    if config["padding"] in ("packed", "token_budget") and ok and call in LEAKING_PACKED_CALLS:
         return "invalid for speed claims: attention crossed sequence boundaries (KV-cache defect, fixed)"
-    if config["padding"] == "bucketed" and record["status"] == "ok":
+    if config["padding"] == "bucketed" and ok and not epoch:
         return "not comparable: its timed steps held other samples than the other strategies' (length-grouped plan)"
-    if config["steps"] != 5 and record["status"] == "ok":
+    if not epoch and config["steps"] != 5 and ok:
         return "valid, but timed a different window (8 steps) than the 5-step runs: compare with care"
     return "valid"
 
@@ -61,7 +65,8 @@ def main() -> None:
                 "status": record["status"], "reason": record["reason"], "validity": validity(call, record),
                 "machine": record["environment"].get("device_name", ""),
                 "versions": {k: record["environment"].get(k) for k in VERSION_KEYS},
-                "config": {k: config[k] for k in CONFIG_KEYS},
+                "kind": record.get("kind", "step"),
+                "config": {k: config.get(k) for k in CONFIG_KEYS},
                 "metrics": {k: metrics[k] for k in KEYS if k in metrics},
             })  # fmt: skip
     out = FOLDER / "h200_summary.json"

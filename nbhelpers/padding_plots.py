@@ -191,31 +191,58 @@ def padding_records(records: Iterable[RunRecord]) -> list[RunRecord]:
     return list(chosen.values())
 
 
-def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None = None) -> Any:
-    """Per machine, run, attention and kernels: real tok/s padded (static, dynamic) vs packed, and the ratio.
+def _attention_ms(record: RunRecord) -> float | None:
+    """Attention kernel time per profiled step (ms), from the record's trace categories; None without one."""
+    for row in record.metrics.get("trace_top_categories") or []:
+        if row.get("category") == "attention" and row.get("time_per_step_us") is not None:
+            return float(row["time_per_step_us"]) / 1e3
+    return None
 
-    Packing removes padding for every attention; only an attention that skips the masked
-    (cross-sequence) blocks of a packed row also stops paying for them, so the ratio packed/static
-    tells which one does. Failed records and records marked invalid are left out.
+
+def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None = None) -> Any:
+    """Per machine, run, workload, attention and kernels: real tok/s padded (static, dynamic) vs packed.
+
+    Rows of one workload only (same samples, batch shape and timing window: ``report.workload_of``). Where a
+    row has no static record of its own attention, its static column is the workload's eager static
+    record (sdpa first), named in "static from". Packing removes padding for every attention; what is left
+    between attentions is how much of a packed row's masked (cross-sequence) area each still computes, which
+    the "attention ms/step" of profiled records shows. Failed records and records marked invalid are left out.
     """
     import pandas as pd
 
-    rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    from .report import workload_of
+
+    rows: dict[tuple[str, ...], dict[str, Any]] = {}
+    reference: dict[tuple[str, ...], RunRecord] = {}
     for record in padding_records(records):
         if not record.ok or not is_valid(record, validity):
             continue
-        key = (
-            record.machine,
-            str(record.config.get("run_name", "")),
-            str(record.config["attn_implementation"]),
-            str(record.config.get("kernels", "eager")),
-        )
-        row = rows.setdefault(key, {"machine": key[0], "run": key[1], "attention": key[2], "kernels": key[3]})
-        column = f"{record.config['padding']} tok/s"
-        if record.config["padding"] in ("static", "dynamic", "packed", "token_budget") and column not in row:
-            row[column] = _metric(record, "real_tokens_per_s")
-    columns = ["machine", "run", "attention", "kernels", "static tok/s", "dynamic tok/s", "packed tok/s"]
-    frame = pd.DataFrame(list(rows.values()), columns=[*columns, "token_budget tok/s"])
+        attention, kernels = str(record.config["attn_implementation"]), str(record.config.get("kernels", "eager"))
+        workload = (record.machine, str(record.config.get("run_name", "")), workload_of(record))
+        row = rows.setdefault(
+            (*workload, attention, kernels),
+            {"machine": workload[0], "run": workload[1], "workload": workload[2], "attention": attention,
+             "kernels": kernels},
+        )  # fmt: skip
+        padding = record.config["padding"]
+        if padding in ("static", "dynamic", "packed", "token_budget") and f"{padding} tok/s" not in row:
+            row[f"{padding} tok/s"] = _metric(record, "real_tokens_per_s")
+            if padding == "static":
+                row["static from"] = record.label
+            if padding == "packed":
+                row["packed attention ms/step"] = _attention_ms(record)
+        if padding == "static" and kernels == "eager":
+            kept = reference.get(workload)
+            if kept is None or (attention == "sdpa" and kept.config["attn_implementation"] != "sdpa"):
+                reference[workload] = record
+    for key, row in rows.items():
+        base = reference.get(key[:3])
+        if "static tok/s" not in row and base is not None:
+            row["static tok/s"] = _metric(base, "real_tokens_per_s")
+            row["static from"] = base.label
+    columns = ["machine", "run", "workload", "attention", "kernels", "static tok/s", "static from", "dynamic tok/s",
+               "packed tok/s", "token_budget tok/s", "packed attention ms/step"]  # fmt: skip
+    frame = pd.DataFrame(list(rows.values()), columns=columns)
     frame["packed / static"] = frame["packed tok/s"] / frame["static tok/s"]
     frame["packed / dynamic"] = frame["packed tok/s"] / frame["dynamic tok/s"]
     return frame
@@ -269,15 +296,16 @@ def skip_verdict(gain: Any, records: Sequence[RunRecord] = (), validity: dict[st
             why = (validity or {}).get(record.record_id) or record.reason or "failed"
             lines.append(f"- left out: `{record.label}` ({record.machine}): {why}")
         return Markdown("\n".join(lines))
-    for (machine, run), group in rows.groupby(["machine", "run"], sort=False):
+    for (machine, run, workload), group in rows.groupby(["machine", "run", "workload"], sort=False):
         best = group.loc[group["packed / static"].idxmax()]
         parts = [
             f"`{r['attention']}` ({r['kernels']}) {r['packed / static']:.2f}x"
             for _, r in group.sort_values("packed / static", ascending=False).iterrows()
         ]
         lines.append(
-            f"- **{machine}** (run `{run}`): packed over static padding: {', '.join(parts)}. "
-            f"`{best['attention']}` gains the most from packing: it is the one that skips the masked "
-            "(cross-sequence) blocks; an attention near 1x computes them anyway."
+            f"- **{machine}** (run `{run}`; {workload}): packed over static padding: {', '.join(parts)}. "
+            f"`{best['attention']}` ({best['kernels']}) gains the most from packing. Packing removes the "
+            "padding for every attention; the rest of the difference is how much of a packed row's masked "
+            "(cross-sequence) area each attention still computes (attention ms/step, where profiled)."
         )
     return Markdown("\n".join(lines))

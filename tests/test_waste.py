@@ -176,7 +176,28 @@ def test_measured_table_packing_gain_and_verdict(make_record):
     assert gain.loc["flex_attention", "packed / static"] == pytest.approx(2.5)
     verdict = skip_verdict(packing_gain(records[:4])).data
     assert "`flex_attention` (eager) 2.50x, `sdpa` (eager) 1.10x" in verdict
-    assert "`flex_attention` gains the most from packing" in verdict
+    assert "`flex_attention` (eager) gains the most from packing" in verdict
+
+
+def test_packing_gain_keeps_workloads_apart_and_borrows_the_workloads_static(make_record):
+    from nbhelpers.padding_plots import packing_gain
+
+    categories = [{"category": "attention", "time_per_step_us": 8200.0}]
+    records = [
+        make_record("static, 5 steps", 5800.0, padding="static", attn="sdpa"),
+        make_record("static, epoch", 4750.0, padding="static", attn="sdpa", timing="epoch"),
+        make_record("packed sdpa, epoch", 14336.0, padding="packed", attn="sdpa", timing="epoch"),
+        make_record("packed flex, epoch", 16053.0, padding="packed", attn="flex_attention", timing="epoch"),
+    ]
+    records[3].metrics["trace_top_categories"] = categories
+    gain = packing_gain(records)
+    epoch = gain[gain["workload"].str.contains("one epoch")].set_index("attention")
+    assert epoch.loc["flex_attention", "static from"] == "static, epoch"  # not the 5-step record
+    assert epoch.loc["flex_attention", "packed / static"] == pytest.approx(16053 / 4750)
+    assert epoch.loc["sdpa", "packed / static"] == pytest.approx(14336 / 4750)
+    assert epoch.loc["flex_attention", "packed attention ms/step"] == pytest.approx(8.2)
+    steps = gain[~gain["workload"].str.contains("one epoch")]
+    assert steps["packed tok/s"].isna().all() and steps["static tok/s"].tolist() == [5800.0]
 
 
 def test_gpu_records_marked_invalid_never_enter_the_verdict(make_record, tmp_path):
