@@ -16,7 +16,7 @@ PARAMETERS = {
     "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "PROMPT_FIELD": "str", "RESPONSE_FIELD": "str",
     "STRATEGIES": "str", "ATTENTION": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "TOKEN_BUDGET": "int",
     "PAD_TO_MULTIPLE_OF": "int", "NUM_BUCKETS": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int",
-    "PROFILE": "bool", "PROOF_SEQUENCES": "int", "GPU_RESULTS": "str",
+    "TIMING": "str", "PROFILE": "bool", "PROOF_SEQUENCES": "int", "GPU_RESULTS": "str",
 }  # fmt: skip
 TINY = {"BATCH_SIZE": 2, "NUM_SAMPLES": 8, "STEPS": 1, "WARMUP": 0, "PROOF_SEQUENCES": 3}
 
@@ -86,16 +86,22 @@ def test_notebook_03_on_gsm8k(runs_root, kernel_env, tmp_path):
     cells = execute(
         NOTEBOOK, tmp_path / "03.ipynb",
         TINY | {"RUN_NAME": "gsm8k", "DATASET": str(GSM8K), "PROMPT_FIELD": "question", "RESPONSE_FIELD": "answer",
-                "STRATEGIES": "packed", "ATTENTION": "sdpa", "MAX_LENGTH": 128, "PROFILE": False,
-                "GPU_RESULTS": str(tmp_path / "no-gpu-results")},
+                "STRATEGIES": "static,packed", "ATTENTION": "sdpa", "MAX_LENGTH": 128, "PROFILE": False,
+                "TIMING": "epoch", "GPU_RESULTS": str(tmp_path / "no-gpu-results")},
     )  # fmt: skip
     assert "1319.0" in outputs_text(cells["length-stats"])  # every GSM8K test row
     records = RunStore.for_run("gsm8k").load()
     assert [(r.label, r.status) for r in records] == [
+        ("static, sdpa", "ok"),
         ("packed, sdpa", "ok"),
         ("contamination proof: packed vs padded", "ok"),
     ]
-    assert records[0].metrics["padding_fraction"] == 0 and records[0].metrics["real_tokens_per_s"] > 0
-    assert records[0].config["dataset"] == str(GSM8K) and records[0].config["prompt_field"] == "question"
+    static, packed = records[0].metrics, records[1].metrics
+    assert packed["padding_fraction"] == 0 and packed["real_tokens_per_s"] > 0
+    assert static["padding_fraction"] > 0
+    # Epoch timing: all 8 samples timed once in 4 batches of 2, the same real tokens for both strategies.
+    assert static["timed_batches"] == packed["timed_batches"] == 4
+    assert static["real_tokens_per_step"] == pytest.approx(packed["real_tokens_per_step"])
+    assert records[1].config["dataset"] == str(GSM8K) and records[1].config["prompt_field"] == "question"
     assert "No GPU results about padding" in outputs_text(cells["gpu-table"])
     assert "correct: PASSES" in outputs_text(cells["proof"])
