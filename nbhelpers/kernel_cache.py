@@ -131,7 +131,8 @@ def cold_vs_warm(config: RunConfig, workdir: str | Path, notebook: str = "") -> 
 
 
 def startup_table(records: Iterable[RunRecord]) -> Any:
-    """First step against a timed step, per record: the startup cost and what a warm cache saves."""
+    """First step against a timed step, per record: the startup cost and what a warm cache saves
+    ("cold / this": the cold first step of the same configuration over this one's)."""
     import pandas as pd
 
     rows = []
@@ -154,8 +155,15 @@ def startup_table(records: Iterable[RunRecord]) -> Any:
     columns = ["label", "machine", "cache", "status", "first step s", "step median s", "startup overhead s",
                "cache files", "reason"]  # fmt: skip
     frame = pd.DataFrame(rows, columns=columns)
-    cold = frame.loc[frame["cache"] == "cold", "first step s"]
-    frame["cold / this"] = cold.iloc[0] / frame["first step s"] if len(cold) and cold.iloc[0] else None
+    configuration = frame["label"].str.replace(r" \((cold|warm) cache\)$", "", regex=True)
+    cold_first = {
+        name: first for name, cache, first in zip(configuration, frame["cache"], frame["first step s"])
+        if cache == "cold" and first
+    }  # fmt: skip
+    frame["cold / this"] = [
+        cold_first[name] / first if name in cold_first and first else None
+        for name, first in zip(configuration, frame["first step s"])
+    ]
     return frame
 
 

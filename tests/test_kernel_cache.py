@@ -103,6 +103,12 @@ def test_startup_table_and_backend(make_record):
     assert table.loc["cold", "startup overhead s"] == 59.5 and table.loc["warm", "startup overhead s"] == 5.5
     assert table.loc["warm", "cold / this"] == 10.0 and table.loc["warm", "cache files"] == 40
     assert startup_table([]).empty and "first step s" in startup_table([]).columns
+    flex_cold = make_record("flex (cold cache)", kind="startup")
+    flex_cold.metrics.update(cache="cold", first_step_s=21.0, step_time_median_s=0.2)
+    flex_warm = make_record("flex (warm cache)", kind="startup")
+    flex_warm.metrics.update(cache="warm", first_step_s=7.0, step_time_median_s=0.2)
+    both = startup_table([cold, warm, flex_cold, flex_warm])  # each warm row against its own cold row
+    assert both["cold / this"].tolist() == [1.0, 10.0, 1.0, 3.0]
     assert startup_backend(["eager", "liger", "compile"]) == "compile"
     assert startup_backend(["eager", "liger"]) == "liger"
     assert startup_backend(["eager"]) is None

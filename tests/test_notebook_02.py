@@ -37,7 +37,7 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
     assert [h.split(".")[0] for h in headings] == [f"## {i}" for i in range(1, 8)]
 
 
-def _shipped(folder: Path, make_record) -> None:
+def _shipped(folder: Path, make_record, with_startup: bool = False) -> None:
     """A GPU folder like benchmarks/gpu: records as JSON lines, a failed one without environment, a summary."""
     folder.mkdir()
     eager = make_record("eager, pad to longest, sdpa", 2674.0, run_name="h200")
@@ -48,11 +48,21 @@ def _shipped(folder: Path, make_record) -> None:
         "compile, pad to longest, sdpa", status="failed", reason="timed out after 300 s", kernels="compile"
     )
     failed.environment = {}
+    if with_startup:
+        _shipped_startup(folder, make_record)
     lines = [json.dumps(r.to_dict()) for r in (eager, liger, failed)]
     (folder / "call1.jsonl").write_text("\n".join(lines) + "\n")
     summary = [{"record_id": liger.record_id, "validity": "valid", "label": liger.label, "config": {}, "metrics": {}}]
     (folder / "summary.json").write_text(json.dumps(summary))
     (folder / "NOTES.md").write_text("not a record")
+
+
+def _shipped_startup(folder: Path, make_record) -> None:
+    cold = make_record("compile, static pad 2048, sdpa (cold cache)", 9921.0, kernels="compile", kind="startup")
+    warm = make_record("compile, static pad 2048, sdpa (warm cache)", 9852.0, kernels="compile", kind="startup")
+    cold.metrics.update(cache="cold", first_step_s=102.0, step_time_median_s=0.386)
+    warm.metrics.update(cache="warm", first_step_s=8.5, step_time_median_s=0.388)
+    (folder / "call6_startup.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in (cold, warm)))
 
 
 def test_gpu_results_loader(make_record, tmp_path):
@@ -84,7 +94,7 @@ def test_gpu_results_loader(make_record, tmp_path):
 @pytest.mark.slow
 def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     gpu = tmp_path / "gpu"
-    _shipped(gpu, make_record)
+    _shipped(gpu, make_record, with_startup=True)
     cells = execute(NOTEBOOK, tmp_path / "02.ipynb", TINY | {"RUN_NAME": "nb02", "GPU_RESULTS": str(gpu)})
 
     records = {r.label: r for r in RunStore.for_run("nb02").load()}
@@ -119,6 +129,8 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     assert any("application/vnd.holoviews_exec.v0+json" in o.get("data", {}) for o in cells["kernel-diff-plot"].outputs)
     assert "no startup measurement" in outputs_text(cells["export-cache"])
     gpu_parity = outputs_text(cells["gpu-parity"])
-    assert "3 shipped GPU record(s)" in gpu_parity and "NVIDIA H200 @ gpu-01" in gpu_parity and "pass" in gpu_parity
+    assert "5 shipped GPU record(s)" in gpu_parity and "NVIDIA H200 @ gpu-01" in gpu_parity and "pass" in gpu_parity
     assert "call1.jsonl" in outputs_text(cells["gpu-results"])
+    startup = outputs_text(cells["gpu-startup"])
+    assert "102.0" in startup and "8.5" in startup and "12.0" in startup  # cold / warm first step: 12.0x
     assert "3 records appended to" in outputs_text(cells["records"])
