@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/gpu_suite.py GROUP [GROUP ...] --out DIR
 Groups: baseline, kernels, compile-static, startup, startup-cold-warm, padding, padding-flex, longtail, rerun,
-epoch-default, epoch-longtail, epoch-token-budget-flex. Records append to DIR/records.jsonl as each
+epoch-default, epoch-longtail, epoch-flex-padded, epoch-token-budget-flex. Records append to DIR/records.jsonl as each
 configuration finishes (a stop at any point keeps what was measured); traces land in
 DIR/<run_name>/traces/. Every configuration shares one sample pool and one seed. In the epoch groups each
 strategy is timed over one whole pass of the same 256 samples (after one untimed pass), and every record's
@@ -30,7 +30,7 @@ BASE = dict(
 )  # fmt: skip
 STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budget")
 COLD_WARM_GROUPS = ("startup-cold-warm",)
-PARITY_GROUPS = ("epoch-default", "epoch-longtail")
+PARITY_GROUPS = ("epoch-default", "epoch-longtail", "epoch-flex-padded")
 
 
 def epoch_group(base: RunConfig, prefix: str, with_extras: bool) -> list[RunConfig]:
@@ -79,6 +79,10 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
         ],
         "epoch-default": epoch_group(base, "", with_extras=True),
         "epoch-longtail": epoch_group(base.replace(**longtail), "longtail: ", with_extras=False),
+        "epoch-flex-padded": [
+            flex.replace(label=f"eager, {s}, flex_attention", padding=s, timing="epoch", num_samples=256, timeout_s=120)
+            for s in ("static", "multiple", "dynamic", "bucketed")
+        ],
         "epoch-token-budget-flex": [
             flex.replace(label="eager, token_budget 16k, flex_attention", padding="token_budget", token_budget=16384,
                          timing="epoch", num_samples=256, timeout_s=400)
