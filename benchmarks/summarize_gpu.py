@@ -5,7 +5,7 @@ unusable, with the reason (see benchmarks/gpu/NOTES.md):
 - packed and token-budget rows measured before the KV-cache fix (calls 2-4) attended across sequence
   boundaries (their first-step gradient norm differs from the padded run of the same samples by ~30%);
 - bucketed rows timed over a few steps timed other samples than the rest (a length-grouped plan reorders
-  the batches); rows timed over a whole epoch (calls 7-8) all hold the same samples and compare;
+  the batches); rows timed over a whole epoch (calls 7-9) all hold the same samples and compare;
 - out-of-memory failures at the start of call 2 and in call 5 ran beside a process left over from the
   previous call's killed configuration (runner defect, since fixed), so they say nothing about memory.
 Run: python benchmarks/summarize_gpu.py
