@@ -29,6 +29,7 @@ BAD_VALUES = [
     ("liger_kernels", ("cross_entropy", "fused_linear_cross_entropy")),
     ("steps", 0),
     ("warmup", -1),
+    ("timing", "epochs"),
     ("dtype", "fp8"),
     ("device", "tpu"),
     ("seed", -1),
