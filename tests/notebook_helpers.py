@@ -7,6 +7,19 @@ from pathlib import Path
 import nbformat
 import papermill
 
+# The smallest run of notebook 03 that still measures a configuration and proves packing (a few seconds of work).
+TINY_NB03 = {
+    "STRATEGIES": "packed",
+    "ATTENTION": "sdpa",
+    "BATCH_SIZE": 2,
+    "MAX_LENGTH": 64,
+    "NUM_SAMPLES": 4,
+    "STEPS": 1,
+    "WARMUP": 0,
+    "PROFILE": False,
+    "PROOF_SEQUENCES": 2,
+}
+
 
 def outputs_text(cell) -> str:
     """Everything a cell printed or displayed as text, Markdown or HTML."""

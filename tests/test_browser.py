@@ -24,23 +24,13 @@ from browser_helpers import (
     jupyterlab_server,
     printable,
 )
+from notebook_helpers import TINY_NB03
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOK = NOTEBOOKS / "03_dynamic_padding.ipynb"
-TINY = {
-    "RUN_NAME": "browser",
-    "STRATEGIES": "packed",
-    "ATTENTION": "sdpa",
-    "BATCH_SIZE": 2,
-    "MAX_LENGTH": 64,
-    "NUM_SAMPLES": 4,
-    "STEPS": 1,
-    "WARMUP": 0,
-    "PROFILE": False,
-    "PROOF_SEQUENCES": 2,
-}
+TINY = {"RUN_NAME": "browser"} | TINY_NB03
 SLIDERS = ("batch size", "max length", "pad to multiple of", "buckets")
 RUN_TIMEOUT_S = 600
 KEY_PRESSES = 12  # max length 64 -> 160 in steps of 8

@@ -21,6 +21,7 @@ from pathlib import Path
 import nbformat
 import papermill
 import pytest
+from notebook_helpers import TINY_NB03
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -30,18 +31,7 @@ else:  # pragma: no cover - Python 3.10 has no tomllib
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "nbhelpers", "data", "benchmarks/gpu")
 DATA_FILE = "nbhelpers/_data/default_sft.jsonl.gz"
-TINY_03 = {
-    "RUN_NAME": "alone",
-    "STRATEGIES": "packed",
-    "ATTENTION": "sdpa",
-    "BATCH_SIZE": 2,
-    "MAX_LENGTH": 64,
-    "NUM_SAMPLES": 4,
-    "STEPS": 1,
-    "WARMUP": 0,
-    "PROFILE": False,
-    "PROOF_SEQUENCES": 2,
-}
+TINY_03 = {"RUN_NAME": "alone"} | TINY_NB03
 # Started as the kernel: note where nbhelpers and its data come from, then become an ipykernel.
 LAUNCHER = """\
 import json, os, sys
