@@ -2,7 +2,8 @@
 
 Usage: python benchmarks/gpu_suite.py GROUP [GROUP ...] --out DIR
 Groups: baseline, kernels, compile-static, startup, startup-cold-warm, padding, padding-flex, longtail, rerun,
-epoch-default, epoch-longtail, epoch-flex-padded, epoch-flex-rest, epoch-token-budget-flex. Records append
+epoch-default, epoch-longtail, epoch-flex-padded, epoch-flex-rest, epoch-token-budget-flex, epoch-varlen,
+epoch-varlen-longtail, epoch-liger-packed. Records append
 to DIR/records.jsonl as each configuration finishes (a stop at any point keeps what was measured); traces land in
 DIR/<run_name>/traces/. Every configuration shares one sample pool and one seed. In the epoch groups each
 strategy is timed over one whole pass of the same 256 samples (after one untimed pass), and every record's
@@ -30,7 +31,17 @@ BASE = dict(
 )  # fmt: skip
 STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budget")
 COLD_WARM_GROUPS = ("startup-cold-warm",)
-PARITY_GROUPS = ("epoch-default", "epoch-longtail", "epoch-flex-padded")
+PARITY_GROUPS = (
+    "epoch-default", "epoch-longtail", "epoch-flex-padded", "epoch-flex-rest", "epoch-varlen", "epoch-varlen-longtail",
+    "epoch-liger-packed",
+)  # fmt: skip
+
+
+def parity_reference(base: RunConfig) -> RunConfig:
+    """Static padding's first step on the same 256 samples: the parity reference of a group, in seconds."""
+    return base.replace(label="parity reference: eager, static, sdpa (first step only)", padding="static",
+                        attn_implementation="sdpa", kernels="eager", timing="steps", steps=1, warmup=0,
+                        num_samples=256, profile=False, timeout_s=120)  # fmt: skip
 
 
 def epoch_group(base: RunConfig, prefix: str, with_extras: bool) -> list[RunConfig]:
@@ -56,6 +67,7 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
     dynamic = base.replace(padding="dynamic")
     flex = base.replace(attn_implementation="flex_attention")
     longtail = {"dataset": longtail_path, "run_name": "h200-longtail"}
+    epoch = base.replace(timing="epoch", num_samples=256, timeout_s=300)
     return {
         "rerun": [
             base.replace(label=f"eager, {s}, sdpa", padding=s, steps=8 if s == "dynamic" else 5)
@@ -84,8 +96,27 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
             for s in ("static", "multiple", "dynamic", "bucketed")
         ],
         "epoch-flex-rest": [  # what call 9 had no time for: pad to longest and bucketed with flex_attention
+            parity_reference(base)
+        ]
+        + [
             flex.replace(label=f"eager, {s}, flex_attention", padding=s, timing="epoch", num_samples=256, timeout_s=200)
             for s in ("dynamic", "bucketed")
+        ],
+        "epoch-varlen": [
+            parity_reference(base),
+            epoch.replace(label="eager, packed, torch_varlen", padding="packed", attn_implementation="torch_varlen",
+                          profile=True),
+        ],
+        "epoch-varlen-longtail": [
+            parity_reference(base.replace(**longtail)),
+            epoch.replace(label="longtail: eager, packed, torch_varlen", padding="packed",
+                          attn_implementation="torch_varlen", profile=True, **longtail),
+        ],
+        "epoch-liger-packed": [  # why Liger ran slower than eager on packed rows (call 7): profiled, and with sdpa
+            parity_reference(base),
+            epoch.replace(label="liger, packed, flex_attention (profiled)", padding="packed", kernels="liger",
+                          attn_implementation="flex_attention", profile=True),
+            epoch.replace(label="liger, packed, sdpa", padding="packed", kernels="liger", profile=True),
         ],
         "epoch-token-budget-flex": [
             flex.replace(label="eager, token_budget 16k, flex_attention", padding="token_budget", token_budget=16384,

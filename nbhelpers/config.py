@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PADDING_STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budget")
-ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "flash_attention_2")
+ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "flash_attention_2", "torch_varlen")
 KERNEL_BACKENDS = ("eager", "liger", "compile", "liger+compile")
 LIGER_KERNELS = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
 DTYPES = ("auto", "fp32", "bf16-autocast", "bf16")

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .varlen_attention import VARLEN_ATTENTION
+from .varlen_attention import register as register_varlen_attention
+
 QWEN3_VOCAB_SIZE = 151_936
 
 # Shapes of the released Qwen3 dense models (their config.json files), plus a tiny one for CPUs.
@@ -170,6 +173,8 @@ def build_model(
     import torch
     from transformers import AutoModelForCausalLM
 
+    if attn_implementation == VARLEN_ATTENTION:
+        register_varlen_attention()
     torch.manual_seed(seed)
     if is_preset(name_or_path):
         config = preset_config(name_or_path)

@@ -33,10 +33,11 @@ from .report import (
     tokens_per_s,
 )
 from .results import RunRecord
+from .varlen_attention import VARLEN_ATTENTION
 
 ALL_LIGER_SWITCHES = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
 OUTPUT_DIR = "outputs"
-PADDING_FREE_ATTENTION = ("flash_attention_2", "flex_attention")
+PADDING_FREE_ATTENTION = ("flash_attention_2", "flex_attention", VARLEN_ATTENTION)
 
 
 @functools.lru_cache(maxsize=1)
@@ -275,9 +276,14 @@ class Recommendation:
             "packed": "DataCollatorWithFlattening()  # padding-free: position_ids, no pad tokens",
             "token_budget": "DataCollatorWithFlattening()  # with batches cut to a token budget",
         }.get(self.padding, 'DataCollatorForSeq2Seq(tokenizer, padding="longest")')
-        lines = [
-            "from transformers import AutoModelForCausalLM",
-            "",
+        lines = ["from transformers import AutoModelForCausalLM", ""]
+        if self.attn_implementation == VARLEN_ATTENTION:
+            lines += [
+                "from nbhelpers.varlen_attention import register",
+                "",
+                'register()  # attn_implementation="torch_varlen": PyTorch\'s FlashAttention varlen kernel',
+            ]
+        lines += [
             f"MODEL_ID = {_literal(hub)}  # {note}; use your checkpoint",
             f"model = AutoModelForCausalLM.from_pretrained(MODEL_ID, {args})",
         ]

@@ -31,6 +31,7 @@ from torch.utils.data import Sampler
 from .collate import PACKED_STRATEGIES, collate, plan_batches
 from .config import ATTENTION_IMPLEMENTATIONS, PADDING_STRATEGIES, ConfigError, RunConfig
 from .data import Example
+from .varlen_attention import VARLEN_ATTENTION, varlen_status
 
 
 def _check_strategy(strategy: str) -> None:
@@ -186,6 +187,8 @@ def attention_status(name: str, device: str = "cpu") -> str:
             return "not installed: the flash-attn package is missing"
         if device != "cuda":
             return "needs a CUDA GPU"
+    if name == VARLEN_ATTENTION:
+        return varlen_status(device)
     return ""
 
 

@@ -206,6 +206,8 @@ CPU_OPS = [
     ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention"),
     ("aten::_scaled_dot_product_efficient_attention", "attention"),
     ("aten::_flash_attention_backward", "attention"),
+    ("torch_attn::_varlen_attn", "attention"),  # torch.nn.attention.varlen (attn_implementation="torch_varlen")
+    ("torch_attn::_varlen_attn_backward", "attention"),
     ("aten::rms_norm", "normalization"),
     ("aten::_fused_rms_norm", "normalization"),
     ("aten::native_layer_norm", "normalization"),

@@ -157,3 +157,16 @@ def test_sft_config_code(make_record, tmp_path, monkeypatch):
     namespace: dict = {}
     exec(compile(code, "<sft>", "exec"), namespace)
     assert namespace["sft_config"].packing is True
+
+
+def test_model_code_registers_torch_varlen_before_loading(make_record):
+    rec = recommend([make_record("best", 100.0, padding="packed", attn="torch_varlen")])
+    code = rec.model_code()
+    ast.parse(code)
+    assert code.index("register()") < code.index("from_pretrained(")
+    namespace: dict = {}
+    exec(compile(code[: code.index("MODEL_ID")], "<recommended>", "exec"), namespace)  # imports + register()
+    from transformers import AttentionInterface
+
+    assert "torch_varlen" in AttentionInterface._global_mapping
+    assert "register()" not in recommend([make_record("sdpa", 100.0, padding="packed")]).model_code()

@@ -133,7 +133,10 @@ def classify_kernel(name: str) -> str:
 CPU_OP_RULES: tuple[tuple[str, str], ...] = (
     (COMMUNICATION, r"^(c10d|_c10d|nccl)|all_?reduce|all_?gather|reduce_?scatter|broadcast_$|alltoall"),
     (OPTIMIZER, r"^_fused_(adam|adamw|sgd|adagrad)|^_foreach_|adam"),
-    (ATTENTION, r"scaled_dot_product|_flash_attention|_efficient_attention|flex_attention|_cudnn_attention"),
+    (
+        ATTENTION,
+        r"scaled_dot_product|_flash_attention|_efficient_attention|flex_attention|_cudnn_attention|varlen_attn",
+    ),
     (
         GEMM,
         r"^(mm|addmm|bmm|baddbmm|addbmm|matmul|linear|addmv|mv|dot|vdot|einsum|_scaled_mm|_addmm_activation)$",

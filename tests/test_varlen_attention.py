@@ -1,0 +1,142 @@
+"""torch_varlen attention: boundaries from position ids, wiring into transformers, clear refusals.
+
+PyTorch's varlen kernel is FlashAttention and runs on CUDA only, so on a CPU the kernel is replaced by a
+reference that runs causal SDPA on each sequence separately; what is tested here is everything around it.
+The real kernel is measured on the H200 (benchmarks/gpu/NOTES.md).
+"""
+
+import functools
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nbhelpers import varlen_attention
+from nbhelpers.config import ConfigError, RunConfig
+from nbhelpers.strategies import attention_status, strategy_configs
+from nbhelpers.varlen_attention import VARLEN_ATTENTION, sequence_boundaries, varlen_attention_forward
+
+
+def reference_varlen_new(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1),
+                         enable_gqa=False):  # fmt: skip
+    """torch >= 2.13's signature: causal through window_size, GQA through enable_gqa."""
+    assert window_size == (-1, 0), "the caller must ask for causal attention"
+    return _per_sequence(query, key, value, cu_seq_q, max_q, scale, enable_gqa)
+
+
+def reference_varlen_old(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, is_causal=False, scale=None):
+    """torch 2.9-2.11's signature: causal through is_causal, no GQA (heads must already match)."""
+    assert is_causal, "the caller must ask for causal attention"
+    assert key.shape[1] == query.shape[1], "GQA heads must be repeated before this kernel"
+    return _per_sequence(query, key, value, cu_seq_q, max_q, scale, False)
+
+
+def _per_sequence(query, key, value, cu_seqlens, longest, scale, enable_gqa):
+    lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
+    assert longest == max(lengths)
+    assert cu_seqlens.dtype == torch.int32
+    outs = []
+    for start, n in zip(cu_seqlens[:-1].tolist(), lengths, strict=True):
+        q, k, v = (t[start : start + n].transpose(0, 1) for t in (query, key, value))
+        outs.append(F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=enable_gqa))
+    return torch.cat([o.transpose(0, 1) for o in outs])
+
+
+def test_boundaries_of_a_packed_row():
+    cu, longest = sequence_boundaries(torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3]]))
+    assert cu.tolist() == [0, 3, 5, 9]
+    assert cu.dtype == torch.int32
+    assert longest == 4
+
+
+def test_every_row_starts_a_sequence():
+    cu, longest = sequence_boundaries(torch.tensor([[0, 1, 2, 3, 4], [7, 8, 0, 1, 2]]))
+    assert cu.tolist() == [0, 5, 7, 10]
+    assert longest == 5
+
+
+def _attention(monkeypatch, kernel, kv_heads):
+    monkeypatch.setattr(varlen_attention, "varlen_kernel", lambda: kernel)
+    torch.manual_seed(0)
+    q = torch.randn(1, 4, 9, 8)
+    k, v = torch.randn(1, kv_heads, 9, 8), torch.randn(1, kv_heads, 9, 8)
+    position_ids = torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3]])
+    out, weights = varlen_attention_forward(None, q, k, v, None, scaling=0.3, position_ids=position_ids)
+    assert weights is None
+    assert out.shape == (1, 9, 4, 8)
+    expected = []
+    for start, end in ((0, 3), (3, 5), (5, 9)):
+        expected.append(
+            F.scaled_dot_product_attention(
+                q[..., start:end, :], k[..., start:end, :], v[..., start:end, :], is_causal=True, scale=0.3,
+                enable_gqa=True,
+            ).transpose(1, 2)
+        )  # fmt: skip
+    return out, torch.cat(expected, dim=1)
+
+
+@pytest.mark.parametrize("kernel", [reference_varlen_new, reference_varlen_old])
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_each_sequence_attends_only_to_itself(monkeypatch, kernel, kv_heads):
+    out, expected = _attention(monkeypatch, kernel, kv_heads)
+    torch.testing.assert_close(out, expected)
+
+
+def test_one_sequence_across_the_row_differs(monkeypatch):
+    """The comparison above can fail: attending over the whole row gives other outputs."""
+    out, _ = _attention(monkeypatch, reference_varlen_new, 4)
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 4, 9, 8), torch.randn(1, 4, 9, 8), torch.randn(1, 4, 9, 8)
+    whole_row = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3).transpose(1, 2)
+    assert not torch.allclose(out[:, 3:], whole_row[:, 3:], atol=1e-3)
+
+
+def test_packed_model_matches_padded_sdpa(monkeypatch):
+    """A Qwen3 model with attn_implementation='torch_varlen' on a packed row equals SDPA on the padded batch."""
+    from nbhelpers.collate import collate
+    from nbhelpers.data import load_examples
+    from nbhelpers.models import build_model
+    from nbhelpers.tokenizer import load_tokenizer
+
+    calls = []
+
+    @functools.wraps(reference_varlen_new)
+    def counted(*args, **kwargs):
+        calls.append(args[3].tolist())
+        return reference_varlen_new(*args, **kwargs)
+
+    monkeypatch.setattr(varlen_attention, "varlen_kernel", lambda: counted)
+    tokenizer = load_tokenizer()
+    examples = load_examples("default", tokenizer, 3, 64)
+    padded = build_model("qwen3-tiny", "sdpa", seed=0)(**collate(examples, "dynamic", 64, tokenizer.pad_token_id))
+    packed_model = build_model("qwen3-tiny", VARLEN_ATTENTION, seed=0)
+    assert packed_model.config._attn_implementation == VARLEN_ATTENTION
+    packed = packed_model(**collate(examples, "packed", 64, tokenizer.pad_token_id))
+    assert packed.loss.item() == pytest.approx(padded.loss.item(), rel=1e-5)
+    lengths = [len(e["input_ids"]) for e in examples]
+    assert len(calls) == packed_model.config.num_hidden_layers
+    assert calls[0] == [0, lengths[0], lengths[0] + lengths[1], sum(lengths)]
+
+
+def test_refusals_name_the_parameter():
+    q = torch.zeros(1, 2, 3, 4)
+    with pytest.raises(ValueError, match="position_ids"):
+        varlen_attention_forward(None, q, q, q, None)
+    with pytest.raises(ValueError, match="dropout"):
+        varlen_attention_forward(None, q, q, q, None, dropout=0.1, position_ids=torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="sliding-window"):
+        varlen_attention_forward(None, q, q, q, None, position_ids=torch.zeros(1, 3), sliding_window=4)
+
+
+def test_left_out_without_a_gpu():
+    assert "CUDA" in attention_status(VARLEN_ATTENTION, "cpu")
+    assert attention_status(VARLEN_ATTENTION, "cuda") == ""
+    configs, skipped = strategy_configs(RunConfig(), ["packed"], ["sdpa", VARLEN_ATTENTION], device="cpu")
+    assert [c.attn_implementation for c in configs] == ["sdpa"]
+    assert VARLEN_ATTENTION in skipped
+
+
+def test_config_accepts_torch_varlen_and_names_it_in_errors():
+    assert RunConfig(attn_implementation=VARLEN_ATTENTION).attn_implementation == VARLEN_ATTENTION
+    with pytest.raises(ConfigError, match="torch_varlen"):
+        RunConfig(attn_implementation="varlen")
