@@ -59,6 +59,26 @@ def _causal_kwargs(kernel: Any) -> dict[str, Any]:
     raise TypeError("torch.nn.attention.varlen.varlen_attn takes neither window_size nor is_causal")
 
 
+def half_precision(*tensors: Any) -> tuple[Any, ...]:
+    """The tensors in the autocast dtype, as SDPA gets them under autocast; FlashAttention takes only fp16/bf16.
+
+    Qwen3's q/k norms multiply by fp32 weights, so under bf16 autocast the query and key arrive in fp32.
+    """
+    import torch
+
+    half = (torch.float16, torch.bfloat16)
+    if all(t.dtype in half for t in tensors):
+        return tensors
+    device = tensors[0].device.type
+    if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) in half:
+        dtype = torch.get_autocast_dtype(device)
+        return tuple(t.to(dtype) for t in tensors)
+    dtypes = ", ".join(sorted({str(t.dtype) for t in tensors}))
+    raise ValueError(
+        f"attn_implementation={VARLEN_ATTENTION!r} needs fp16 or bf16 (got {dtypes}): use dtype='bf16' (autocast)"
+    )
+
+
 def varlen_attention_forward(
     module: Any,
     query: Any,
@@ -87,6 +107,7 @@ def varlen_attention_forward(
         else:
             key = key.repeat_interleave(heads // key.shape[1], dim=1)
             value = value.repeat_interleave(heads // value.shape[1], dim=1)
+    query, key, value = half_precision(query, key, value)
     cu_seqlens, longest = sequence_boundaries(position_ids)
 
     def tokens_first(t: Any) -> Any:
