@@ -3,7 +3,7 @@
 Usage: python benchmarks/gpu_suite.py GROUP [GROUP ...] --out DIR
 Groups: baseline, kernels, compile-static, startup, startup-cold-warm, padding, padding-flex, longtail, rerun,
 epoch-default, epoch-longtail, epoch-flex-padded, epoch-flex-rest, epoch-token-budget-flex, epoch-varlen,
-epoch-varlen-longtail, epoch-liger-packed. Records append
+epoch-varlen-longtail, epoch-liger-packed, epoch-liger-no-flce. Records append
 to DIR/records.jsonl as each configuration finishes (a stop at any point keeps what was measured); traces land in
 DIR/<run_name>/traces/. Every configuration shares one sample pool and one seed. In the epoch groups each
 strategy is timed over one whole pass of the same 256 samples (after one untimed pass), and every record's
@@ -33,7 +33,7 @@ STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budg
 COLD_WARM_GROUPS = ("startup-cold-warm",)
 PARITY_GROUPS = (
     "epoch-default", "epoch-longtail", "epoch-flex-padded", "epoch-flex-rest", "epoch-varlen", "epoch-varlen-longtail",
-    "epoch-liger-packed",
+    "epoch-liger-packed", "epoch-liger-no-flce",
 )  # fmt: skip
 
 
@@ -117,6 +117,12 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
             epoch.replace(label="liger, packed, flex_attention (profiled)", padding="packed", kernels="liger",
                           attn_implementation="flex_attention", profile=True),
             epoch.replace(label="liger, packed, sdpa", padding="packed", kernels="liger", profile=True),
+        ],
+        "epoch-liger-no-flce": [  # Liger on packed rows with its plain cross-entropy instead of the fused one
+            parity_reference(base),
+            epoch.replace(label="liger without fused linear cross-entropy, packed, flex_attention", padding="packed",
+                          kernels="liger", liger_kernels=("rope", "rms_norm", "swiglu", "cross_entropy"),
+                          attn_implementation="flex_attention", profile=True),
         ],
         "epoch-token-budget-flex": [
             flex.replace(label="eager, token_budget 16k, flex_attention", padding="token_budget", token_budget=16384,

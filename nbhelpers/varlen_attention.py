@@ -49,6 +49,18 @@ def sequence_boundaries(position_ids: Any) -> tuple[Any, int]:
     return cu_seqlens, int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
 
 
+_last_boundaries: list[Any] = []  # [position_ids, (cu_seqlens, longest)] of the latest forward pass
+
+
+def _boundaries_of_this_forward(position_ids: Any) -> tuple[Any, int]:
+    """sequence_boundaries, computed once per forward pass: every layer receives the same position_ids tensor."""
+    if _last_boundaries and _last_boundaries[0] is position_ids:
+        return _last_boundaries[1]
+    boundaries = sequence_boundaries(position_ids)
+    _last_boundaries[:] = [position_ids, boundaries]
+    return boundaries
+
+
 def _causal_kwargs(kernel: Any) -> dict[str, Any]:
     """Causal masking across torch versions: ``window_size=(-1, 0)`` (newer) or ``is_causal=True`` (2.9-2.11)."""
     names = inspect.signature(kernel).parameters
@@ -108,7 +120,7 @@ def varlen_attention_forward(
             key = key.repeat_interleave(heads // key.shape[1], dim=1)
             value = value.repeat_interleave(heads // value.shape[1], dim=1)
     query, key, value = half_precision(query, key, value)
-    cu_seqlens, longest = sequence_boundaries(position_ids)
+    cu_seqlens, longest = _boundaries_of_this_forward(position_ids)
 
     def tokens_first(t: Any) -> Any:
         return t.transpose(1, 2).reshape(batch * length, t.shape[1], head_dim)

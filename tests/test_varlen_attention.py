@@ -151,3 +151,16 @@ def test_config_accepts_torch_varlen_and_names_it_in_errors():
     assert RunConfig(attn_implementation=VARLEN_ATTENTION).attn_implementation == VARLEN_ATTENTION
     with pytest.raises(ConfigError, match="torch_varlen"):
         RunConfig(attn_implementation="varlen")
+
+
+def test_boundaries_are_found_once_per_forward_pass(monkeypatch):
+    """Every layer gets the same position_ids tensor; a new tensor (the next batch) is read again."""
+    found = []
+    original = varlen_attention.sequence_boundaries
+    monkeypatch.setattr(varlen_attention, "sequence_boundaries", lambda p: found.append(p) or original(p))
+    monkeypatch.setattr(varlen_attention, "varlen_kernel", lambda: reference_varlen_new)
+    q = torch.zeros(1, 2, 4, 8, dtype=torch.bfloat16)
+    first, second = torch.tensor([[0, 1, 0, 1]]), torch.tensor([[0, 1, 2, 3]])
+    for position_ids in (first, first, first, second):
+        varlen_attention_forward(None, q, q, q, None, position_ids=position_ids)
+    assert [p.tolist() for p in found] == [[[0, 1, 0, 1]], [[0, 1, 2, 3]]]
