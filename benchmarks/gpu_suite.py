@@ -3,7 +3,7 @@
 Usage: python benchmarks/gpu_suite.py GROUP [GROUP ...] --out DIR
 Groups: baseline, kernels, compile-static, startup, startup-cold-warm, padding, padding-flex, longtail, rerun,
 epoch-default, epoch-longtail, epoch-flex-padded, epoch-flex-rest, epoch-token-budget-flex, epoch-varlen,
-epoch-varlen-longtail, epoch-liger-packed, epoch-liger-no-flce. Records append
+epoch-varlen-longtail, epoch-liger-packed, epoch-liger-no-flce, epoch-token-budget-varlen. Records append
 to DIR/records.jsonl as each configuration finishes (a stop at any point keeps what was measured); traces land in
 DIR/<run_name>/traces/. Every configuration shares one sample pool and one seed. In the epoch groups each
 strategy is timed over one whole pass of the same 256 samples (after one untimed pass), and every record's
@@ -123,6 +123,12 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
             epoch.replace(label="liger without fused linear cross-entropy, packed, flex_attention", padding="packed",
                           kernels="liger", liger_kernels=("rope", "rms_norm", "swiglu", "cross_entropy"),
                           attn_implementation="flex_attention", profile=True),
+        ],
+        "epoch-token-budget-varlen": [  # one 16k-token row per step: no compile, no mask
+            epoch.replace(label="eager, token_budget 16k, torch_varlen", padding="token_budget", token_budget=16384,
+                          attn_implementation="torch_varlen", profile=True),
+            epoch.replace(label="longtail: eager, token_budget 16k, torch_varlen", padding="token_budget",
+                          token_budget=16384, attn_implementation="torch_varlen", **longtail),
         ],
         "epoch-token-budget-flex": [
             flex.replace(label="eager, token_budget 16k, flex_attention", padding="token_budget", token_budget=16384,
