@@ -3,7 +3,8 @@
 Usage: python benchmarks/gpu_suite.py GROUP [GROUP ...] --out DIR
 Groups: baseline, kernels, compile-static, startup, startup-cold-warm, padding, padding-flex, longtail, rerun,
 epoch-default, epoch-longtail, epoch-flex-padded, epoch-flex-rest, epoch-token-budget-flex, epoch-varlen,
-epoch-varlen-longtail, epoch-liger-packed, epoch-liger-no-flce, epoch-token-budget-varlen. Records append
+epoch-varlen-longtail, epoch-liger-packed, epoch-liger-no-flce, epoch-token-budget-varlen,
+epoch-liger-varlen. Records append
 to DIR/records.jsonl as each configuration finishes (a stop at any point keeps what was measured); traces land in
 DIR/<run_name>/traces/. Every configuration shares one sample pool and one seed. In the epoch groups each
 strategy is timed over one whole pass of the same 256 samples (after one untimed pass), and every record's
@@ -33,7 +34,7 @@ STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budg
 COLD_WARM_GROUPS = ("startup-cold-warm",)
 PARITY_GROUPS = (
     "epoch-default", "epoch-longtail", "epoch-flex-padded", "epoch-flex-rest", "epoch-varlen", "epoch-varlen-longtail",
-    "epoch-liger-packed", "epoch-liger-no-flce",
+    "epoch-liger-packed", "epoch-liger-no-flce", "epoch-liger-varlen",
 )  # fmt: skip
 
 
@@ -68,6 +69,7 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
     flex = base.replace(attn_implementation="flex_attention")
     longtail = {"dataset": longtail_path, "run_name": "h200-longtail"}
     epoch = base.replace(timing="epoch", num_samples=256, timeout_s=300)
+    no_flce = ("rope", "rms_norm", "swiglu", "cross_entropy")
     return {
         "rerun": [
             base.replace(label=f"eager, {s}, sdpa", padding=s, steps=8 if s == "dynamic" else 5)
@@ -121,7 +123,7 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
         "epoch-liger-no-flce": [  # Liger on packed rows with its plain cross-entropy instead of the fused one
             parity_reference(base),
             epoch.replace(label="liger without fused linear cross-entropy, packed, flex_attention", padding="packed",
-                          kernels="liger", liger_kernels=("rope", "rms_norm", "swiglu", "cross_entropy"),
+                          kernels="liger", liger_kernels=no_flce,
                           attn_implementation="flex_attention", profile=True),
         ],
         "epoch-token-budget-varlen": [  # one 16k-token row per step: no compile, no mask
@@ -129,6 +131,16 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
                           attn_implementation="torch_varlen", profile=True),
             epoch.replace(label="longtail: eager, token_budget 16k, torch_varlen", padding="token_budget",
                           token_budget=16384, attn_implementation="torch_varlen", **longtail),
+        ],
+        "epoch-liger-varlen": [  # Liger with and without its fused cross-entropy, on varlen rows
+            parity_reference(base),
+            epoch.replace(label="liger without fused linear cross-entropy, packed, torch_varlen", padding="packed",
+                          kernels="liger", liger_kernels=no_flce, attn_implementation="torch_varlen"),
+            epoch.replace(label="liger, token_budget 16k, torch_varlen", padding="token_budget", token_budget=16384,
+                          kernels="liger", attn_implementation="torch_varlen"),
+            epoch.replace(label="liger without fused linear cross-entropy, token_budget 16k, torch_varlen",
+                          padding="token_budget", token_budget=16384, kernels="liger", liger_kernels=no_flce,
+                          attn_implementation="torch_varlen"),
         ],
         "epoch-token-budget-flex": [
             flex.replace(label="eager, token_budget 16k, flex_attention", padding="token_budget", token_budget=16384,
