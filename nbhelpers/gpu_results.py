@@ -67,6 +67,17 @@ def _fill_machine(records: list[RunRecord], source: str) -> None:
             }  # fmt: skip
 
 
+def _scratch_dataset_named(record: RunRecord) -> None:
+    """A dataset file the suite generated in its call's scratch folder is named by its file name alone.
+
+    The GPU suite writes its synthetic sets (same generator, same seed) into each call's output folder, so
+    the same set appears under /tmp/d/, /tmp/x/, ...; by name, records of different calls share a workload.
+    """
+    dataset = str(record.config.get("dataset", ""))
+    if Path(dataset).is_absolute():
+        record.config = {**record.config, "dataset": Path(dataset).name}
+
+
 def _machine_keys(record: RunRecord) -> tuple[Any, Any, Any]:
     env = record.environment
     return env.get("device_name"), env.get("hostname"), env.get("device_type")
@@ -95,6 +106,7 @@ def load_gpu_records(folder: str | Path | None = None) -> list[RunRecord]:
             if _is_record(entry):
                 record = RunRecord.from_dict(entry)
                 record.artifacts = {**record.artifacts, "source": path.name}
+                _scratch_dataset_named(record)
                 found.append(record)
             elif _is_summary_row(entry):
                 validity[str(entry["record_id"])] = str(entry["validity"])

@@ -191,6 +191,17 @@ def padding_records(records: Iterable[RunRecord]) -> list[RunRecord]:
     return list(chosen.values())
 
 
+def kernels_label(record: RunRecord) -> str:
+    """The record's kernel backend, with its Liger switches when they are not the default set."""
+    from .config import RunConfig
+
+    kernels = str(record.config.get("kernels", "eager"))
+    switches = tuple(record.config.get("liger_kernels") or RunConfig().liger_kernels)
+    if "liger" not in kernels or switches == RunConfig().liger_kernels:
+        return kernels
+    return f"{kernels} ({', '.join(switches)})"
+
+
 def _attention_ms(record: RunRecord) -> float | None:
     """Attention kernel time per profiled step (ms), from the record's trace categories; None without one."""
     for row in record.metrics.get("trace_top_categories") or []:
@@ -217,7 +228,7 @@ def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None =
     for record in padding_records(records):
         if not record.ok or not is_valid(record, validity):
             continue
-        attention, kernels = str(record.config["attn_implementation"]), str(record.config.get("kernels", "eager"))
+        attention, kernels = str(record.config["attn_implementation"]), kernels_label(record)
         workload = (record.machine, str(record.config.get("run_name", "")), workload_of(record))
         row = rows.setdefault(
             (*workload, attention, kernels),

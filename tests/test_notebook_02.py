@@ -134,3 +134,20 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     startup = outputs_text(cells["gpu-startup"])
     assert "102.0" in startup and "8.5" in startup and "12.0" in startup  # cold / warm first step: 12.0x
     assert "3 records appended to" in outputs_text(cells["records"])
+
+
+def test_suite_scratch_datasets_share_a_workload_across_calls(make_record, tmp_path):
+    """The suite writes its synthetic set into each call's scratch folder; shipped records name it by file."""
+    from nbhelpers.report import group_key
+
+    folder = tmp_path / "gpu"
+    folder.mkdir()
+    for call, scratch in (("call8", "/tmp/d"), ("call11", "/tmp/x")):
+        record = make_record(f"{call} longtail", 100.0, dataset=f"{scratch}/longtail.jsonl")
+        (folder / f"{call}.jsonl").write_text(json.dumps(record.to_dict()) + "\n")
+    relative = make_record("relative", 100.0, dataset="data/longtail.jsonl")
+    (folder / "call99.jsonl").write_text(json.dumps(relative.to_dict()) + "\n")
+    records = {r.label: r for r in load_gpu_records(folder)}
+    assert records["call8 longtail"].config["dataset"] == "longtail.jsonl"
+    assert group_key(records["call8 longtail"]) == group_key(records["call11 longtail"])
+    assert records["relative"].config["dataset"] == "data/longtail.jsonl"

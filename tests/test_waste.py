@@ -201,6 +201,22 @@ def test_packing_gain_keeps_workloads_apart_and_borrows_the_workloads_static(mak
     assert steps["packed tok/s"].isna().all() and steps["static tok/s"].tolist() == [5800.0]
 
 
+def test_packing_gain_keeps_liger_switch_sets_apart(make_record):
+    from nbhelpers.padding_plots import packing_gain
+
+    no_flce = ["rope", "rms_norm", "swiglu", "cross_entropy"]
+    records = [
+        make_record("static", 4750.0, padding="static", attn="sdpa"),
+        make_record("liger packed", 10202.0, padding="packed", attn="flex_attention", kernels="liger"),
+        make_record("liger packed, no FLCE", 17146.0, padding="packed", attn="flex_attention", kernels="liger",
+                    liger_kernels=no_flce),
+    ]  # fmt: skip
+    gain = packing_gain(records).set_index("kernels")
+    assert gain.loc["liger", "packed tok/s"] == 10202.0
+    assert gain.loc["liger (rope, rms_norm, swiglu, cross_entropy)", "packed tok/s"] == 17146.0
+    assert gain.loc["liger (rope, rms_norm, swiglu, cross_entropy)", "static from"] == "static"
+
+
 def test_gpu_records_marked_invalid_never_enter_the_verdict(make_record, tmp_path):
     import json
 
