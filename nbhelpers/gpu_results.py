@@ -140,3 +140,44 @@ def describe_gpu_results(records: list[RunRecord], folder: str | Path | None = N
         return f"No shipped GPU results: {root} is absent or holds no records; this section is skipped."
     machines = sorted({r.machine for r in records})
     return f"{len(records)} shipped GPU record(s) from {root.name}/, measured on: {'; '.join(machines)}"
+
+
+def liger_switch_table(records: list[RunRecord]) -> Any:
+    """Eager against each Liger switch set, per machine, workload, padding and attention (valid ok records).
+
+    Only groups holding an eager record and at least one Liger record are shown; "vs eager" divides within the
+    group. A ``liger (...)`` row names its switches where they are not the default set (see
+    ``padding_plots.kernels_label``), so what one kernel (say, the fused linear cross-entropy) costs on a padding
+    shows as the gap between two Liger rows.
+    """
+    import pandas as pd
+
+    from .padding_plots import is_valid, kernels_label
+    from .report import workload_of
+
+    validity = {r.record_id: str(r.metrics.get("validity", "")) for r in records}
+    rows = []
+    for record in records:
+        kernels = str(record.config.get("kernels", ""))
+        if record.kind != "step" or not record.ok or kernels not in ("eager", "liger"):
+            continue
+        if not is_valid(record, validity):
+            continue
+        rows.append({
+            "machine": record.machine, "workload": workload_of(record), "padding": record.config.get("padding"),
+            "attention": record.config.get("attn_implementation"), "kernels": kernels_label(record),
+            "real tok/s": record.metrics.get("real_tokens_per_s"), "peak GiB": record.metrics.get("peak_memory_gib"),
+            "kernels/step": record.metrics.get("kernels_per_step"), "label": record.label,
+        })  # fmt: skip
+    columns = ["machine", "workload", "padding", "attention", "kernels", "real tok/s", "vs eager", "peak GiB",
+               "kernels/step", "label"]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=[c for c in columns if c != "vs eager"])
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    keys = ["machine", "workload", "padding", "attention"]
+    frame = frame.drop_duplicates(subset=[*keys, "kernels"])
+    eager = frame[frame["kernels"] == "eager"].set_index(keys)["real tok/s"]
+    kept = frame.groupby(keys, sort=False)["kernels"].transform(lambda k: (k == "eager").any() and (k != "eager").any())
+    frame = frame[kept.astype(bool)].copy()
+    frame["vs eager"] = [row["real tok/s"] / eager.loc[tuple(row[keys])] for _, row in frame.iterrows()]
+    return frame[columns].sort_values(keys, kind="stable").reset_index(drop=True)

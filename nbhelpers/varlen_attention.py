@@ -30,7 +30,14 @@ def varlen_status(device: str) -> str:
         varlen_kernel()
     except ImportError as error:
         return str(error)
-    return "" if device == "cuda" else "needs a CUDA GPU (PyTorch's varlen kernel is FlashAttention)"
+    if device != "cuda":
+        return "needs a CUDA GPU (PyTorch's varlen kernel is FlashAttention)"
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    if major < 8:
+        return f"needs an Ampere or newer GPU for FlashAttention (this one is sm{major}{minor})"
+    return ""
 
 
 def sequence_boundaries(position_ids: Any) -> tuple[Any, int]:

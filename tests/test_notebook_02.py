@@ -131,6 +131,8 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     gpu_parity = outputs_text(cells["gpu-parity"])
     assert "5 shipped GPU record(s)" in gpu_parity and "NVIDIA H200 @ gpu-01" in gpu_parity and "pass" in gpu_parity
     assert "call1.jsonl" in outputs_text(cells["gpu-results"])
+    switches = outputs_text(cells["gpu-liger-switches"])
+    assert "vs eager" in switches and "2.99" in switches  # 8,000 / 2,674 tok/s on the same padding
     startup = outputs_text(cells["gpu-startup"])
     assert "102.0" in startup and "8.5" in startup and "12.0" in startup  # cold / warm first step: 12.0x
     assert "3 records appended to" in outputs_text(cells["records"])
@@ -151,3 +153,24 @@ def test_suite_scratch_datasets_share_a_workload_across_calls(make_record, tmp_p
     assert records["call8 longtail"].config["dataset"] == "longtail.jsonl"
     assert group_key(records["call8 longtail"]) == group_key(records["call11 longtail"])
     assert records["relative"].config["dataset"] == "data/longtail.jsonl"
+
+
+def test_liger_switch_table_compares_switch_sets_with_eager(make_record):
+    from nbhelpers.gpu_results import liger_switch_table
+
+    no_flce = ["rope", "rms_norm", "swiglu", "cross_entropy"]
+    flex = {"padding": "packed", "attn": "flex_attention"}
+    invalid = make_record("liger, invalid", 99999.0, kernels="liger", **flex)
+    invalid.metrics["validity"] = "invalid for speed claims: attention crossed sequence boundaries"
+    records = [
+        make_record("eager", 16000.0, **flex),
+        make_record("liger", 10000.0, kernels="liger", **flex),
+        make_record("liger, no FLCE", 17600.0, kernels="liger", liger_kernels=no_flce, **flex),
+        make_record("liger, sdpa, no eager beside it", 9000.0, kernels="liger", padding="packed"),
+        make_record("compile", 20000.0, kernels="compile", **flex),
+        invalid,
+    ]
+    table = liger_switch_table(records).set_index("kernels")
+    assert table.index.tolist() == ["eager", "liger", "liger (rope, rms_norm, swiglu, cross_entropy)"]
+    assert table["vs eager"].tolist() == pytest.approx([1.0, 10000 / 16000, 17600 / 16000])
+    assert liger_switch_table([]).empty

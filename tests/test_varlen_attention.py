@@ -139,9 +139,14 @@ def test_refusals_name_the_parameter():
         varlen_attention_forward(None, q, q, q, None, position_ids=torch.zeros(1, 3), sliding_window=4)
 
 
-def test_left_out_without_a_gpu():
+def test_left_out_without_a_gpu_or_on_a_pre_ampere_gpu(monkeypatch):
     assert "CUDA" in attention_status(VARLEN_ATTENTION, "cpu")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     assert attention_status(VARLEN_ATTENTION, "cuda") == ""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 5))  # a T4, as on Colab's free tier
+    assert attention_status(VARLEN_ATTENTION, "cuda") == (
+        "needs an Ampere or newer GPU for FlashAttention (this one is sm75)"
+    )
     configs, skipped = strategy_configs(RunConfig(), ["packed"], ["sdpa", VARLEN_ATTENTION], device="cpu")
     assert [c.attn_implementation for c in configs] == ["sdpa"]
     assert VARLEN_ATTENTION in skipped
