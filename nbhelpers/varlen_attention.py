@@ -9,6 +9,7 @@ at every sequence of a packed row, so no attention mask is built at all. A right
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -68,14 +69,20 @@ def _boundaries_of_this_forward(position_ids: Any) -> tuple[Any, int]:
     return boundaries
 
 
-def _causal_kwargs(kernel: Any) -> dict[str, Any]:
-    """Causal masking across torch versions: ``window_size=(-1, 0)`` (newer) or ``is_causal=True`` (2.9-2.11)."""
+@functools.lru_cache(maxsize=8)
+def _kernel_options(kernel: Any) -> tuple[tuple[str, Any], bool]:
+    """(causal keyword, takes enable_gqa) of this torch version's kernel: read once, not in every layer.
+
+    Causal masking is ``window_size=(-1, 0)`` in newer torch and ``is_causal=True`` in 2.9-2.11.
+    """
     names = inspect.signature(kernel).parameters
     if "window_size" in names:
-        return {"window_size": (-1, 0)}
-    if "is_causal" in names:
-        return {"is_causal": True}
-    raise TypeError("torch.nn.attention.varlen.varlen_attn takes neither window_size nor is_causal")
+        causal: tuple[str, Any] = ("window_size", (-1, 0))
+    elif "is_causal" in names:
+        causal = ("is_causal", True)
+    else:
+        raise TypeError("torch.nn.attention.varlen.varlen_attn takes neither window_size nor is_causal")
+    return causal, "enable_gqa" in names
 
 
 def half_precision(*tensors: Any) -> tuple[Any, ...]:
@@ -119,9 +126,10 @@ def varlen_attention_forward(
         raise ValueError(f"attn_implementation={VARLEN_ATTENTION!r} supports no sliding-window layers")
     batch, heads, length, head_dim = query.shape
     kernel = varlen_kernel()
-    extra = _causal_kwargs(kernel)
+    (causal_name, causal_value), takes_gqa = _kernel_options(kernel)
+    extra: dict[str, Any] = {causal_name: causal_value}
     if key.shape[1] != heads:  # grouped-query attention
-        if "enable_gqa" in inspect.signature(kernel).parameters:
+        if takes_gqa:
             extra["enable_gqa"] = True
         else:
             key = key.repeat_interleave(heads // key.shape[1], dim=1)
