@@ -195,9 +195,9 @@ def kernels_label(record: RunRecord) -> str:
     """The record's kernel backend, with its Liger switches when they are not the default set."""
     from .config import RunConfig
 
-    kernels = str(record.config.get("kernels", "eager"))
-    switches = tuple(record.config.get("liger_kernels") or RunConfig().liger_kernels)
-    if "liger" not in kernels or switches == RunConfig().liger_kernels:
+    kernels, default = str(record.config.get("kernels", "eager")), RunConfig().liger_kernels
+    switches = tuple(record.config.get("liger_kernels") or default)
+    if "liger" not in kernels or switches == default:
         return kernels
     return f"{kernels} ({', '.join(switches)})"
 
