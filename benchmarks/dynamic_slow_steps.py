@@ -78,10 +78,10 @@ def main() -> None:
 
     import torch
 
-    from nbhelpers.bench import make_step, prepare_batches
-    from nbhelpers.config import RunConfig
-    from nbhelpers.models import build_model, model_source
-    from nbhelpers.tokenizer import load_tokenizer
+    from nbhelpers.data.tokenizer import load_tokenizer
+    from nbhelpers.measure.config import RunConfig
+    from nbhelpers.measure.step import make_step, prepare_batches
+    from nbhelpers.models.build import build_model, model_source
 
     if args.no_cudnn_sdpa:
         torch.backends.cuda.enable_cudnn_sdp(False)

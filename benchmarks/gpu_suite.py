@@ -18,12 +18,12 @@ import os
 import time
 from pathlib import Path
 
-from nbhelpers.config import RunConfig
-from nbhelpers.kernel_cache import cold_vs_warm
-from nbhelpers.parity import check_against_first
-from nbhelpers.results import RunRecord, RunStore
-from nbhelpers.runner import run_isolated
-from nbhelpers.synthetic import make, write_jsonl
+from nbhelpers.analysis.parity import check_against_first
+from nbhelpers.data.synthetic import make, write_jsonl
+from nbhelpers.kernels.cache import cold_vs_warm
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.runner import run_isolated
+from nbhelpers.measure.store import RunRecord, RunStore
 
 MODEL = "qwen3-1.7b"
 BASE = dict(

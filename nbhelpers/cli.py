@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "run-all":
-            from .sweep import run_all
+            from nbhelpers.sweep import run_all
 
             report, result = run_all(
                 args.notebooks_dir,
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0 if result.ok else 1
 
         if args.command == "sweep":
-            from .sweep import find_notebooks, parse_grid, run_sweep
+            from nbhelpers.sweep import find_notebooks, parse_grid, run_sweep
 
             result = run_sweep(
                 parse_grid(args.grid),
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0 if result.ok else 1
 
         if args.command == "report":
-            from .report import _store_for, load_report_records, write_html_report
+            from nbhelpers.views.report import _store_for, load_report_records, write_html_report
 
             records = load_report_records(None, list(args.run_dirs))
             default = _store_for(args.run_dirs[0]).path.parent / "report.html"

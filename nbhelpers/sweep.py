@@ -34,7 +34,7 @@ LOCK_NAME = ".sweep.lock"
 KERNEL_NAME = "python3"
 RUN_NAME_PARAMETER = "RUN_NAME"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+_PACKAGE_PARENT = Path(__file__).resolve().parents[1]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -464,8 +464,8 @@ def run_sweep(
         sweep_name=name,
     )
     if report:
-        from .report import write_html_report
-        from .results import RunStore
+        from nbhelpers.measure.store import RunStore
+        from nbhelpers.views.report import write_html_report
 
         records = [r for point, _ in points for r in RunStore(sweep_dir / point).load()]
         result.report = write_html_report(records, sweep_dir / "report.html", title=f"Sweep {name}")
@@ -486,8 +486,8 @@ def run_all(
     Returns the path of ``out/<run_name>/report.html`` (written by notebook 04, or here from the
     records when 04 did not write it) and what ran. Nothing is skipped: each call measures afresh.
     """
-    from .report import write_html_report
-    from .results import RunStore
+    from nbhelpers.measure.store import RunStore
+    from nbhelpers.views.report import write_html_report
 
     out = Path(out).resolve()
     notebooks = list_notebooks(notebooks_dir)

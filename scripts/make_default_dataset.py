@@ -5,7 +5,7 @@ Run: python scripts/make_default_dataset.py  (deterministic). See nbhelpers/synt
 
 from pathlib import Path
 
-from nbhelpers.synthetic import make, write_jsonl
+from nbhelpers.data.synthetic import make, write_jsonl
 
 if __name__ == "__main__":
     out = write_jsonl(make(), Path(__file__).resolve().parents[1] / "data" / "default_sft.jsonl.gz")

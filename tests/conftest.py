@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nbhelpers.results import RunRecord
+from nbhelpers.measure.store import RunRecord
 
 
 @pytest.fixture

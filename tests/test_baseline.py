@@ -1,4 +1,4 @@
-"""nbhelpers.baseline: the utilization sentence, the committed H200 baseline, the choice of trace, records."""
+"""nbhelpers.analysis.baseline: the utilization sentence, the committed H200 baseline, the choice of trace, records."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nbhelpers import baseline
-from nbhelpers.config import ConfigError
+from nbhelpers.analysis import baseline
+from nbhelpers.measure.config import ConfigError
+from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.profiling import load_trace
-from nbhelpers.results import RunRecord, RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_DIR = ROOT / "benchmarks" / "gpu"

@@ -1,6 +1,6 @@
 """The HTML report in a real headless Chromium with the network cut: it asks for nothing, and its plots draw.
 
-The report is built by ``nbhelpers.report.write_html_report`` from a store of records made here (two
+The report is built by ``nbhelpers.views.report.write_html_report`` from a store of records made here (two
 machines, a failed configuration), opened from ``file://`` with every non-file request aborted, and
 checked for: no request that left file://, no page or console error (BokehJS missing would be one),
 BokehJS loaded, and one drawn Bokeh canvas per machine section.
@@ -13,8 +13,8 @@ import time
 import pytest
 from browser_helpers import SCREENSHOTS, browser_session, chromium_or_skip, printable
 
-from nbhelpers import report
-from nbhelpers.results import RunStore
+from nbhelpers.measure.store import RunStore
+from nbhelpers.views import report
 
 pytestmark = pytest.mark.browser
 # Every Bokeh figure of the page: its title, y range, and the largest bar/line value it draws.

@@ -3,15 +3,15 @@
 import pytest
 import torch
 
-from nbhelpers.collate import count_tokens, padded_length, plan_batches, sequence_lengths
-from nbhelpers.config import PADDING_STRATEGIES, ConfigError, RunConfig
-from nbhelpers.strategies import (
+from nbhelpers.data.collate import count_tokens, padded_length, plan_batches, sequence_lengths
+from nbhelpers.data.samplers import (
     StrategyBatchSampler,
     StrategyCollator,
     parse_names,
     strategy_configs,
     strategy_dataloader,
 )
+from nbhelpers.measure.config import PADDING_STRATEGIES, ConfigError, RunConfig
 
 PAD = 0
 # Three sequences of 3, 5 and 2 tokens; the prompt (label -100) is the first token of each.
@@ -161,7 +161,7 @@ def test_parse_names_and_configs_grid():
     ],
 )
 def test_arithmetic_rejects_bad_values_by_name(call, parameter):
-    from nbhelpers.config import ConfigError
+    from nbhelpers.measure.config import ConfigError
 
     with pytest.raises(ConfigError, match=f"^{parameter}=0 is not allowed"):
         call()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from nbhelpers.config import ConfigError, RunConfig
+from nbhelpers.measure.config import ConfigError, RunConfig
 
 BAD_VALUES = [
     ("run_name", "bad name/with slash"),

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from nbhelpers.contamination import (
+from nbhelpers.data.contamination import (
     BROKEN_MODES,
     RELATIVE_TOLERANCE,
     check_contamination,
@@ -68,9 +68,9 @@ def test_proof_summary_rows(checks):
 
 
 def test_eager_attention_and_bad_arguments():
-    from nbhelpers.data import load_examples
-    from nbhelpers.models import build_model
-    from nbhelpers.tokenizer import load_tokenizer
+    from nbhelpers.data.loading import load_examples
+    from nbhelpers.data.tokenizer import load_tokenizer
+    from nbhelpers.models.build import build_model
 
     tokenizer = load_tokenizer()
     examples = load_examples("default", tokenizer, 3, 64)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from nbhelpers.env import detect_platform, table_peak_flops
+from nbhelpers.measure.env import detect_platform, table_peak_flops
 
 
 @pytest.mark.parametrize(
@@ -29,7 +29,7 @@ def test_platform_is_inherited_from_the_notebook(monkeypatch):
 
 
 def test_measured_peak_is_measured_once_per_machine(monkeypatch, tmp_path):
-    import nbhelpers.env as env
+    import nbhelpers.measure.env as env
 
     monkeypatch.setenv("NBHELPERS_CACHE", str(tmp_path))
     calls = []

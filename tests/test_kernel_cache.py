@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_parity import compile_pair
 
-from nbhelpers.kernel_cache import (
+from nbhelpers.kernels.cache import (
     UnsafeArchiveError,
     cache_env,
     cache_files,

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers.config import ConfigError, RunConfig
-from nbhelpers.kernels import (
+from nbhelpers.kernels.backends import (
     KERNEL_CHECKS,
     REPORT_KEYS,
     BackendUnavailable,
@@ -25,7 +24,8 @@ from nbhelpers.kernels import (
     patch_reports_frame,
     requested_kernels,
 )
-from nbhelpers.runner import run_config
+from nbhelpers.measure.config import ConfigError, RunConfig
+from nbhelpers.measure.runner import run_config
 
 TRACES = Path(__file__).parent / "fixtures" / "traces"
 SWITCHES = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
@@ -34,8 +34,8 @@ SWITCHES = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_e
 PROBE = r"""
 import json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
-from nbhelpers.kernels import apply_backend, patch_report
-from nbhelpers.models import build_model
+from nbhelpers.kernels.backends import apply_backend, patch_report
+from nbhelpers.models.build import build_model
 patch_report(build_model("qwen3-tiny"))  # pay the lazy imports once, before forking
 import torch._dynamo  # noqa: F401
 results = {}
@@ -88,8 +88,8 @@ def test_runner_keeps_the_parent_process_unpatched(runs_root):
     import torch
     import transformers.models.qwen3.modeling_qwen3 as modeling
 
-    from nbhelpers.kernels import patch_report
-    from nbhelpers.models import build_model
+    from nbhelpers.kernels.backends import patch_report
+    from nbhelpers.models.build import build_model
 
     original_rope, original_norm = modeling.apply_rotary_pos_emb, modeling.Qwen3RMSNorm
     original_mlp, original_ce = modeling.Qwen3MLP, torch.nn.functional.cross_entropy

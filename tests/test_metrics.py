@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from nbhelpers.collate import count_tokens, sequence_lengths
-from nbhelpers.metrics import attention_flops, mfu, model_flops, step_time_stats
-from nbhelpers.models import ModelShape
+from nbhelpers.data.collate import count_tokens, sequence_lengths
+from nbhelpers.measure.metrics import attention_flops, mfu, model_flops, step_time_stats
+from nbhelpers.models.build import ModelShape
 
 SHAPE = ModelShape(
     vocab_size=100,

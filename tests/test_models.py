@@ -2,7 +2,7 @@
 
 import pytest
 
-from nbhelpers.models import (
+from nbhelpers.models.build import (
     MODEL_PRESETS,
     ModelShape,
     build_model,
@@ -74,9 +74,9 @@ def test_folder_without_config_is_a_clear_error(tmp_path):
 def test_training_models_have_no_kv_cache_so_packed_rows_match_padded():
     import torch
 
-    from nbhelpers.collate import collate
-    from nbhelpers.data import load_examples
-    from nbhelpers.tokenizer import load_tokenizer
+    from nbhelpers.data.collate import collate
+    from nbhelpers.data.loading import load_examples
+    from nbhelpers.data.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer()
     examples = load_examples("default", tokenizer, 3, 64)

@@ -8,8 +8,8 @@ import papermill
 import pytest
 from notebook_helpers import assert_committed_clean, execute, outputs_text
 
-from nbhelpers import baseline
-from nbhelpers.results import RunStore
+from nbhelpers.analysis import baseline
+from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_baseline_profile.ipynb"
 PARAMETERS = {

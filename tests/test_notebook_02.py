@@ -9,9 +9,9 @@ import papermill
 import pytest
 from notebook_helpers import assert_committed_clean, execute, outputs_text
 
-from nbhelpers.gpu_results import describe_gpu_results, gpu_results_frame, load_gpu_records
-from nbhelpers.parity import parity_against_eager
-from nbhelpers.results import RunStore
+from nbhelpers.analysis.gpu_results import describe_gpu_results, gpu_results_frame, load_gpu_records
+from nbhelpers.analysis.parity import parity_against_eager
+from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_kernel_swap_in.ipynb"
 PARAMETERS = {
@@ -140,7 +140,7 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
 
 def test_suite_scratch_datasets_share_a_workload_across_calls(make_record, tmp_path):
     """The suite writes its synthetic set into each call's scratch folder; shipped records name it by file."""
-    from nbhelpers.report import group_key
+    from nbhelpers.views.report import group_key
 
     folder = tmp_path / "gpu"
     folder.mkdir()
@@ -156,7 +156,7 @@ def test_suite_scratch_datasets_share_a_workload_across_calls(make_record, tmp_p
 
 
 def test_liger_switch_table_compares_switch_sets_with_eager(make_record):
-    from nbhelpers.gpu_results import liger_switch_table
+    from nbhelpers.analysis.gpu_results import liger_switch_table
 
     no_flce = ["rope", "rms_norm", "swiglu", "cross_entropy"]
     flex = {"padding": "packed", "attn": "flex_attention"}

@@ -8,7 +8,7 @@ import papermill
 import pytest
 from notebook_helpers import assert_committed_clean, execute, outputs_text
 
-from nbhelpers.results import RunStore
+from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_dynamic_padding.ipynb"
 GSM8K = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
-from nbhelpers.results import RunStore
+from nbhelpers.measure.store import RunStore
 from nbhelpers.sweep import execute_notebook, notebook_parameters
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_speedup_report.ipynb"

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers.config import RunConfig
-from nbhelpers.kernel_cache import cold_vs_warm
-from nbhelpers.parity import (
+from nbhelpers.analysis.parity import (
     TOLERANCES,
     attach_parity,
     cpu_unchecked_table,
@@ -17,8 +15,10 @@ from nbhelpers.parity import (
     rel_diff,
     tolerance_for,
 )
-from nbhelpers.results import RunRecord, RunStore
-from nbhelpers.runner import run_config
+from nbhelpers.kernels.cache import cold_vs_warm
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.runner import run_config
+from nbhelpers.measure.store import RunRecord, RunStore
 
 # One sequence of 48 tokens (15 of them loss tokens), one step after the first: the smallest batch with a
 # real loss; the Liger interpreter costs ~5 s a step at this size.
@@ -81,7 +81,7 @@ def test_tolerance_by_device_and_dtype(make_record):
 
 
 def test_attach_parity_sets_the_key_the_report_reads(make_record):
-    from nbhelpers.report import parity_status
+    from nbhelpers.views.report import parity_status
 
     eager = _first_step(make_record("eager"), 12.0, 4.0)
     liger = _first_step(make_record("liger", kernels="liger"), 12.0 * (1 + 1e-5), 4.0)
@@ -134,7 +134,7 @@ def test_compile_matches_eager_on_cpu(eager_record, tmp_path_factory):
 
 def test_packed_rows_are_judged_against_padded_ones_of_the_same_batch(make_record):
     """The H200 leak (packed rows attending across sequences) fails; an exact packed row passes."""
-    from nbhelpers.parity import FAIL, NOT_CHECKED, PASS, check_against_first
+    from nbhelpers.analysis.parity import FAIL, NOT_CHECKED, PASS, check_against_first
 
     def record(label, padding, loss, grad, **kw):
         r = make_record(label, 1000.0, padding=padding, device_name="NVIDIA H200", **kw)

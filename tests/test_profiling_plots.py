@@ -9,7 +9,7 @@ import pytest
 from nbhelpers.profiling import category_summary, diff_categories, load_trace
 
 hv = pytest.importorskip("holoviews")
-from nbhelpers.trace_plots import (  # noqa: E402
+from nbhelpers.profiling.plots import (  # noqa: E402
     CATEGORY_COLORS,
     category_bars,
     category_diff_bars,

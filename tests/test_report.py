@@ -9,10 +9,10 @@ import re
 import pytest
 from bs4 import BeautifulSoup
 
-from nbhelpers import report
+from nbhelpers.measure.store import RunStore
 from nbhelpers.nbparams import apply_databricks_widgets
-from nbhelpers.report import CrossMachineError, build_table, speedup, waterfall_steps
-from nbhelpers.results import RunStore
+from nbhelpers.views import report
+from nbhelpers.views.report import CrossMachineError, build_table, speedup, waterfall_steps
 
 GPU = "NVIDIA H200 @ gpu-01"
 CPU = "cpu @ laptop"
@@ -271,7 +271,7 @@ def test_databricks_widgets_override_typed_parameters():
 
 
 def test_speedups_only_divide_one_workload(make_record):
-    from nbhelpers.report import build_table, speedup, waterfall_steps
+    from nbhelpers.views.report import build_table, speedup, waterfall_steps
 
     small = [make_record("eager small", 100.0), make_record("liger small", 150.0, kernels="liger")]
     large = [

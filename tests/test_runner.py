@@ -2,10 +2,10 @@
 
 import pytest
 
-from nbhelpers.config import RunConfig
-from nbhelpers.env import detect_platform
-from nbhelpers.results import RunStore
-from nbhelpers.runner import run_config, run_configs
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.env import detect_platform
+from nbhelpers.measure.runner import run_config, run_configs
+from nbhelpers.measure.store import RunStore
 
 pytestmark = pytest.mark.slow
 
@@ -52,8 +52,8 @@ def test_worker_dies_with_its_parent(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(
         "import sys, time\n"
-        "from nbhelpers.config import RunConfig\n"
-        "from nbhelpers.runner import run_isolated\n"
+        "from nbhelpers.measure.config import RunConfig\n"
+        "from nbhelpers.measure.runner import run_isolated\n"
         "run_isolated(RunConfig(num_samples=8, steps=10_000, warmup=0))\n"
     )
     parent = subprocess.Popen([sys.executable, str(script)])
@@ -61,7 +61,7 @@ def test_worker_dies_with_its_parent(tmp_path):
     for _ in range(100):
         time.sleep(0.2)
         found = subprocess.run(
-            ["pgrep", "-f", "nbhelpers.worker", "-P", str(parent.pid)], capture_output=True, text=True
+            ["pgrep", "-f", "nbhelpers.measure.worker", "-P", str(parent.pid)], capture_output=True, text=True
         )
         if found.stdout.strip():
             child_pid = int(found.stdout.split()[0])

@@ -35,10 +35,10 @@ TINY_03 = {"RUN_NAME": "alone"} | TINY_NB03
 # Started as the kernel: note where nbhelpers and its data come from, then become an ipykernel.
 LAUNCHER = """\
 import json, os, sys
-import nbhelpers, nbhelpers.data
+import nbhelpers, nbhelpers.data.loading
 with open(os.environ["STANDALONE_REPORT"], "w") as handle:
-    json.dump({"nbhelpers": nbhelpers.__file__, "data_dir": str(nbhelpers.data.DATA_DIR),
-               "dataset_exists": nbhelpers.data.DEFAULT_DATASET.is_file(), "cwd": os.getcwd()}, handle)
+    json.dump({"nbhelpers": nbhelpers.__file__, "data_dir": str(nbhelpers.data.loading.DATA_DIR),
+               "dataset_exists": nbhelpers.data.loading.DEFAULT_DATASET.is_file(), "cwd": os.getcwd()}, handle)
 from ipykernel import kernelapp
 kernelapp.launch_new_instance()
 """
@@ -112,7 +112,7 @@ def test_installed_wheel_reads_its_own_data(installed, tmp_path):
     empty = tmp_path / "elsewhere"
     empty.mkdir()
     code = (
-        "import json, nbhelpers, nbhelpers.data as d; "
+        "import json, nbhelpers, nbhelpers.data.loading as d; "
         "print(json.dumps([nbhelpers.__file__, str(d.DEFAULT_DATASET), len(d.load_rows('default', limit=3))]))"
     )
     done = subprocess.run(

@@ -5,7 +5,7 @@ import multiprocessing
 
 import pytest
 
-from nbhelpers.results import RunRecord, RunStore, records_frame
+from nbhelpers.measure.store import RunRecord, RunStore, records_frame
 
 
 def _record(i: int) -> RunRecord:

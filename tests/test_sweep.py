@@ -15,11 +15,11 @@ import pytest
 
 from nbhelpers import sweep
 from nbhelpers.cli import main
-from nbhelpers.results import RunStore
+from nbhelpers.measure.store import RunStore
 
 STAND_IN = """\
 import time
-from nbhelpers.results import RunRecord, RunStore
+from nbhelpers.measure.store import RunRecord, RunStore
 
 if PADDING == "broken":
     raise RuntimeError(f"stand-in failure for {RUN_NAME}")
@@ -89,7 +89,7 @@ def test_point_names_are_safe_unique_and_deterministic():
     assert a == sweep.point_name({"kernels": "liger+compile"})
     long = sweep.point_name({f"parameter_{i}": "x" * 20 for i in range(8)})
     assert len(long) <= 100
-    from nbhelpers.config import RunConfig
+    from nbhelpers.measure.config import RunConfig
 
     RunConfig(run_name=a)  # a valid run name
     RunConfig(run_name=long)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers.data import IGNORE_INDEX, load_examples, load_rows, token_lengths, tokenize_row
-from nbhelpers.tokenizer import load_tokenizer
+from nbhelpers.data.loading import IGNORE_INDEX, load_examples, load_rows, token_lengths, tokenize_row
+from nbhelpers.data.tokenizer import load_tokenizer
 
 GSM8K = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nbhelpers import varlen_attention
-from nbhelpers.config import ConfigError, RunConfig
-from nbhelpers.strategies import attention_status, strategy_configs
-from nbhelpers.varlen_attention import VARLEN_ATTENTION, sequence_boundaries, varlen_attention_forward
+from nbhelpers.data.samplers import attention_status, strategy_configs
+from nbhelpers.kernels import varlen_attention
+from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION, sequence_boundaries, varlen_attention_forward
+from nbhelpers.measure.config import ConfigError, RunConfig
 
 
 def reference_varlen_new(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1),
@@ -93,10 +93,10 @@ def test_one_sequence_across_the_row_differs(monkeypatch):
 
 def test_packed_model_matches_padded_sdpa(monkeypatch):
     """A Qwen3 model with attn_implementation='torch_varlen' on a packed row equals SDPA on the padded batch."""
-    from nbhelpers.collate import collate
-    from nbhelpers.data import load_examples
-    from nbhelpers.models import build_model
-    from nbhelpers.tokenizer import load_tokenizer
+    from nbhelpers.data.collate import collate
+    from nbhelpers.data.loading import load_examples
+    from nbhelpers.data.tokenizer import load_tokenizer
+    from nbhelpers.models.build import build_model
 
     calls = []
 

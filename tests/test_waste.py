@@ -2,11 +2,11 @@
 
 import pytest
 
-from nbhelpers.collate import collate, count_tokens, plan_batches
-from nbhelpers.config import PADDING_STRATEGIES, RunConfig
-from nbhelpers.results import RunRecord, RunStore
-from nbhelpers.waste import compare_strategies, length_stats, waste_summary, waste_table
-from nbhelpers.widgets import find_widget, padding_text, waste_explorer
+from nbhelpers.data.collate import collate, count_tokens, plan_batches
+from nbhelpers.data.waste import compare_strategies, length_stats, waste_summary, waste_table
+from nbhelpers.measure.config import PADDING_STRATEGIES, RunConfig
+from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.views.widgets import find_widget, padding_text, waste_explorer
 
 LENGTHS = [3, 5, 2, 8, 1]
 
@@ -68,8 +68,8 @@ def test_padding_fraction_equals_direct_count(strategy, batch_size, max_length, 
 
 @pytest.fixture(scope="module")
 def real_lengths():
-    from nbhelpers.data import token_lengths
-    from nbhelpers.tokenizer import load_tokenizer
+    from nbhelpers.data.loading import token_lengths
+    from nbhelpers.data.tokenizer import load_tokenizer
 
     lengths = token_lengths("default", load_tokenizer())
     assert len(lengths) == 1000
@@ -154,7 +154,7 @@ def test_widget_plot_and_measure_button(real_lengths, tmp_path):
 
 
 def test_measured_table_packing_gain_and_verdict(make_record):
-    from nbhelpers.padding_plots import failures, measured_table, packing_gain, skip_verdict
+    from nbhelpers.views.padding_plots import failures, measured_table, packing_gain, skip_verdict
 
     records = [
         make_record("static sdpa", 1000.0, padding="static", attn="sdpa", kernels_per_step=700, padding_fraction=0.6),
@@ -181,7 +181,7 @@ def test_measured_table_packing_gain_and_verdict(make_record):
 
 
 def test_packing_gain_keeps_workloads_apart_and_borrows_the_workloads_static(make_record):
-    from nbhelpers.padding_plots import packing_gain
+    from nbhelpers.views.padding_plots import packing_gain
 
     categories = [{"category": "attention", "time_per_step_us": 8200.0}]
     records = [
@@ -202,7 +202,7 @@ def test_packing_gain_keeps_workloads_apart_and_borrows_the_workloads_static(mak
 
 
 def test_packing_gain_keeps_liger_switch_sets_apart(make_record):
-    from nbhelpers.padding_plots import packing_gain
+    from nbhelpers.views.padding_plots import packing_gain
 
     no_flce = ["rope", "rms_norm", "swiglu", "cross_entropy"]
     records = [
@@ -220,7 +220,7 @@ def test_packing_gain_keeps_liger_switch_sets_apart(make_record):
 def test_gpu_records_marked_invalid_never_enter_the_verdict(make_record, tmp_path):
     import json
 
-    from nbhelpers.padding_plots import gpu_overview, gpu_validity, packing_gain, padding_records, skip_verdict
+    from nbhelpers.views.padding_plots import gpu_overview, gpu_validity, packing_gain, padding_records, skip_verdict
 
     static = make_record("static sdpa", 5800.0, padding="static", attn="sdpa")
     packed = make_record("packed flex", 17000.0, padding="packed", attn="flex_attention")

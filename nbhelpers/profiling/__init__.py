@@ -1,6 +1,6 @@
 """torch.profiler trace analysis: capture, parse, classify, analyze and diff (CPU and GPU traces)."""
 
-from .analyze import (
+from nbhelpers.profiling.analyze import (
     IdleGaps,
     Utilization,
     busy_time_us,
@@ -16,10 +16,10 @@ from .analyze import (
     top_kernels,
     utilization,
 )
-from .capture import profile_steps
-from .classify import CATEGORIES, classify_cpu_op, classify_kernel
-from .diff import diff_categories, diff_summary, diff_traces
-from .parse import CPU_UNIT, GPU_UNIT, Trace, load_trace, trace_from_json
+from nbhelpers.profiling.capture import profile_steps
+from nbhelpers.profiling.classify import CATEGORIES, classify_cpu_op, classify_kernel
+from nbhelpers.profiling.diff import diff_categories, diff_summary, diff_traces
+from nbhelpers.profiling.parse import CPU_UNIT, GPU_UNIT, Trace, load_trace, trace_from_json
 
 __all__ = [
     "CATEGORIES",

@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .report import (
+from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION
+from nbhelpers.measure.store import RunRecord
+from nbhelpers.views.report import (
     CrossMachineError,
     _fastest,
     choose_baselines,
@@ -32,8 +34,6 @@ from .report import (
     step_records,
     tokens_per_s,
 )
-from .results import RunRecord
-from .varlen_attention import VARLEN_ATTENTION
 
 ALL_LIGER_SWITCHES = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
 OUTPUT_DIR = "outputs"
@@ -60,7 +60,7 @@ def _sampling_kwargs(bucketed: bool) -> dict[str, Any]:
 
 def _hub_id(model: str) -> str:
     try:
-        from .models import HUB_IDS
+        from nbhelpers.models.build import HUB_IDS
     except Exception:
         return model
     return HUB_IDS.get(model, model)
@@ -279,7 +279,7 @@ class Recommendation:
         lines = ["from transformers import AutoModelForCausalLM", ""]
         if self.attn_implementation == VARLEN_ATTENTION:
             lines += [
-                "from nbhelpers.varlen_attention import register",
+                "from nbhelpers.kernels.varlen_attention import register",
                 "",
                 'register()  # attn_implementation="torch_varlen": PyTorch\'s FlashAttention varlen kernel',
             ]

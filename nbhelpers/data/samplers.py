@@ -1,6 +1,6 @@
 """Each padding strategy as a collator and a batch sampler, for plain PyTorch and for HF Trainer.
 
-Built on :mod:`nbhelpers.collate` (the same plan and tensors the measured step uses):
+Built on :mod:`nbhelpers.data.collate` (the same plan and tensors the measured step uses):
 
 - :class:`StrategyCollator` is callable on a list of examples and returns tensors, so it serves as a
   ``DataLoader(collate_fn=...)`` or a Trainer ``data_collator``.
@@ -28,10 +28,11 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
+from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION, varlen_status
+from nbhelpers.measure.config import ATTENTION_IMPLEMENTATIONS, PADDING_STRATEGIES, ConfigError, RunConfig
+
 from .collate import PACKED_STRATEGIES, collate, plan_batches
-from .config import ATTENTION_IMPLEMENTATIONS, PADDING_STRATEGIES, ConfigError, RunConfig
-from .data import Example
-from .varlen_attention import VARLEN_ATTENTION, varlen_status
+from .loading import Example
 
 
 def _check_strategy(strategy: str) -> None:
@@ -88,7 +89,7 @@ class StrategyCollator:
 class StrategyBatchSampler(Sampler[list[int]]):
     """Indices of each step's samples under a strategy, from token lengths; every index once per epoch.
 
-    Without ``shuffle`` epoch 0 is exactly :func:`nbhelpers.collate.plan_batches` (the measured plan).
+    Without ``shuffle`` epoch 0 is exactly :func:`nbhelpers.data.collate.plan_batches` (the measured plan).
     With ``shuffle`` the samples are permuted by ``seed + epoch`` before planning. ``set_epoch``
     changes the permutation and the bucket order, as ``DistributedSampler.set_epoch`` does.
     """

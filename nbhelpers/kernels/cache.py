@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .config import RunConfig
-from .results import RunRecord
-from .runner import run_isolated
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.runner import run_isolated
+from nbhelpers.measure.store import RunRecord
 
 STARTUP_KIND = "startup"
 

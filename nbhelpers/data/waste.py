@@ -2,7 +2,7 @@
 
 For every step of an epoch: the real tokens (lengths clipped to ``max_length``) and the positions the
 model computes (rows x padded width, or the packed row's length). The padding fraction is
-``1 - real / positions`` over the epoch, exactly what :func:`nbhelpers.collate.count_tokens` reports
+``1 - real / positions`` over the epoch, exactly what :func:`nbhelpers.data.collate.count_tokens` reports
 on the collated tensors.
 """
 
@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from nbhelpers.measure.config import PADDING_STRATEGIES
+
 from .collate import PACKED_STRATEGIES, padded_length, plan_batches
-from .config import PADDING_STRATEGIES
 
 WASTE_COLUMNS = ("step", "sequences", "real", "positions", "padding", "width")
 

@@ -73,7 +73,7 @@ def load_tokenizer(name_or_path: str = "qwen3") -> Any:
     """
     from transformers import AutoTokenizer
 
-    from .models import is_preset
+    from nbhelpers.models.build import is_preset
 
     folder = Path(name_or_path).expanduser()
     has_own = any((folder / name).exists() for name in ("tokenizer.json", "tokenizer_config.json"))

@@ -1,6 +1,6 @@
 """The waste explorer: sliders over a padding setting, live padding arithmetic, one button to measure it.
 
-Everything shown live is arithmetic on the dataset's token lengths (:mod:`nbhelpers.waste`), no model;
+Everything shown live is arithmetic on the dataset's token lengths (:mod:`nbhelpers.data.waste`), no model;
 the "measure this setting" button runs the real step through the runner and shows its real tok/s.
 The padding fraction sits in an HTML element with the CSS class ``nbh-padding-fraction`` (the
 measured result in ``nbh-measured``) so a browser test can read them.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .config import PADDING_STRATEGIES, ConfigError, RunConfig
-from .results import RunRecord, RunStore
-from .waste import WasteSummary, summarize_waste, waste_table
+from nbhelpers.data.waste import WasteSummary, summarize_waste, waste_table
+from nbhelpers.measure.config import PADDING_STRATEGIES, ConfigError, RunConfig
+from nbhelpers.measure.store import RunRecord, RunStore
 
 PADDING_CLASS = "nbh-padding-fraction"
 SUMMARY_CLASS = "nbh-waste-summary"
@@ -95,7 +95,7 @@ def waste_explorer(
     """The explorer as one ipywidgets container (display it, or make it a cell's last expression).
 
     ``base_config`` is the measured configuration the button starts from (its model, data and steps);
-    ``run`` measures a config (default :func:`nbhelpers.runner.run_config`); a measured record is
+    ``run`` measures a config (default :func:`nbhelpers.measure.runner.run_config`); a measured record is
     appended to ``store`` when one is given. ``plot=False`` leaves the HoloViews picture out.
     """
     import ipywidgets as widgets
@@ -161,7 +161,7 @@ def waste_explorer(
         measured_html.value = f"<span>measuring {config.name} …</span>"
         try:
             if run is None:
-                from .runner import run_config
+                from nbhelpers.measure.runner import run_config
 
                 record = run_config(config, notebook="03_dynamic_padding.ipynb (explorer)")
             else:

@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .config import _check_int
-from .data import IGNORE_INDEX, Example
+from nbhelpers.measure.config import _check_int
+
+from .loading import IGNORE_INDEX, Example
 
 PACKED_STRATEGIES = ("packed", "token_budget")
 

@@ -25,9 +25,9 @@ def capture_and_summarize(
     ``step(i)`` runs batch ``i``; the profiled (active) steps run batches ``first_active_batch`` onward,
     so they are the same batches as the first timed steps and ``model_flops_per_step`` (theirs) matches.
     """
-    from .profiling.analyze import summarize
-    from .profiling.capture import profile_steps
-    from .profiling.parse import load_trace
+    from nbhelpers.profiling.analyze import summarize
+    from nbhelpers.profiling.capture import profile_steps
+    from nbhelpers.profiling.parse import load_trace
 
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", config.name).strip("-")
     path = folder / "traces" / f"{slug}-{uuid.uuid4().hex[:6]}.trace.json.gz"

@@ -1,4 +1,4 @@
-"""Subprocess entry point: ``python -m nbhelpers.worker CONFIG.json RESULT.json [NOTEBOOK]``.
+"""Subprocess entry point: ``python -m nbhelpers.measure.worker CONFIG.json RESULT.json [NOTEBOOK]``.
 
 Runs one configuration and writes its RunRecord as JSON; any exception becomes a failed record
 with a reason a user can read (out of memory, missing package, no GPU, unavailable backend).
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .config import RunConfig
 from .env import safe_environment
-from .results import RunRecord
+from .store import RunRecord
 
 
 def failure_reason(error: BaseException) -> str:
@@ -40,7 +40,7 @@ def failed_record(config: RunConfig, reason: str, notebook: str = "") -> RunReco
 def run(config_path: str, result_path: str, notebook: str = "") -> int:
     config = RunConfig.from_dict(json.loads(Path(config_path).read_text()))
     try:
-        from .bench import measure
+        from .step import measure
 
         record = measure(config, notebook=notebook, progress=True)
     except BaseException as error:  # noqa: BLE001 - every failure becomes a record

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, RunConfig
-from .report import MISSING, _missing
-from .results import RunRecord, RunStore
+from nbhelpers.measure.config import ConfigError, RunConfig
+from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.resources import DATA_DIR
+from nbhelpers.views.report import MISSING, _missing
 
 NOTEBOOK = "01_baseline_profile.ipynb"
 TRACE_SOURCES = ("run", "shipped")
 SHIPPED_TRACE_NAME = "h200_qwen3-1.7b_baseline.trace.json.gz"
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 BASELINE_LABEL = "baseline"
 SHORT_US = 10.0
 
@@ -126,7 +126,7 @@ class TracePlan:
 
 def plan_trace(trace_source: str, config: RunConfig, shipped: str | Path | None = None) -> TracePlan:
     """Decide between profiling here and reading the shipped trace; the message says which and why."""
-    from .env import resolve_device
+    from nbhelpers.measure.env import resolve_device
 
     check_trace_source(trace_source)
     path = Path(shipped) if shipped is not None else shipped_trace_path()
@@ -177,7 +177,7 @@ def trace_for(source: str, record: RunRecord | None, shipped: str | Path | None 
 def baseline_record(config: RunConfig, plan: TracePlan, notebook: str = NOTEBOOK) -> RunRecord | None:
     """Run the baseline in its own process (plan.run_model), else the H200 baseline record (or None)."""
     if plan.run_model:
-        from .runner import run_config
+        from nbhelpers.measure.runner import run_config
 
         return run_config(config, notebook=notebook)
     return gpu_baseline_record()
@@ -239,7 +239,7 @@ def key_metrics(record: RunRecord | None) -> Any:
 
 def load_trace_for(source: str, record: RunRecord | None, shipped: str | Path | None = None) -> Any:
     """The :class:`~nbhelpers.profiling.parse.Trace` that :func:`trace_for` picks, or None without one."""
-    from .profiling.parse import load_trace
+    from nbhelpers.profiling.parse import load_trace
 
     path = trace_for(source, record, shipped)
     return load_trace(path) if path is not None else None
@@ -268,7 +268,7 @@ def describe_trace(trace: Any) -> str:
     """Markdown: what the analysed rows are (GPU kernels or aten operators), how many steps, from where."""
     if trace is None:
         return _no_trace().data
-    from .profiling.analyze import launches_per_step
+    from nbhelpers.profiling.analyze import launches_per_step
 
     where = f" from `{Path(trace.source).name}`" if trace.source else ""
     text = (
@@ -289,7 +289,7 @@ def trace_headline(trace: Any, short_us: float = SHORT_US) -> Any:
     """One row: unit, steps, launches per step, short-launch shares of launches and time, time per step."""
     import pandas as pd
 
-    from .profiling.analyze import launches_per_step, short_kernels
+    from nbhelpers.profiling.analyze import launches_per_step, short_kernels
 
     short = short_kernels(trace, short_us).iloc[0]
     busy = float(trace.ops["dur_us"].sum()) / trace.num_steps
@@ -321,7 +321,7 @@ def _shorten(name: Any, limit: int = 90) -> str:
 @needs_trace
 def category_table(trace: Any) -> Any:
     """``analyze.category_summary`` for display: per category launches and time per step and their shares."""
-    from .profiling.analyze import category_summary
+    from nbhelpers.profiling.analyze import category_summary
 
     frame = category_summary(trace)
     shown = frame.assign(
@@ -338,7 +338,7 @@ def category_table(trace: Any) -> Any:
 @needs_trace
 def short_table(trace: Any, short_us: float = SHORT_US) -> Any:
     """``analyze.short_kernels`` for display: short vs long launches, their shares of launches and time."""
-    from .profiling.analyze import short_kernels
+    from nbhelpers.profiling.analyze import short_kernels
 
     frame = short_kernels(trace, short_us)
     return frame.assign(
@@ -352,7 +352,7 @@ def short_table(trace: Any, short_us: float = SHORT_US) -> Any:
 @needs_trace
 def top_table(trace: Any, n: int = 15) -> Any:
     """``analyze.top_kernels`` for display: the names with the most time, with calls per step and mean."""
-    from .profiling.analyze import top_kernels
+    from nbhelpers.profiling.analyze import top_kernels
 
     frame = top_kernels(trace, n)
     return frame.assign(
@@ -384,7 +384,7 @@ def trace_summary(trace: Any, record: RunRecord | None) -> dict[str, Any] | None
     """``analyze.summarize`` of the trace with the record's model FLOPs per step and peak FLOP/s (for MFU)."""
     if trace is None:
         return None
-    from .profiling.analyze import summarize
+    from nbhelpers.profiling.analyze import summarize
 
     metrics = record.metrics if record is not None and record.ok else {}
     peak = metrics.get("peak_flops")
@@ -557,8 +557,8 @@ def utilization_table(summary: Mapping[str, Any] | None) -> Any:
 @needs_trace
 def category_plot(trace: Any) -> Any:
     """Time per step by category (``trace_plots.category_bars``)."""
-    from .profiling.analyze import category_summary
-    from .trace_plots import category_bars
+    from nbhelpers.profiling.analyze import category_summary
+    from nbhelpers.profiling.plots import category_bars
 
     return category_bars(category_summary(trace))
 
@@ -566,7 +566,7 @@ def category_plot(trace: Any) -> Any:
 @needs_trace
 def duration_plots(trace: Any, bins: int = 30) -> Any:
     """Durations on a log axis, counted by launches and weighted by time (``trace_plots.duration_histogram``)."""
-    from .trace_plots import duration_histogram
+    from nbhelpers.profiling.plots import duration_histogram
 
     return (duration_histogram(trace, bins, "launches") + duration_histogram(trace, bins, "time_us")).cols(1)
 
@@ -574,7 +574,7 @@ def duration_plots(trace: Any, bins: int = 30) -> Any:
 @needs_trace
 def timeline_plot(trace: Any, step_index: int = 0) -> Any:
     """One profiled step as a timeline, one lane per stream or thread (``trace_plots.step_timeline_plot``)."""
-    from .trace_plots import step_timeline_plot
+    from nbhelpers.profiling.plots import step_timeline_plot
 
     return step_timeline_plot(trace, step_index)
 

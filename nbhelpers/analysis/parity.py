@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .results import RunRecord
+from nbhelpers.measure.store import RunRecord
 
 PASS, FAIL, NOT_CHECKED, BASELINE = "pass", "fail", "not checked", "baseline"
 

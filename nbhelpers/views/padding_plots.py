@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .collate import PACKED_STRATEGIES as PACKED
-from .results import RunRecord
+from nbhelpers.data.collate import PACKED_STRATEGIES as PACKED
+from nbhelpers.measure.store import RunRecord
 
 REAL_COLOR = "#3b7dd8"
 PAD_COLOR = "#e07b54"
@@ -156,7 +156,7 @@ def failures(table: Any) -> Any:
 
 def gpu_validity(folder: str | Path | None = None) -> dict[str, str]:
     """record_id -> validity note ("valid", "invalid: why") from summary files whose entries carry one."""
-    from .gpu_results import GPU_RESULTS_DIR
+    from nbhelpers.analysis.gpu_results import GPU_RESULTS_DIR
 
     root = Path(folder) if folder else GPU_RESULTS_DIR
     notes: dict[str, str] = {}
@@ -193,7 +193,7 @@ def padding_records(records: Iterable[RunRecord]) -> list[RunRecord]:
 
 def kernels_label(record: RunRecord) -> str:
     """The record's kernel backend, with its Liger switches when they are not the default set."""
-    from .config import RunConfig
+    from nbhelpers.measure.config import RunConfig
 
     kernels, default = str(record.config.get("kernels", "eager")), RunConfig().liger_kernels
     switches = tuple(record.config.get("liger_kernels") or default)
@@ -272,7 +272,7 @@ def gpu_overview(
     """The GPU records' measured table with machine and validity, or a Markdown note when there are none."""
     from IPython.display import Markdown
 
-    from .gpu_results import GPU_RESULTS_DIR
+    from nbhelpers.analysis.gpu_results import GPU_RESULTS_DIR
 
     folder = folder or GPU_RESULTS_DIR
     if not records:

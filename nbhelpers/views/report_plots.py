@@ -1,6 +1,6 @@
 """HoloViews (Bokeh) plots of the report: waterfall, throughput bars, memory bars.
 
-Every function takes the frames of :mod:`nbhelpers.report` (``build_table`` / ``waterfall_steps``)
+Every function takes the frames of :mod:`nbhelpers.views.report` (``build_table`` / ``waterfall_steps``)
 for ONE machine; plots never put two machines on one axis. HoloViews is imported lazily.
 """
 

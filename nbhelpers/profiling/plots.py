@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from .profiling.analyze import kernel_duration_histogram, step_timeline
-from .profiling.classify import CATEGORIES
-from .profiling.parse import Trace
+from .analyze import kernel_duration_histogram, step_timeline
+from .classify import CATEGORIES
+from .parse import Trace
 
 # One fixed color per category, so a category looks the same in every plot of the workbook.
 CATEGORY_COLORS: dict[str, str] = dict(

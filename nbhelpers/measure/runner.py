@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .config import RunConfig
 from .env import detect_platform
-from .results import RunRecord, RunStore
+from .store import RunRecord, RunStore
 from .worker import failed_record
 
 
@@ -58,7 +58,7 @@ def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str
     with tempfile.TemporaryDirectory(prefix="nbhelpers-") as tmp:
         config_path, result_path = Path(tmp) / "config.json", Path(tmp) / "record.json"
         config_path.write_text(config.to_json())
-        command = [sys.executable, "-m", "nbhelpers.worker", str(config_path), str(result_path), notebook]
+        command = [sys.executable, "-m", "nbhelpers.measure.worker", str(config_path), str(result_path), notebook]
         child = subprocess.Popen(
             command, env=_child_env(config, extra_env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, start_new_session=True, preexec_fn=_die_with_parent,
@@ -96,7 +96,7 @@ def run_config(config: RunConfig, isolate: bool = True, notebook: str = "") -> R
     """Measure one configuration: in a subprocess by default, in this process when isolate=False."""
     if isolate:
         return run_isolated(config, notebook)
-    from .bench import measure
+    from .step import measure
     from .worker import failure_reason
 
     try:
@@ -116,7 +116,7 @@ def run_configs(
     """Measure configurations one after another, appending each record to the store as it lands.
 
     ``annotate(record, earlier_records)`` may add to a record before it is stored (records are
-    append-only), e.g. :func:`nbhelpers.parity.check_against_first`.
+    append-only), e.g. :func:`nbhelpers.analysis.parity.check_against_first`.
     """
     configs = list(configs)
     iterator: Iterable[RunConfig] = configs

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .varlen_attention import VARLEN_ATTENTION
-from .varlen_attention import register as register_varlen_attention
+from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION
+from nbhelpers.kernels.varlen_attention import register as register_varlen_attention
 
 QWEN3_VOCAB_SIZE = 151_936
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from .config import KERNEL_BACKENDS, LIGER_KERNELS, ConfigError, RunConfig
+from nbhelpers.measure.config import KERNEL_BACKENDS, LIGER_KERNELS, ConfigError, RunConfig
 
 # Kernels that Triton's interpreter runs on a CPU (measured: RMSNorm and SwiGLU fail inside it).
 CPU_INTERPRETABLE_LIGER_KERNELS = ("rope", "cross_entropy", "fused_linear_cross_entropy")
@@ -245,8 +245,8 @@ def kernel_diff(before: Any, after: Any, rel_tol: float = 0.05) -> dict[str, Any
     """
     import pandas as pd
 
-    from .profiling.diff import diff_categories, diff_summary, diff_traces
-    from .profiling.parse import load_trace
+    from nbhelpers.profiling.diff import diff_categories, diff_summary, diff_traces
+    from nbhelpers.profiling.parse import load_trace
 
     for record in (before, after):
         if not record.artifacts.get("trace"):
@@ -304,7 +304,7 @@ def kernel_diff_plot(diff: dict[str, Any]) -> Any:
         import holoviews as hv
 
         return hv.Div(f"<p>{diff['headline']}</p>")
-    from .trace_plots import category_diff_bars
+    from nbhelpers.profiling.plots import category_diff_bars
 
     return category_diff_bars(diff["categories"])
 

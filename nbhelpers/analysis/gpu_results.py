@@ -14,21 +14,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .results import RunRecord, records_frame
+from nbhelpers.measure.store import RunRecord, records_frame
+from nbhelpers.resources import GPU_RESULTS_DIR
 
-REPO_GPU_RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
-
-
-def _gpu_results_dir() -> Path:
-    """The repo's benchmarks/gpu; else the copy a wheel carries (pyproject maps it to ``nbhelpers._gpu_results``)."""
-    if REPO_GPU_RESULTS_DIR.is_dir():
-        return REPO_GPU_RESULTS_DIR
-    from importlib.resources import files
-
-    return Path(str(files(__package__ or "nbhelpers").joinpath("_gpu_results")))
-
-
-GPU_RESULTS_DIR = _gpu_results_dir()
 SHOWN_COLUMNS = (
     "machine", "source", "label", "status", "validity", "kernels", "real_tokens_per_s", "step_time_median_s",
     "first_step_s", "peak_memory_gib", "kernels_per_step", "loss_first", "grad_norm_first", "reason",
@@ -152,8 +140,8 @@ def liger_switch_table(records: list[RunRecord]) -> Any:
     """
     import pandas as pd
 
-    from .padding_plots import is_valid, kernels_label
-    from .report import workload_of
+    from nbhelpers.views.padding_plots import is_valid, kernels_label
+    from nbhelpers.views.report import workload_of
 
     validity = {r.record_id: str(r.metrics.get("validity", "")) for r in records}
     rows = []

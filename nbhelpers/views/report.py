@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .results import RunRecord, RunStore, runs_root
+from nbhelpers.measure.store import RunRecord, RunStore, runs_root
 
 STEP_KIND = "step"
 KERNEL_FIELDS = ("kernels", "liger_kernels", "attn_implementation")
@@ -585,8 +585,9 @@ def write_html_report(
     """
     from bokeh.embed import components
 
+    from nbhelpers.analysis.recommend import recommend
+
     from . import report_plots
-    from .recommend import recommend
 
     records = list(records)
     path = Path(path)

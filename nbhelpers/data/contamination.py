@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .collate import collate
-from .data import IGNORE_INDEX, Example
+from .loading import IGNORE_INDEX, Example
 
 RELATIVE_TOLERANCE = 1e-5  # fp32 on CPU: packed and padded agree to ~1e-7 relative; leaks move it by >= 1e-4
 BROKEN_MODES = ("mask_ignored", "continuous_positions", "cache_on")
@@ -171,8 +171,9 @@ def contamination_proof(
     seed: int = 0,
 ) -> list[ContaminationCheck]:
     """The correct check, then each broken mode, on real tokenized examples and one model."""
-    from .data import load_examples
-    from .models import build_model, model_source
+    from nbhelpers.models.build import build_model, model_source
+
+    from .loading import load_examples
     from .tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(model_source(model_name))
@@ -218,8 +219,8 @@ def require_proof(checks: Sequence[ContaminationCheck]) -> str:
 
 def proof_record(checks: Sequence[ContaminationCheck], config: Any, notebook: str = "") -> Any:
     """A RunRecord of kind "parity" holding the proof's outcome (status pass/fail) for the report."""
-    from .env import environment
-    from .results import RunRecord
+    from nbhelpers.measure.env import environment
+    from nbhelpers.measure.store import RunRecord
 
     correct = next(c for c in checks if c.mode == "correct")
     parity = {

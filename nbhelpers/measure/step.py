@@ -14,15 +14,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .collate import collate, count_tokens, plan_batches, sequence_lengths
+from nbhelpers.data.collate import collate, count_tokens, plan_batches, sequence_lengths
+from nbhelpers.data.loading import load_examples
+from nbhelpers.data.tokenizer import load_tokenizer
+from nbhelpers.kernels.backends import apply_backend
+from nbhelpers.models.build import ModelShape, build_model, count_parameters, model_source
+
 from .config import RunConfig
-from .data import load_examples
 from .env import environment, peak_flops, resolve_device
-from .kernels import apply_backend
 from .metrics import mfu, model_flops, step_time_stats
-from .models import ModelShape, build_model, count_parameters, model_source
-from .results import RunRecord, run_dir
-from .tokenizer import load_tokenizer
+from .store import RunRecord, run_dir
 
 
 def compute_dtype(config: RunConfig, device: str) -> str:
@@ -213,7 +214,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     }
     artifacts: dict[str, str] = {}
     if config.profile:
-        from .trace_capture import capture_and_summarize
+        from .profiled import capture_and_summarize
 
         first_timed = timed[0]
         profiled = flops[: config.profile_steps]

@@ -9,25 +9,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from nbhelpers.resources import DATA_DIR
+
 from .tokenizer import tokenizer_cache_dir
 
-REPO_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
-
-
-def _data_dir() -> Path:
-    """The repo's data/ (a clone, an editable install); else the copy an installed wheel carries.
-
-    pyproject.toml maps data/ onto ``nbhelpers/_data`` when a wheel is built, so a notebook copied alone
-    into Colab or Databricks finds the shipped dataset after a plain ``pip install``.
-    """
-    if (REPO_DATA_DIR / "default_sft.jsonl.gz").is_file():
-        return REPO_DATA_DIR
-    from importlib.resources import files
-
-    return Path(str(files(__package__ or "nbhelpers").joinpath("_data")))
-
-
-DATA_DIR = _data_dir()
 DEFAULT_DATASET = DATA_DIR / "default_sft.jsonl.gz"
 IGNORE_INDEX = -100
 Example = dict[str, list[int]]  # {"input_ids": [...], "labels": [...]} (labels -100 on the prompt)

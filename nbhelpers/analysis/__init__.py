@@ -1,0 +1,1 @@
+"""Analysis of records: parity, recommendation, shipped GPU results, the baseline study."""

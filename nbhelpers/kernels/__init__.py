@@ -1,0 +1,1 @@
+"""Kernel backends (eager, Liger, torch.compile), attention implementations, warm caches."""

@@ -1,0 +1,2 @@
+"""Measuring one configuration: RunConfig, runner (subprocess isolation), worker, timed step,
+records and store, environment, metrics."""

@@ -1,0 +1,1 @@
+"""Model families: presets with real shapes, real loading, parameter and FLOP arithmetic."""

@@ -1,0 +1,1 @@
+"""Views: tables, plots, widgets and the HTML report."""
