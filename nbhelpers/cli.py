@@ -101,10 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0 if result.ok else 1
 
         if args.command == "report":
-            from nbhelpers.views.report import _store_for, load_report_records, write_html_report
+            from nbhelpers.analysis.overview import load_report_records, store_for
+            from nbhelpers.views.report import write_html_report
 
             records = load_report_records(None, list(args.run_dirs))
-            default = _store_for(args.run_dirs[0]).path.parent / "report.html"
+            default = store_for(args.run_dirs[0]).path.parent / "report.html"
             path = write_html_report(records, args.output or default, baseline_label=args.baseline)
             print(path)
             return 0

@@ -108,6 +108,57 @@ def make_record():
     return _make_record
 
 
+@pytest.fixture
+def h200_and_cpu_records(make_record):
+    """The DESIGN.md H200 table (a subset) plus a CPU machine: numbers whose ratios are known (speedup, report)."""
+    cpu = {
+        "device_name": "cpu",
+        "hostname": "laptop",
+        "device_type": "cpu",
+        "peak_flops_source": "measured: matmul",
+    }
+    return [
+        make_record(
+            "sdpa, pad to 2048",
+            6367.0,
+            memory_gib=111.0,
+            mfu=0.08,
+            kernels_per_step=6458,
+            padding_fraction=0.75,
+        ),
+        make_record("eager attention", None, attn="eager", status="failed", reason="CUDA out of memory (20 GiB)"),
+        make_record(
+            "pad to longest",
+            4624.0,
+            padding="dynamic",
+            memory_gib=101.0,
+            mfu=0.06,
+            padding_fraction=0.61,
+        ),
+        make_record(
+            "packed, flex",
+            15059.0,
+            padding="packed",
+            attn="flex_attention",
+            memory_gib=56.0,
+            mfu=0.2,
+            parity="pass",
+        ),
+        make_record(
+            "liger, static",
+            8796.0,
+            kernels="liger",
+            memory_gib=64.0,
+            mfu=0.12,
+            kernels_per_step=3742,
+        ),
+        make_record("liger, bad parity", 20000.0, kernels="liger+compile", memory_gib=30.0, parity="fail"),
+        make_record("cpu eager", 210.0, memory_gib=1.5, mfu=0.01, **cpu),
+        make_record("cpu packed", 340.5, padding="packed", memory_gib=1.25, mfu=0.02, parity="pass", **cpu),
+        make_record("a trace", 1.0, kind="trace"),
+    ]
+
+
 @pytest.fixture(scope="session")
 def kernel_env(tmp_path_factory: pytest.TempPathFactory):
     """A ``python3`` kernel spec that runs this interpreter, found first through JUPYTER_PATH.

@@ -2,11 +2,11 @@
 
 import pytest
 
+from nbhelpers.analysis.records import speedup, workload_of
 from nbhelpers.data.collate import plan_batches
 from nbhelpers.measure.config import ConfigError, RunConfig
 from nbhelpers.measure.runner import run_config
 from nbhelpers.measure.step import step_schedule
-from nbhelpers.views.report import speedup, workload_of
 
 
 def test_steps_schedule_is_warmup_then_timed_steps():

@@ -140,7 +140,7 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
 
 def test_suite_scratch_datasets_share_a_workload_across_calls(make_record, tmp_path):
     """The suite writes its synthetic set into each call's scratch folder; shipped records name it by file."""
-    from nbhelpers.views.report import group_key
+    from nbhelpers.analysis.records import group_key
 
     folder = tmp_path / "gpu"
     folder.mkdir()

@@ -81,7 +81,7 @@ def test_tolerance_by_device_and_dtype(make_record):
 
 
 def test_attach_parity_sets_the_key_the_report_reads(make_record):
-    from nbhelpers.views.report import parity_status
+    from nbhelpers.analysis.records import parity_status
 
     eager = _first_step(make_record("eager"), 12.0, 4.0)
     liger = _first_step(make_record("liger", kernels="liger"), 12.0 * (1 + 1e-5), 4.0)

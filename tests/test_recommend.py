@@ -8,7 +8,7 @@ import json
 import pytest
 
 from nbhelpers.analysis.recommend import recommend, recommend_all, recommendations_markdown
-from nbhelpers.views.report import CrossMachineError
+from nbhelpers.analysis.records import CrossMachineError
 
 CPU = {"device_name": "cpu", "hostname": "laptop", "device_type": "cpu"}
 NEEDS_ACCELERATE = "TrainingArguments needs accelerate>=1.1 (pip install accelerate)"

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nbhelpers.formatting import MISSING, is_missing
 from nbhelpers.measure.config import ConfigError, RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.resources import DATA_DIR
-from nbhelpers.views.report import MISSING, _missing
 
 NOTEBOOK = "01_baseline_profile.ipynb"
 TRACE_SOURCES = ("run", "shipped")
@@ -33,7 +33,7 @@ SHORT_US = 10.0
 
 def fmt_pct(value: Any) -> str:
     """A fraction as a percentage: one decimal from 1%, two significant digits below (0.02%)."""
-    if _missing(value):
+    if is_missing(value):
         return MISSING
     percent = 100.0 * float(value)
     if percent == 0:
@@ -45,14 +45,14 @@ def fmt_pct(value: Any) -> str:
 
 def fmt_num(value: Any, decimals: int = 0) -> str:
     """A number with thousands separators (``decimals`` after the point)."""
-    if _missing(value):
+    if is_missing(value):
         return MISSING
     return f"{float(value):,.{decimals}f}"
 
 
 def fmt_per_step(value: Any) -> str:
     """A count per step: whole numbers as such (6,633), fractions of a count with one decimal (4.5)."""
-    if _missing(value):
+    if is_missing(value):
         return MISSING
     value = float(value)
     return fmt_num(value, 0 if value.is_integer() else 1)
@@ -60,7 +60,7 @@ def fmt_per_step(value: Any) -> str:
 
 def fmt_us(value: Any) -> str:
     """A duration given in microseconds, in the unit that reads best (us, ms or s)."""
-    if _missing(value):
+    if is_missing(value):
         return MISSING
     value = float(value)
     if abs(value) >= 1e6:
@@ -723,7 +723,7 @@ def compare_with_gpu(summary: Mapping[str, Any] | None, gpu: Any) -> Any:
         row = _plain(gpu.iloc[0])
         sources.append((f"committed baseline ({row['machine']})", row))
     for name, values in sources:
-        columns[name] = [MISSING if _missing(values.get(key)) else fmt(values.get(key)) for _, key, fmt in rows]
+        columns[name] = [MISSING if is_missing(values.get(key)) else fmt(values.get(key)) for _, key, fmt in rows]
     return pd.DataFrame(columns, index=[label for label, _, _ in rows])
 
 

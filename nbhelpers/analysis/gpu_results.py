@@ -140,8 +140,8 @@ def liger_switch_table(records: list[RunRecord]) -> Any:
     """
     import pandas as pd
 
+    from nbhelpers.analysis.records import workload_of
     from nbhelpers.views.padding_plots import is_valid, kernels_label
-    from nbhelpers.views.report import workload_of
 
     validity = {r.record_id: str(r.metrics.get("validity", "")) for r in records}
     rows = []

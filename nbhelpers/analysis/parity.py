@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nbhelpers.analysis.records import metric_value
 from nbhelpers.measure.store import RunRecord
 
 PASS, FAIL, NOT_CHECKED, BASELINE = "pass", "fail", "not checked", "baseline"
@@ -74,13 +75,6 @@ def rel_diff(value: float, reference: float) -> float:
     return abs(value - reference) / scale if scale > 0 else abs(value - reference)
 
 
-def _number(record: RunRecord, key: str) -> float | None:
-    value = record.metrics.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
 def comparable(record: RunRecord, baseline: RunRecord) -> str:
     """'' when both records ran the same first batch from the same weights on one machine, else why not."""
     if record.machine != baseline.machine:
@@ -116,7 +110,8 @@ def check_parity(record: RunRecord, baseline: RunRecord) -> dict[str, Any]:
     why = comparable(record, baseline)
     if why:
         return verdict | {"note": why}
-    values = [_number(r, k) for r in (record, baseline) for k in ("loss_first", "grad_norm_first")]
+    keys = ("loss_first", "grad_norm_first")
+    values = [metric_value(r, k, None, finite=False) for r in (record, baseline) for k in keys]
     if any(v is None for v in values):
         return verdict | {"note": "no loss_first / grad_norm_first in the metrics"}
     loss, grad, base_loss, base_grad = values  # type: ignore[misc]
@@ -159,8 +154,8 @@ def _row(record: RunRecord, baseline: RunRecord) -> dict[str, Any]:
         "backend": record.label,
         "kernels": kernels,
         "liger kernels": ", ".join(record.config.get("liger_kernels") or ()) if "liger" in kernels else "",
-        "loss": _number(record, "loss_first"),
-        "grad norm": _number(record, "grad_norm_first"),
+        "loss": metric_value(record, "loss_first", None, finite=False),
+        "grad norm": metric_value(record, "grad_norm_first", None, finite=False),
         "loss rel diff": verdict["loss_rel_diff"],
         "grad norm rel diff": verdict["grad_norm_rel_diff"],
         "tolerance": verdict["tolerance"],

@@ -10,23 +10,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION
-from nbhelpers.measure.store import RunRecord
-from nbhelpers.views.report import (
+from nbhelpers.analysis.records import (
     CrossMachineError,
-    _fastest,
     choose_baselines,
-    fmt_gib,
-    fmt_rate,
-    fmt_speedup,
+    fastest,
     group_key,
     is_candidate,
     is_measured,
+    metric_value,
     parity_status,
     record_label,
     run_name_of,
@@ -34,6 +29,9 @@ from nbhelpers.views.report import (
     step_records,
     tokens_per_s,
 )
+from nbhelpers.formatting import fmt_gib, fmt_rate, fmt_speedup
+from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION
+from nbhelpers.measure.store import RunRecord
 
 ALL_LIGER_SWITCHES = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
 OUTPUT_DIR = "outputs"
@@ -351,12 +349,6 @@ class Recommendation:
         return f"**Recommended:** {self.summary()}\n\n```python\n{self.to_python()}```\n"
 
 
-def _optional(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
 def recommend(
     records: Iterable[RunRecord], machine: str | None = None, baseline_label: str | None = None
 ) -> Recommendation:
@@ -388,7 +380,7 @@ def recommend(
             f"did not fail ({excluded['failed']} failed, {excluded['failed parity']} failed parity, "
             f"{len(steps)} step records in all)"
         )
-    best = _fastest(candidates)
+    best = fastest(candidates)
     base = choose_baselines(records, baseline_label)[group_key(best)]
     return Recommendation(
         label=record_label(best),
@@ -398,8 +390,8 @@ def recommend(
         config=dict(best.config),
         device_type=str(best.environment.get("device_type", "cuda")),
         real_tokens_per_s=float(tokens_per_s(best)),
-        peak_memory_gib=_optional(best.metrics.get("peak_memory_gib")),
-        mfu=_optional(best.metrics.get("mfu")),
+        peak_memory_gib=metric_value(best, "peak_memory_gib", None),
+        mfu=metric_value(best, "mfu", None),
         speedup=speedup(best, base),
         baseline_label=record_label(base),
         parity=parity_status(best),

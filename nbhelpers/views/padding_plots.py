@@ -221,7 +221,7 @@ def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None =
     """
     import pandas as pd
 
-    from .report import workload_of
+    from nbhelpers.analysis.records import workload_of
 
     rows: dict[tuple[str, ...], dict[str, Any]] = {}
     reference: dict[tuple[str, ...], RunRecord] = {}

@@ -1,0 +1,50 @@
+"""The speedup table and the waterfall (``analysis.speedup``): baselines per group, failed rows kept."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from nbhelpers.analysis.speedup import build_table, waterfall_steps
+
+GPU = "NVIDIA H200 @ gpu-01"
+CPU = "cpu @ laptop"
+
+
+def test_table_rows_baselines_and_failed_rows(h200_and_cpu_records):
+    table = build_table(h200_and_cpu_records)
+    assert len(table) == 8  # every step record, the failed one included; the trace is not a step
+    rows = table.set_index("label")
+    assert rows.loc["eager attention", "status"] == "failed"
+    assert rows.loc["eager attention", "reason"] == "CUDA out of memory (20 GiB)"
+    assert math.isnan(rows.loc["eager attention", "speedup"])
+    assert rows.loc["packed, flex", "speedup"] == pytest.approx(15059 / 6367)
+    assert rows.loc["liger, static", "speedup"] == pytest.approx(8796 / 6367)
+    assert rows.loc["liger, static", "kernels/step"] == 3742
+    assert rows.loc["liger, bad parity", "parity"] == "fail"
+    assert rows.loc["cpu packed", "speedup"] == pytest.approx(340.5 / 210.0)  # over the CPU's own baseline
+    assert set(rows.loc[["cpu eager", "cpu packed"], "baseline"]) == {"cpu eager"}
+    assert list(table["machine"].unique()) == [GPU, CPU]
+    # an explicit baseline label
+    rows = build_table(h200_and_cpu_records[:6], baseline_label="liger, static").set_index("label")
+    assert rows.loc["sdpa, pad to 2048", "speedup"] == pytest.approx(6367 / 8796)
+    with pytest.raises(ValueError, match="matches no measured step record"):
+        build_table(h200_and_cpu_records, baseline_label="no such label")
+
+
+def test_waterfall_uses_measured_records_only(h200_and_cpu_records):
+    steps = waterfall_steps(h200_and_cpu_records)
+    gpu = steps[steps["machine"] == GPU].set_index("stage")
+    assert list(gpu.index) == ["baseline", "kernels only", "padding only", "best overall"]
+    assert gpu.loc["baseline", "label"] == "sdpa, pad to 2048"
+    assert gpu.loc["kernels only", "label"] == "liger, static"  # "bad parity" is faster but failed parity
+    assert gpu.loc["padding only", "label"] == "pad to longest"  # packed+flex also changed attention
+    assert gpu.loc["padding only", "speedup"] == pytest.approx(4624 / 6367)
+    assert gpu.loc["best overall", "label"] == "packed, flex"
+    assert gpu.loc["best overall", "real tok/s"] == 15059.0
+    assert gpu.loc["best overall", "step gain"] == pytest.approx(15059 / 4624)
+    cpu = steps[steps["machine"] == CPU].set_index("stage")
+    assert cpu.loc["kernels only", "label"] == "not measured"
+    assert math.isnan(cpu.loc["kernels only", "speedup"])
+    assert cpu.loc["best overall", "label"] == "cpu packed"
