@@ -1,4 +1,4 @@
-"""nbhelpers.analysis.baseline: the utilization sentence, the committed H200 baseline, the choice of trace, records."""
+"""nbhelpers.analysis.baseline: the committed H200 baseline, the choice of trace, key metrics, records."""
 
 from __future__ import annotations
 
@@ -7,13 +7,11 @@ import json
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from nbhelpers.analysis import baseline
 from nbhelpers.measure.config import ConfigError
 from nbhelpers.measure.store import RunRecord, RunStore
-from nbhelpers.profiling import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_DIR = ROOT / "benchmarks" / "gpu"
@@ -40,62 +38,6 @@ def _record(tmp_path: Path, *, status: str = "ok", trace: bool = True) -> RunRec
         environment={"device_name": "CPU x86_64 x2", "hostname": "laptop", "device_type": "cpu"},
         artifacts=artifacts,
     )
-
-
-# ----------------------------------------------------------------------------------------------
-# interpret_utilization
-
-
-def test_sentence_carries_the_numbers_of_a_busy_but_unproductive_gpu() -> None:
-    summary = {
-        "unit": "GPU kernels",
-        "device": "NVIDIA H200",
-        "nominal_utilization": 0.98,
-        "sm_efficiency_estimate": 0.5,
-        "mfu": 0.06,
-        "launches_per_step": 6633.0,
-        "short_share_of_launches": 0.25,
-        "short_share_of_time": 0.004,
-        "short_threshold_us": 10.0,
-        "top_categories": [{"category": "elementwise", "launches_per_step": 4487.0, "share_of_time": 0.443}],
-    }
-    text = baseline.interpret_utilization(summary)
-    for piece in ("NVIDIA H200", "98.0%", "50.0%", "6.0%", "16x", "6,633", "25.0%", "0.4%", "elementwise", "4,487"):
-        assert piece in text, (piece, text)
-    assert "busy, not productive" in text
-    assert text.endswith(".") and text.count(". ") == 0  # one sentence
-
-
-def test_sentence_reads_record_metrics_and_rows() -> None:
-    metrics = {"trace_unit": "GPU kernels", "trace_nominal_utilization": 0.9, "trace_mfu": 0.3}
-    from_metrics = baseline.interpret_utilization(metrics)
-    assert "90.0%" in from_metrics and "30.0%" in from_metrics and "3x" in from_metrics
-    assert "no SM-efficiency estimate" in from_metrics
-    assert baseline.interpret_utilization(pd.Series(metrics)) == from_metrics
-
-
-def test_sentence_on_a_cpu_an_idle_device_and_a_missing_mfu() -> None:
-    cpu = baseline.interpret_utilization(
-        {"unit": "aten operators (CPU)", "device": "cpu", "nominal_utilization": 0.6, "mfu": 0.2,
-         "launches_per_step": 691, "peak_flops_source": "measured: 1024x1024 fp32 matmul"}
-    )  # fmt: skip
-    assert cpu.startswith("On this CPU, aten operators were running 60.0%")
-    assert "SM efficiency does not exist on a CPU" in cpu
-    assert "nothing ran for 40.0% of the step" in cpu and "20.0%" in cpu and "691 aten operators" in cpu
-    assert "measured: 1024x1024 fp32 matmul" in cpu
-    unknown = baseline.interpret_utilization({"unit": "GPU kernels", "nominal_utilization": 0.97, "mfu": None})
-    assert "97.0%" in unknown and "MFU is unknown" in unknown
-    assert "unknown" in baseline.interpret_utilization({})
-    impossible = baseline.interpret_utilization({"unit": "GPU kernels", "nominal_utilization": 0.75, "mfu": 3.0})
-    assert "300.0%" in impossible and "do not belong to this trace" in impossible
-
-
-def test_percent_format_keeps_small_shares_readable() -> None:
-    assert baseline.fmt_pct(0.98) == "98.0%"
-    assert baseline.fmt_pct(0.000203) == "0.02%"
-    assert baseline.fmt_pct(0) == "0%"
-    assert baseline.fmt_pct(None) == baseline.MISSING
-    assert baseline.fmt_us(653_000) == "653.0 ms" and baseline.fmt_us(6_390_000) == "6.39 s"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -190,28 +132,7 @@ def test_shipped_trace_path_and_plan(tmp_path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# Tables on a trace, and the records written
-
-
-def test_tables_on_a_gpu_trace_and_without_one(tmp_path) -> None:
-    trace = load_trace(TRACES / "gpu_before.json")
-    headline = baseline.trace_headline(trace).iloc[0]
-    assert headline["unit"] == "GPU kernels" and headline["device"] == "NVIDIA H200"
-    assert headline["launches / step"] == "4.5"  # 9 events in 2 steps (the fill outside them is not counted)
-    categories = baseline.category_table(trace)
-    assert {"GEMM", "communication", "optimizer"} <= set(categories["category"])
-    assert list(categories.columns)[:3] == ["category", "launches_per_step", "share_of_launches"]
-    assert len(baseline.short_table(trace)) == 2 and len(baseline.top_table(trace, 3)) == 3
-    summary = baseline.trace_summary(trace, None)
-    assert summary["mfu"] is None and summary["sm_efficiency_estimate"] is not None
-    assert "MFU is unknown" in baseline.interpret_utilization(summary)
-    table = baseline.utilization_table(summary)
-    assert table["measure"].tolist()[:3] == ["nominal utilization", "SM-efficiency estimate", "MFU (profiled step)"]
-    assert "CPU counterpart" not in baseline.describe_trace(trace)
-    for helper in (baseline.category_table, baseline.trace_headline, baseline.category_plot, baseline.timeline_plot):
-        assert "No trace to analyse" in helper(None).data
-    assert baseline.trace_summary(None, None) is None
-    assert "No trace to analyse" in baseline.describe_trace(None)
+# key_metrics and the records written
 
 
 def test_key_metrics_of_an_ok_and_a_failed_record(tmp_path, make_record) -> None:

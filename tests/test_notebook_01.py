@@ -9,6 +9,7 @@ import pytest
 from notebook_helpers import assert_committed_clean, execute, outputs_text
 
 from nbhelpers.analysis import baseline
+from nbhelpers.formatting import fmt_percent
 from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_baseline_profile.ipynb"
@@ -35,7 +36,7 @@ def _check_h200_view(cells: dict) -> None:
     assert gpu["machine"] in summary and gpu["configuration"] in summary
     verdict = outputs_text(cells["gpu-verdict"])
     assert f"{gpu['launches_per_step']:,.0f} kernel launches" in verdict
-    assert baseline.fmt_pct(gpu["nominal_utilization"]) in verdict and baseline.fmt_pct(gpu["mfu"]) in verdict
+    assert fmt_percent(gpu["nominal_utilization"]) in verdict and fmt_percent(gpu["mfu"]) in verdict
     assert "committed baseline" in outputs_text(cells["compare"])
 
 
@@ -64,7 +65,7 @@ def test_notebook_01_profiles_the_baseline_on_cpu(runs_root, kernel_env, tmp_pat
     assert "nominal utilization" in outputs_text(cells["utilization"])
     verdict = outputs_text(cells["verdict"])
     assert "On this CPU, aten operators were running" in verdict
-    assert baseline.fmt_pct(record.metrics["trace_nominal_utilization"]) in verdict
+    assert fmt_percent(record.metrics["trace_nominal_utilization"]) in verdict
     assert f"{record.metrics['kernels_per_step']:,.0f} aten operators" in verdict
     for plot in ("category-plot", "histogram", "timeline"):
         data = [o["data"] for o in cells[plot].outputs if o["output_type"] == "execute_result"]

@@ -1,74 +1,31 @@
-"""Notebook 01 (baseline profile at kernel level): which trace to read, tables, the utilization sentence.
+"""The baseline study (notebook 01): the unoptimized step, which trace to read, the H200 baseline, records.
 
 The notebook profiles the unoptimized step (``TRACE_SOURCE="run"``) or studies the H200 trace shipped in
 ``data/`` without running a model (``TRACE_SOURCE="shipped"``; when that file is absent it says so and
-falls back to a local run plus the H200 numbers recorded in ``benchmarks/gpu``). Every number shown comes
-from a record or a trace; nothing here is hard-coded.
+falls back to a local run plus the H200 numbers recorded in ``benchmarks/gpu``). The trace's tables, plots
+and utilization sentence are ``profiling.tables``, ``profiling.plots`` and ``profiling.verdict``. Every
+number shown comes from a record or a trace; nothing here is hard-coded.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbhelpers.formatting import MISSING, is_missing
+from nbhelpers.analysis.records import metric_value
+from nbhelpers.formatting import MISSING, fmt_num, fmt_per_step, fmt_percent, fmt_us, is_missing
 from nbhelpers.measure.config import ConfigError, RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.profiling.analyze import SHORT_US
+from nbhelpers.profiling.verdict import interpret_utilization, plain_summary, top_category
 from nbhelpers.resources import DATA_DIR
 
 NOTEBOOK = "01_baseline_profile.ipynb"
 TRACE_SOURCES = ("run", "shipped")
 SHIPPED_TRACE_NAME = "h200_qwen3-1.7b_baseline.trace.json.gz"
 BASELINE_LABEL = "baseline"
-SHORT_US = 10.0
-
-# ----------------------------------------------------------------------------------------------
-# Number formats
-
-
-def fmt_pct(value: Any) -> str:
-    """A fraction as a percentage: one decimal from 1%, two significant digits below (0.02%)."""
-    if is_missing(value):
-        return MISSING
-    percent = 100.0 * float(value)
-    if percent == 0:
-        return "0%"
-    if abs(percent) >= 1:
-        return f"{percent:.1f}%"
-    return f"{percent:.2g}%"
-
-
-def fmt_num(value: Any, decimals: int = 0) -> str:
-    """A number with thousands separators (``decimals`` after the point)."""
-    if is_missing(value):
-        return MISSING
-    return f"{float(value):,.{decimals}f}"
-
-
-def fmt_per_step(value: Any) -> str:
-    """A count per step: whole numbers as such (6,633), fractions of a count with one decimal (4.5)."""
-    if is_missing(value):
-        return MISSING
-    value = float(value)
-    return fmt_num(value, 0 if value.is_integer() else 1)
-
-
-def fmt_us(value: Any) -> str:
-    """A duration given in microseconds, in the unit that reads best (us, ms or s)."""
-    if is_missing(value):
-        return MISSING
-    value = float(value)
-    if abs(value) >= 1e6:
-        return f"{value / 1e6:,.2f} s"
-    if abs(value) >= 1e3:
-        return f"{value / 1e3:,.1f} ms"
-    return f"{value:,.1f} us"
-
 
 # ----------------------------------------------------------------------------------------------
 # Parameters and the choice of trace
@@ -171,7 +128,7 @@ def trace_for(source: str, record: RunRecord | None, shipped: str | Path | None 
 
 
 # ----------------------------------------------------------------------------------------------
-# Section 1: the baseline record
+# The baseline record
 
 
 def baseline_record(config: RunConfig, plan: TracePlan, notebook: str = NOTEBOOK) -> RunRecord | None:
@@ -181,11 +138,6 @@ def baseline_record(config: RunConfig, plan: TracePlan, notebook: str = NOTEBOOK
 
         return run_config(config, notebook=notebook)
     return gpu_baseline_record()
-
-
-def _metric(record: RunRecord, key: str) -> Any:
-    value = record.metrics.get(key)
-    return None if isinstance(value, bool) else value
 
 
 def _unit(text: str, unit: str) -> str:
@@ -204,37 +156,41 @@ def key_metrics(record: RunRecord | None) -> Any:
         return pd.DataFrame(rows, columns=["measure", "value"])
     m = record.metrics
     cfg = record.config
+
+    def number(key: str) -> float | None:
+        return metric_value(record, key, None)
+
     times = m.get("step_times_s") or []
     spread = (
-        f"IQR {fmt_num(_metric(record, 'step_time_iqr_s'), 3)} s, min {fmt_num(_metric(record, 'step_time_min_s'), 3)}"
-        f" s, max {fmt_num(_metric(record, 'step_time_max_s'), 3)} s over {len(times) or m.get('timed_batches', '?')}"
+        f"IQR {fmt_num(number('step_time_iqr_s'), 3)} s, min {fmt_num(number('step_time_min_s'), 3)}"
+        f" s, max {fmt_num(number('step_time_max_s'), 3)} s over {len(times) or m.get('timed_batches', '?')}"
         " timed step(s)"
     )
-    peak = _metric(record, "peak_flops")
+    peak = number("peak_flops")
     memory_source = m.get("peak_memory_source", "source not recorded")
     peak_source = m.get("peak_flops_source", "source not recorded")
     rows += [
         ("model / batch", f"{cfg.get('model')} · {cfg.get('batch_size')} x {cfg.get('max_length')} · "
                           f"padding {cfg.get('padding')} · {cfg.get('attn_implementation')} · "
                           f"{m.get('compute_dtype') or cfg.get('dtype')}"),
-        ("real tokens / s", fmt_num(_metric(record, "real_tokens_per_s"), 1)),
-        ("step time, median", _unit(fmt_num(_metric(record, "step_time_median_s"), 3), "s")),
+        ("real tokens / s", fmt_num(number("real_tokens_per_s"), 1)),
+        ("step time, median", _unit(fmt_num(number("step_time_median_s"), 3), "s")),
         ("step time, spread", spread),
-        ("first step (incl. start-up)", _unit(fmt_num(_metric(record, "first_step_s"), 2), "s")),
-        ("positions / step (padded)", fmt_per_step(_metric(record, "positions_per_step"))),
-        ("real tokens / step", fmt_per_step(_metric(record, "real_tokens_per_step"))),
-        ("loss tokens / step", fmt_per_step(_metric(record, "loss_tokens_per_step"))),
-        ("padding fraction", fmt_pct(_metric(record, "padding_fraction"))),
-        ("peak memory", _unit(fmt_num(_metric(record, "peak_memory_gib"), 2), f"GiB ({memory_source})")),
-        ("MFU", fmt_pct(_metric(record, "mfu"))),
+        ("first step (incl. start-up)", _unit(fmt_num(number("first_step_s"), 2), "s")),
+        ("positions / step (padded)", fmt_per_step(number("positions_per_step"))),
+        ("real tokens / step", fmt_per_step(number("real_tokens_per_step"))),
+        ("loss tokens / step", fmt_per_step(number("loss_tokens_per_step"))),
+        ("padding fraction", fmt_percent(number("padding_fraction"))),
+        ("peak memory", _unit(fmt_num(number("peak_memory_gib"), 2), f"GiB ({memory_source})")),
+        ("MFU", fmt_percent(number("mfu"))),
         ("peak FLOP/s", _unit(fmt_num(peak / 1e12 if peak else None, 3), f"TFLOP/s ({peak_source})")),
-        ("kernels / step (profiled)", fmt_per_step(_metric(record, "kernels_per_step"))),
+        ("kernels / step (profiled)", fmt_per_step(number("kernels_per_step"))),
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=["measure", "value"])
 
 
 # ----------------------------------------------------------------------------------------------
-# Section 2: the trace
+# The trace
 
 
 def load_trace_for(source: str, record: RunRecord | None, shipped: str | Path | None = None) -> Any:
@@ -245,127 +201,8 @@ def load_trace_for(source: str, record: RunRecord | None, shipped: str | Path | 
     return load_trace(path) if path is not None else None
 
 
-def _no_trace() -> Any:
-    from IPython.display import Markdown
-
-    return Markdown(
-        "**No trace to analyse**: the baseline run failed (its reason is in section 1) and no shipped trace "
-        'was used. Lower `BATCH_SIZE` or `MAX_LENGTH`, or set `TRACE_SOURCE = "shipped"`.'
-    )
-
-
-def needs_trace(function: Callable[..., Any]) -> Callable[..., Any]:
-    """A display helper that shows a "no trace" note instead of failing when the trace is None."""
-
-    @functools.wraps(function)
-    def wrapper(trace: Any, *args: Any, **kwargs: Any) -> Any:
-        return _no_trace() if trace is None else function(trace, *args, **kwargs)
-
-    return wrapper
-
-
-def describe_trace(trace: Any) -> str:
-    """Markdown: what the analysed rows are (GPU kernels or aten operators), how many steps, from where."""
-    if trace is None:
-        return _no_trace().data
-    from nbhelpers.profiling.analyze import launches_per_step
-
-    where = f" from `{Path(trace.source).name}`" if trace.source else ""
-    text = (
-        f"Analysing **{trace.num_steps} profiled step(s)** of **{trace.unit}**{where}: "
-        f"{fmt_per_step(launches_per_step(trace))} per step."
-    )
-    if not trace.is_gpu:
-        text += (
-            " This machine has no GPU, so the profiler recorded no kernels: each row below is a **top-level aten "
-            "operator** (an operator not called from inside another one), the CPU counterpart of a kernel "
-            "launch. The method is the same as on a GPU; the counts and durations are the CPU's."
-        )
-    return text
-
-
-@needs_trace
-def trace_headline(trace: Any, short_us: float = SHORT_US) -> Any:
-    """One row: unit, steps, launches per step, short-launch shares of launches and time, time per step."""
-    import pandas as pd
-
-    from nbhelpers.profiling.analyze import launches_per_step, short_kernels
-
-    short = short_kernels(trace, short_us).iloc[0]
-    busy = float(trace.ops["dur_us"].sum()) / trace.num_steps
-    row = {
-        "unit": trace.unit,
-        "device": _trace_device(trace),
-        "profiled steps": trace.num_steps,
-        "launches / step": fmt_per_step(launches_per_step(trace)),
-        f"< {short_us:g} us: share of launches": fmt_pct(short["share_of_launches"]),
-        f"< {short_us:g} us: share of time": fmt_pct(short["share_of_time"]),
-        "op time / step": fmt_us(busy),
-        "wall time / step": fmt_us(trace.wall_us / trace.num_steps),
-    }
-    return pd.DataFrame([row])
-
-
-def _trace_device(trace: Any) -> str:
-    for props in trace.device_properties:
-        if props.get("name"):
-            return str(props["name"])
-    return "CPU" if not trace.is_gpu else "unknown GPU"
-
-
-def _shorten(name: Any, limit: int = 90) -> str:
-    text = str(name)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-@needs_trace
-def category_table(trace: Any) -> Any:
-    """``analyze.category_summary`` for display: per category launches and time per step and their shares."""
-    from nbhelpers.profiling.analyze import category_summary
-
-    frame = category_summary(trace)
-    shown = frame.assign(
-        launches_per_step=frame["launches_per_step"].map(fmt_per_step),
-        time_per_step=frame["time_per_step_us"].map(fmt_us),
-        share_of_time=frame["share_of_time"].map(fmt_pct),
-        share_of_launches=frame["share_of_launches"].map(fmt_pct),
-        mean_duration=frame["mean_us"].map(fmt_us),
-    )[["category", "launches_per_step", "share_of_launches", "time_per_step", "share_of_time", "mean_duration"]]
-    shown.attrs["unit"] = frame.attrs.get("unit")
-    return shown
-
-
-@needs_trace
-def short_table(trace: Any, short_us: float = SHORT_US) -> Any:
-    """``analyze.short_kernels`` for display: short vs long launches, their shares of launches and time."""
-    from nbhelpers.profiling.analyze import short_kernels
-
-    frame = short_kernels(trace, short_us)
-    return frame.assign(
-        launches_per_step=frame["launches_per_step"].map(fmt_per_step),
-        share_of_launches=frame["share_of_launches"].map(fmt_pct),
-        time_per_step=frame["time_per_step_us"].map(fmt_us),
-        share_of_time=frame["share_of_time"].map(fmt_pct),
-    )[["duration", "launches_per_step", "share_of_launches", "time_per_step", "share_of_time"]]
-
-
-@needs_trace
-def top_table(trace: Any, n: int = 15) -> Any:
-    """``analyze.top_kernels`` for display: the names with the most time, with calls per step and mean."""
-    from nbhelpers.profiling.analyze import top_kernels
-
-    frame = top_kernels(trace, n)
-    return frame.assign(
-        name=frame["name"].map(_shorten),
-        calls_per_step=frame["calls_per_step"].map(fmt_per_step),
-        time_per_step=frame["time_per_step_us"].map(fmt_us),
-        mean_duration=frame["mean_us"].map(fmt_us),
-        share_of_time=frame["share_of_time"].map(fmt_pct),
-    )[["name", "category", "calls_per_step", "time_per_step", "mean_duration", "share_of_time"]]
-
-
 # ----------------------------------------------------------------------------------------------
-# Section 3: utilization vs MFU
+# The profiled step's summary (for utilization vs MFU)
 
 
 def profiled_flops(metrics: Mapping[str, Any]) -> float | None:
@@ -398,189 +235,8 @@ def trace_summary(trace: Any, record: RunRecord | None) -> dict[str, Any] | None
     return summary
 
 
-def _plain(summary: Any) -> dict[str, Any]:
-    """A summary as a dict with ``trace_`` prefixes dropped (summarize dicts, record metrics, rows)."""
-    if summary is None:
-        return {}
-    if dataclasses.is_dataclass(summary) and not isinstance(summary, type):
-        data = dataclasses.asdict(summary)
-    elif isinstance(summary, Mapping):
-        data = dict(summary)
-    elif hasattr(summary, "to_dict"):  # a pandas Series (one row of gpu_baseline_summary)
-        data = dict(summary.to_dict())
-    else:
-        raise TypeError(f"cannot read a utilization summary from {type(summary).__name__}")
-    plain = {}
-    for key, value in data.items():
-        key = str(key)
-        plain.setdefault(key[len("trace_") :] if key.startswith("trace_") else key, value)
-    return plain
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
-
-
-def interpret_utilization(summary: Any) -> str:
-    """One sentence with the numbers: nominal utilization beside SM efficiency and MFU, and what the gap means.
-
-    ``summary`` is a dict of ``analyze.summarize`` (or a record's metrics with ``trace_`` keys, a row of
-    :func:`gpu_baseline_summary`, a ``Utilization``). Keys used: nominal_utilization, mfu,
-    sm_efficiency_estimate, unit, device, launches_per_step, short_share_of_launches, short_share_of_time,
-    short_threshold_us, peak_flops_source; missing ones are said to be missing, never guessed.
-    """
-    s = _plain(summary)
-    nominal = _number(s.get("nominal_utilization"))
-    mfu = _number(s.get("mfu"))
-    sm = _number(s.get("sm_efficiency_estimate"))
-    unit = str(s.get("unit") or "")
-    gpu = "GPU" in unit or (sm is not None)
-    device = s.get("device") or s.get("machine")
-    lead = f"On {device}, " if device and str(device).lower() != "cpu" else ("On this CPU, " if not gpu else "")
-    if nominal is None:
-        return lead + "nominal utilization is unknown: the summary has no busy and wall time."
-    if gpu:
-        text = f"{lead}nominal GPU utilization was {fmt_pct(nominal)} (busy time over wall time, what nvidia-smi shows)"
-        if sm is not None:
-            text += f" and the SM-efficiency estimate {fmt_pct(sm)} (share of SMs the kernels' grids can occupy)"
-        else:
-            text += " with no SM-efficiency estimate (the trace has no SM count or grids)"
-    else:
-        text = (
-            f"{lead}aten operators were running {fmt_pct(nominal)} of the step's wall time (the CPU stand-in for "
-            "nominal GPU utilization; SM efficiency does not exist on a CPU)"
-        )
-    source = s.get("peak_flops_source")
-    peak_note = f" (peak: {source})" if source else ""
-    if mfu is None:
-        text += (
-            ", but MFU is unknown (no model FLOPs or peak FLOP/s for this trace), so busy time cannot be "
-            "compared with useful work"
-        )
-    elif mfu > 1:
-        text += (
-            f", but MFU came out at {fmt_pct(mfu)}{peak_note}, above 100%: the model FLOPs or the peak given do "
-            "not belong to this trace, so no conclusion about useful work can be drawn from it"
-        )
-    elif mfu > 0 and nominal >= 0.8 and mfu < 0.5 * nominal:
-        text += (
-            f", yet MFU was only {fmt_pct(mfu)}{peak_note}: the device was busy {nominal / mfu:,.0f}x as long as "
-            "its useful model FLOPs would take at peak, so a high utilization figure here means busy, not productive"
-        )
-    elif nominal < 0.8:
-        text += (
-            f", and MFU was {fmt_pct(mfu)}{peak_note}: nothing ran for {fmt_pct(1 - nominal)} of the step, time "
-            "lost on the host side (Python, kernel launches, data) before any kernel is even slow"
-        )
-    else:
-        text += f", and MFU was {fmt_pct(mfu)}{peak_note}, close to what the utilization figure suggests"
-    launches = _number(s.get("launches_per_step"))
-    if launches is not None:
-        noun = "kernel launches" if gpu else "aten operators"
-        text += f"; the step ran {fmt_per_step(launches)} {noun}"
-        short_launches = _number(s.get("short_share_of_launches"))
-        short_time = _number(s.get("short_share_of_time"))
-        if short_launches is not None and short_time is not None:
-            threshold = _number(s.get("short_threshold_us")) or SHORT_US
-            text += (
-                f", {fmt_pct(short_launches)} of them shorter than {threshold:g} us, which together took "
-                f"{fmt_pct(short_time)} of the {'kernel' if gpu else 'operator'} time"
-            )
-    top = _top_category(s)
-    if top is not None:
-        name, top_launches, top_share = top
-        text += (
-            f"; the largest category was {name}, {fmt_per_step(top_launches)} "
-            f"{_plural(top_launches, 'launch' if gpu else 'operator')} per step and "
-            f"{fmt_pct(top_share)} of the {'kernel' if gpu else 'operator'} time"
-        )
-    return text + "."
-
-
-def _plural(count: float | None, noun: str) -> str:
-    """``noun`` for exactly one, else its plural (launch -> launches, operator -> operators)."""
-    if count == 1:
-        return noun
-    return noun + ("es" if noun.endswith("ch") else "s")
-
-
-def _top_category(s: Mapping[str, Any]) -> tuple[str, float | None, float | None] | None:
-    """(name, launches per step, share of time) of the largest category, from a summary or a flat row."""
-    top = s.get("top_categories")
-    if isinstance(top, list) and top and isinstance(top[0], Mapping) and top[0].get("category"):
-        first = top[0]
-        return str(first["category"]), _number(first.get("launches_per_step")), _number(first.get("share_of_time"))
-    if s.get("top_category"):
-        return (
-            str(s["top_category"]),
-            _number(s.get("top_category_launches_per_step")),
-            _number(s.get("top_category_share_of_time")),
-        )
-    return None
-
-
-def utilization_table(summary: Mapping[str, Any] | None) -> Any:
-    """Nominal utilization, SM-efficiency estimate, MFU, idle share and step time, with what each measures."""
-    import pandas as pd
-
-    if summary is None:
-        return _no_trace()
-    s = _plain(summary)
-    gpu = s.get("sm_efficiency_estimate") is not None or "GPU" in str(s.get("unit", ""))
-    what = "kernel" if gpu else "aten operator"
-    peak = s.get("peak_flops")
-    rows = [
-        ("nominal utilization", fmt_pct(s.get("nominal_utilization")),
-         f"share of wall time with any {what} running (what nvidia-smi calls GPU utilization)"),
-        ("SM-efficiency estimate", fmt_pct(s.get("sm_efficiency_estimate")),
-         "time-weighted share of SMs each kernel's grid can occupy" if gpu else "no SMs on a CPU: not defined"),
-        ("MFU (profiled step)", fmt_pct(s.get("mfu")),
-         "useful model FLOPs per second over the peak"
-         + (f" ({fmt_num(peak / 1e12, 3)} TFLOP/s, {s.get('peak_flops_source')})" if peak else "")),
-        ("idle share", fmt_pct(s.get("idle_share")), f"share of wall time with no {what} running"),
-        ("step time (profiled)", fmt_us(s.get("step_time_us")), "wall time of one profiled step"),
-        (f"{what}s / step", fmt_per_step(s.get("launches_per_step")), "launches (GPU) or top-level operators (CPU)"),
-    ]  # fmt: skip
-    return pd.DataFrame(rows, columns=["measure", "value", "what it measures"])
-
-
 # ----------------------------------------------------------------------------------------------
-# Section 4: plots (HoloViews)
-
-
-@needs_trace
-def category_plot(trace: Any) -> Any:
-    """Time per step by category (``trace_plots.category_bars``)."""
-    from nbhelpers.profiling.analyze import category_summary
-    from nbhelpers.profiling.plots import category_bars
-
-    return category_bars(category_summary(trace))
-
-
-@needs_trace
-def duration_plots(trace: Any, bins: int = 30) -> Any:
-    """Durations on a log axis, counted by launches and weighted by time (``trace_plots.duration_histogram``)."""
-    from nbhelpers.profiling.plots import duration_histogram
-
-    return (duration_histogram(trace, bins, "launches") + duration_histogram(trace, bins, "time_us")).cols(1)
-
-
-@needs_trace
-def timeline_plot(trace: Any, step_index: int = 0) -> Any:
-    """One profiled step as a timeline, one lane per stream or thread (``trace_plots.step_timeline_plot``)."""
-    from nbhelpers.profiling.plots import step_timeline_plot
-
-    return step_timeline_plot(trace, step_index)
-
-
-# ----------------------------------------------------------------------------------------------
-# Section 5: the H200 view from the committed records
+# The H200 baseline from the committed records
 
 
 def _is_gpu_baseline(record: RunRecord) -> bool:
@@ -667,7 +323,7 @@ def gpu_baseline_summary(folder: str | Path | None = None) -> Any:
             "source": record.artifacts.get("source", ""),
         }
     )
-    top = _top_category({"top_categories": m.get("trace_top_categories")})
+    top = top_category({"top_categories": m.get("trace_top_categories")})
     if top is not None:
         row |= dict(zip(("top_category", "top_category_launches_per_step", "top_category_share_of_time"), top))
     return pd.DataFrame([row], index=[row["machine"]])
@@ -683,7 +339,7 @@ def gpu_baseline_categories(folder: str | Path | None = None) -> Any:
     return frame.assign(
         launches_per_step=frame["launches_per_step"].map(fmt_per_step),
         time_per_step=frame["time_per_step_us"].map(fmt_us),
-        share_of_time=frame["share_of_time"].map(fmt_pct),
+        share_of_time=frame["share_of_time"].map(fmt_percent),
     )[["category", "launches_per_step", "time_per_step", "share_of_time"]]
 
 
@@ -707,20 +363,20 @@ def compare_with_gpu(summary: Mapping[str, Any] | None, gpu: Any) -> Any:
     rows = [
         ("unit", "unit", str),
         ("launches / step", "launches_per_step", fmt_per_step),
-        ("< 10 us: share of launches", "short_share_of_launches", fmt_pct),
-        ("< 10 us: share of time", "short_share_of_time", fmt_pct),
-        ("nominal utilization", "nominal_utilization", fmt_pct),
-        ("SM-efficiency estimate", "sm_efficiency_estimate", fmt_pct),
-        ("MFU (profiled step)", "mfu", fmt_pct),
+        ("< 10 us: share of launches", "short_share_of_launches", fmt_percent),
+        ("< 10 us: share of time", "short_share_of_time", fmt_percent),
+        ("nominal utilization", "nominal_utilization", fmt_percent),
+        ("SM-efficiency estimate", "sm_efficiency_estimate", fmt_percent),
+        ("MFU (profiled step)", "mfu", fmt_percent),
         ("step time (profiled)", "step_time_us", fmt_us),
     ]
     columns: dict[str, list[str]] = {}
     sources: list[tuple[str, dict[str, Any]]] = []
     if summary is not None:
-        s = _plain(summary)
+        s = plain_summary(summary)
         sources.append((f"this notebook's trace ({s.get('machine') or s.get('device') or 'unknown device'})", s))
     if gpu is not None and len(gpu):
-        row = _plain(gpu.iloc[0])
+        row = plain_summary(gpu.iloc[0])
         sources.append((f"committed baseline ({row['machine']})", row))
     for name, values in sources:
         columns[name] = [MISSING if is_missing(values.get(key)) else fmt(values.get(key)) for _, key, fmt in rows]
@@ -728,7 +384,7 @@ def compare_with_gpu(summary: Mapping[str, Any] | None, gpu: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------
-# Section 6: records
+# Records this notebook writes
 
 
 def trace_record(

@@ -1,4 +1,7 @@
-"""torch.profiler trace analysis: capture, parse, classify, analyze and diff (CPU and GPU traces)."""
+"""torch.profiler trace analysis: capture, parse, classify, analyze and diff (CPU and GPU traces).
+
+For display: ``tables`` (trace tables), ``verdict`` (the utilization sentence) and ``plots``.
+"""
 
 from nbhelpers.profiling.analyze import (
     IdleGaps,

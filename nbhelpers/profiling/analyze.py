@@ -18,6 +18,8 @@ import pandas as pd
 from .classify import MEMCPY
 from .parse import Trace
 
+SHORT_US = 10.0  # a launch shorter than this (microseconds) counts as short: launch overhead dominates it
+
 
 def _labelled(frame: pd.DataFrame, trace: Trace) -> pd.DataFrame:
     frame.attrs["unit"] = trace.unit
@@ -62,7 +64,7 @@ def category_summary(trace: Trace) -> pd.DataFrame:
     return _labelled(frame[columns], trace)
 
 
-def short_kernels(trace: Trace, threshold_us: float = 10.0) -> pd.DataFrame:
+def short_kernels(trace: Trace, threshold_us: float = SHORT_US) -> pd.DataFrame:
     """Rows "short" (< threshold) and "long": launches, time, and their shares of the totals."""
     ops = trace.ops
     short = ops["dur_us"].to_numpy() < threshold_us
@@ -307,7 +309,7 @@ def summarize(
     model_flops_per_step: float | None = None,
     peak_flops: float | None = None,
     num_sms: int | None = None,
-    short_threshold_us: float = 10.0,
+    short_threshold_us: float = SHORT_US,
     min_gap_us: float = 1.0,
     top_n: int = 5,
 ) -> dict[str, Any]:

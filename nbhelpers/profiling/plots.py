@@ -10,9 +10,10 @@ from typing import Any
 
 import pandas as pd
 
-from .analyze import kernel_duration_histogram, step_timeline
+from .analyze import category_summary, kernel_duration_histogram, step_timeline
 from .classify import CATEGORIES
 from .parse import Trace
+from .tables import needs_trace
 
 # One fixed color per category, so a category looks the same in every plot of the workbook.
 CATEGORY_COLORS: dict[str, str] = dict(
@@ -155,3 +156,25 @@ def category_diff_bars(diff_categories_df: pd.DataFrame) -> Any:
         width=900,
         height=360,
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# A trace's plots for a notebook: a "no trace" note instead of a plot when there is no trace
+
+
+@needs_trace
+def category_plot(trace: Any) -> Any:
+    """Time per step by category (:func:`category_bars`)."""
+    return category_bars(category_summary(trace))
+
+
+@needs_trace
+def duration_plots(trace: Any, bins: int = 30) -> Any:
+    """Durations on a log axis, counted by launches and weighted by time (:func:`duration_histogram`)."""
+    return (duration_histogram(trace, bins, "launches") + duration_histogram(trace, bins, "time_us")).cols(1)
+
+
+@needs_trace
+def timeline_plot(trace: Any, step_index: int = 0) -> Any:
+    """One profiled step as a timeline, one lane per stream or thread (:func:`step_timeline_plot`)."""
+    return step_timeline_plot(trace, step_index)
