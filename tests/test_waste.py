@@ -154,7 +154,8 @@ def test_widget_plot_and_measure_button(real_lengths, tmp_path):
 
 
 def test_measured_table_packing_gain_and_verdict(make_record):
-    from nbhelpers.views.padding_plots import failures, measured_table, packing_gain, skip_verdict
+    from nbhelpers.analysis.padding import failures, measured_table, packing_gain
+    from nbhelpers.views.padding_plots import skip_verdict
 
     records = [
         make_record("static sdpa", 1000.0, padding="static", attn="sdpa", kernels_per_step=700, padding_fraction=0.6),
@@ -181,7 +182,7 @@ def test_measured_table_packing_gain_and_verdict(make_record):
 
 
 def test_packing_gain_keeps_workloads_apart_and_borrows_the_workloads_static(make_record):
-    from nbhelpers.views.padding_plots import packing_gain
+    from nbhelpers.analysis.padding import packing_gain
 
     categories = [{"category": "attention", "time_per_step_us": 8200.0}]
     records = [
@@ -202,7 +203,7 @@ def test_packing_gain_keeps_workloads_apart_and_borrows_the_workloads_static(mak
 
 
 def test_packing_gain_keeps_liger_switch_sets_apart(make_record):
-    from nbhelpers.views.padding_plots import packing_gain
+    from nbhelpers.analysis.padding import packing_gain
 
     no_flce = ["rope", "rms_norm", "swiglu", "cross_entropy"]
     records = [
@@ -220,7 +221,8 @@ def test_packing_gain_keeps_liger_switch_sets_apart(make_record):
 def test_gpu_records_marked_invalid_never_enter_the_verdict(make_record, tmp_path):
     import json
 
-    from nbhelpers.views.padding_plots import gpu_overview, gpu_validity, packing_gain, padding_records, skip_verdict
+    from nbhelpers.analysis.padding import packing_gain, padding_records
+    from nbhelpers.views.padding_plots import gpu_overview, gpu_validity, skip_verdict
 
     static = make_record("static sdpa", 5800.0, padding="static", attn="sdpa")
     packed = make_record("packed flex", 17000.0, padding="packed", attn="flex_attention")

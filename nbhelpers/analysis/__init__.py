@@ -1,1 +1,2 @@
-"""Analysis of records: parity, recommendation, shipped GPU results, the baseline study."""
+"""Analysis of records: what a record says and which may be compared, speedup tables, padding, parity,
+recommendation, shipped GPU results, the baseline study."""

@@ -135,13 +135,12 @@ def liger_switch_table(records: list[RunRecord]) -> Any:
 
     Only groups holding an eager record and at least one Liger record are shown; "vs eager" divides within the
     group. A ``liger (...)`` row names its switches where they are not the default set (see
-    ``padding_plots.kernels_label``), so what one kernel (say, the fused linear cross-entropy) costs on a padding
+    ``records.kernels_label``), so what one kernel (say, the fused linear cross-entropy) costs on a padding
     shows as the gap between two Liger rows.
     """
     import pandas as pd
 
-    from nbhelpers.analysis.records import workload_of
-    from nbhelpers.views.padding_plots import is_valid, kernels_label
+    from nbhelpers.analysis.records import is_valid, kernels_label, workload_of
 
     validity = {r.record_id: str(r.metrics.get("validity", "")) for r in records}
     rows = []

@@ -1,1 +1,1 @@
-"""Views: tables, plots, widgets and the HTML report."""
+"""Views: plots, widgets and the HTML report (numbers come from ``analysis``, text from ``formatting``)."""

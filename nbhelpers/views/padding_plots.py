@@ -1,37 +1,23 @@
-"""Displays of notebook 03: length histogram, per-step padding bars, measured tables, GPU results.
+"""Displays of notebook 03: length histogram, per-step padding bars, throughput bars, the GPU verdict.
 
-Plots are HoloViews (bokeh backend), imported lazily; tables are pandas DataFrames built from
-RunRecords only.
+Plots are HoloViews (bokeh backend), imported lazily; the tables they show come from
+``nbhelpers.analysis.padding``.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nbhelpers.analysis.padding import measured_table, padding_records
+from nbhelpers.analysis.records import is_valid
 from nbhelpers.data.collate import PACKED_STRATEGIES as PACKED
 from nbhelpers.measure.store import RunRecord
 
 REAL_COLOR = "#3b7dd8"
 PAD_COLOR = "#e07b54"
-MEASURED_COLUMNS = (
-    "label",
-    "padding",
-    "attention",
-    "status",
-    "padding fraction",
-    "positions/step",
-    "real tok/s",
-    "step time s",
-    "step time IQR s",
-    "peak memory GiB",
-    "kernels/step",
-    "kernel unit",
-    "reason",
-)
 
 
 def _hv() -> Any:
@@ -91,53 +77,6 @@ def explorer_plot(lengths: Sequence[int], table: Any, max_length: int, title: st
     return (length_histogram(lengths, max_length) + step_waste_bars(table, title)).opts(shared_axes=False)
 
 
-def kernel_unit(record: RunRecord) -> str:
-    """What kernels/step counts on this record's device: GPU kernels or CPU aten operators."""
-    device = str(record.environment.get("device_type", "")).lower()
-    if device == "cpu":
-        return "aten ops (CPU)"
-    return "kernels (GPU)" if device else ""
-
-
-def _metric(record: RunRecord, key: str) -> float:
-    value = record.metrics.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return math.nan
-    return float(value)
-
-
-def measured_table(records: Iterable[RunRecord]) -> Any:
-    """One row per measured configuration: padding, positions/step, real tok/s, memory, kernels/step.
-
-    Failed configurations stay, with their reason and empty numbers. On a CPU, kernels/step counts
-    top-level aten operators per step (the column ``kernel unit`` says which).
-    """
-    import pandas as pd
-
-    rows = []
-    for record in records:
-        if record.kind != "step":
-            continue
-        rows.append(
-            {
-                "label": record.label,
-                "padding": record.config.get("padding", ""),
-                "attention": record.config.get("attn_implementation", ""),
-                "status": record.status,
-                "padding fraction": _metric(record, "padding_fraction"),
-                "positions/step": _metric(record, "positions_per_step"),
-                "real tok/s": _metric(record, "real_tokens_per_s"),
-                "step time s": _metric(record, "step_time_median_s"),
-                "step time IQR s": _metric(record, "step_time_iqr_s"),
-                "peak memory GiB": _metric(record, "peak_memory_gib"),
-                "kernels/step": _metric(record, "kernels_per_step"),
-                "kernel unit": kernel_unit(record) if "kernels_per_step" in record.metrics else "",
-                "reason": record.reason,
-            }
-        )
-    return pd.DataFrame(rows, columns=list(MEASURED_COLUMNS))
-
-
 def throughput_bars(table: Any, title: str = "real tokens per second") -> Any:
     """Bars of real tok/s per measured configuration (failed ones left out); None when nothing ran."""
     hv = _hv()
@@ -147,11 +86,6 @@ def throughput_bars(table: Any, title: str = "real tokens per second") -> Any:
     return hv.Bars(measured, kdims="label", vdims="real tok/s").opts(
         title=title, width=620, height=280, xrotation=30, color=REAL_COLOR, tools=["hover"]
     )
-
-
-def failures(table: Any) -> Any:
-    """The failed rows of a measured table: label and reason."""
-    return table.loc[table["status"] != "ok", ["label", "padding", "attention", "reason"]].reset_index(drop=True)
 
 
 def gpu_validity(folder: str | Path | None = None) -> dict[str, str]:
@@ -172,91 +106,6 @@ def gpu_validity(folder: str | Path | None = None) -> dict[str, str]:
             if isinstance(entry, dict) and entry.get("record_id") and isinstance(entry.get("validity"), str):
                 notes[str(entry["record_id"])] = entry["validity"]
     return notes
-
-
-def is_valid(record: RunRecord, validity: dict[str, str] | None = None) -> bool:
-    """False when a validity note marks the record invalid; records without a note count as valid."""
-    return not (validity or {}).get(record.record_id, "valid").lower().startswith("invalid")
-
-
-def padding_records(records: Iterable[RunRecord]) -> list[RunRecord]:
-    """Step records that name a padding and an attention, one per record id (the one with an environment)."""
-    chosen: dict[str, RunRecord] = {}
-    for record in records:
-        if record.kind != "step" or not record.config.get("padding") or not record.config.get("attn_implementation"):
-            continue
-        kept = chosen.get(record.record_id)
-        if kept is None or (not kept.environment and record.environment):
-            chosen[record.record_id] = record
-    return list(chosen.values())
-
-
-def kernels_label(record: RunRecord) -> str:
-    """The record's kernel backend, with its Liger switches when they are not the default set."""
-    from nbhelpers.measure.config import RunConfig
-
-    kernels, default = str(record.config.get("kernels", "eager")), RunConfig().liger_kernels
-    switches = tuple(record.config.get("liger_kernels") or default)
-    if "liger" not in kernels or switches == default:
-        return kernels
-    return f"{kernels} ({', '.join(switches)})"
-
-
-def _attention_ms(record: RunRecord) -> float | None:
-    """Attention kernel time per profiled step (ms), from the record's trace categories; None without one."""
-    for row in record.metrics.get("trace_top_categories") or []:
-        if row.get("category") == "attention" and row.get("time_per_step_us") is not None:
-            return float(row["time_per_step_us"]) / 1e3
-    return None
-
-
-def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None = None) -> Any:
-    """Per machine, run, workload, attention and kernels: real tok/s padded (static, dynamic) vs packed.
-
-    Rows of one workload only (same samples, batch shape and timing window: ``report.workload_of``). Where a
-    row has no static record of its own attention, its static column is the workload's eager static
-    record (sdpa first), named in "static from". Packing removes padding for every attention; what is left
-    between attentions is how much of a packed row's masked (cross-sequence) area each still computes, which
-    the "attention ms/step" of profiled records shows. Failed records and records marked invalid are left out.
-    """
-    import pandas as pd
-
-    from nbhelpers.analysis.records import workload_of
-
-    rows: dict[tuple[str, ...], dict[str, Any]] = {}
-    reference: dict[tuple[str, ...], RunRecord] = {}
-    for record in padding_records(records):
-        if not record.ok or not is_valid(record, validity):
-            continue
-        attention, kernels = str(record.config["attn_implementation"]), kernels_label(record)
-        workload = (record.machine, str(record.config.get("run_name", "")), workload_of(record))
-        row = rows.setdefault(
-            (*workload, attention, kernels),
-            {"machine": workload[0], "run": workload[1], "workload": workload[2], "attention": attention,
-             "kernels": kernels},
-        )  # fmt: skip
-        padding = record.config["padding"]
-        if padding in ("static", "dynamic", "packed", "token_budget") and f"{padding} tok/s" not in row:
-            row[f"{padding} tok/s"] = _metric(record, "real_tokens_per_s")
-            if padding == "static":
-                row["static from"] = record.label
-            if padding == "packed":
-                row["packed attention ms/step"] = _attention_ms(record)
-        if padding == "static" and kernels == "eager":
-            kept = reference.get(workload)
-            if kept is None or (attention == "sdpa" and kept.config["attn_implementation"] != "sdpa"):
-                reference[workload] = record
-    for key, row in rows.items():
-        base = reference.get(key[:3])
-        if "static tok/s" not in row and base is not None:
-            row["static tok/s"] = _metric(base, "real_tokens_per_s")
-            row["static from"] = base.label
-    columns = ["machine", "run", "workload", "attention", "kernels", "static tok/s", "static from", "dynamic tok/s",
-               "packed tok/s", "token_budget tok/s", "packed attention ms/step"]  # fmt: skip
-    frame = pd.DataFrame(list(rows.values()), columns=columns)
-    frame["packed / static"] = frame["packed tok/s"] / frame["static tok/s"]
-    frame["packed / dynamic"] = frame["packed tok/s"] / frame["dynamic tok/s"]
-    return frame
 
 
 def skipped_frame(skipped: dict[str, str]) -> Any:
