@@ -4,11 +4,13 @@ Usage: python benchmarks/gpu_suite.py GROUP [GROUP ...] --out DIR
 Groups: baseline, kernels, compile-static, startup, startup-cold-warm, padding, padding-flex, longtail, rerun,
 epoch-default, epoch-longtail, epoch-flex-padded, epoch-flex-rest, epoch-token-budget-flex, epoch-varlen,
 epoch-varlen-longtail, epoch-liger-packed, epoch-liger-no-flce, epoch-token-budget-varlen,
-epoch-liger-varlen. Records append
-to DIR/records.jsonl as each configuration finishes (a stop at any point keeps what was measured); traces land in
-DIR/<run_name>/traces/. Every configuration shares one sample pool and one seed. In the epoch groups each
-strategy is timed over one whole pass of the same 256 samples (after one untimed pass), and every record's
-first-step loss and gradient norm are checked against the group's first record (static padding).
+epoch-liger-varlen. Each group's records append to DIR/<group>.jsonl as each configuration finishes (a stop
+at any point keeps what was measured) and its console lines to DIR/logs/<group>.log; traces land in
+DIR/<run_name>/traces/. To ship them, copy the records into benchmarks/gpu/ under a name that says what they
+measure, the log into benchmarks/gpu/logs/ under the same name, and give each record a validity entry in
+benchmarks/gpu/validity.json. Every configuration shares one sample pool and one seed. In the epoch groups
+each strategy is timed over one whole pass of the same 256 samples (after one untimed pass), and every
+record's first-step loss and gradient norm are checked against the group's first record (static padding).
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
             flex.replace(label=f"eager, {s}, flex_attention", padding=s, timing="epoch", num_samples=256, timeout_s=120)
             for s in ("static", "multiple", "dynamic", "bucketed")
         ],
-        "epoch-flex-rest": [  # what call 9 had no time for: pad to longest and bucketed with flex_attention
+        "epoch-flex-rest": [  # what epoch-flex-padded had no time for: pad to longest and bucketed, flex_attention
             parity_reference(base)
         ]
         + [
@@ -114,7 +116,7 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
             epoch.replace(label="longtail: eager, packed, torch_varlen", padding="packed",
                           attn_implementation="torch_varlen", profile=True, **longtail),
         ],
-        "epoch-liger-packed": [  # why Liger ran slower than eager on packed rows (call 7): profiled, and with sdpa
+        "epoch-liger-packed": [  # why Liger ran slower than eager on packed rows (epoch-default): profiled, and sdpa
             parity_reference(base),
             epoch.replace(label="liger, packed, flex_attention (profiled)", padding="packed", kernels="liger",
                           attn_implementation="flex_attention", profile=True),
@@ -236,8 +238,10 @@ def main() -> None:
         out / "longtail.jsonl",
     )
     table = groups(str(longtail))
-    store = RunStore(out / "records.jsonl")
     for name in args.groups:
+        store = RunStore(out / f"{name}.jsonl")
+        log = out / "logs" / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
         measured: list[RunRecord] = []
         for config in table[name]:
             start = time.perf_counter()
@@ -251,21 +255,24 @@ def main() -> None:
                     check_against_first(record, [r for r in measured if r.ok])
                 measured.append(record)
                 store.append(record)
-                report(name, record, time.perf_counter() - start)
+                line = report(name, record, time.perf_counter() - start)
+                print(line, flush=True)
+                with open(log, "a", encoding="utf-8") as handle:
+                    handle.write(line + "\n")
 
 
-def report(group: str, record: RunRecord, seconds: float) -> None:
+def report(group: str, record: RunRecord, seconds: float) -> str:
+    """One console line: the record's label, status and headline numbers."""
     m = record.metrics
     parity = m.get("parity", {})
-    print(
+    return (
         f"[{group}] {record.label}: {record.status} {record.reason[:160]} "
         f"tok/s={m.get('real_tokens_per_s', 0):,.0f} step={m.get('step_time_median_s', 0):.3f}s "
         f"first={m.get('first_step_s', 0):.1f}s pad={m.get('padding_fraction', 0):.2f} "
         f"mem={m.get('peak_memory_gib', 0):.1f}GiB mfu={m.get('mfu', 0):.3f} "
         f"kernels/step={m.get('kernels_per_step')} steps={m.get('timed_batches')} "
         f"parity={parity.get('status', '-')} loss={m.get('loss_first', 0):.5f} "
-        f"grad={m.get('grad_norm_first', 0):.4f} ({seconds:.0f}s)",
-        flush=True,
+        f"grad={m.get('grad_norm_first', 0):.4f} ({seconds:.0f}s)"
     )
 
 if __name__ == "__main__":

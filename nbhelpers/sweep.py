@@ -7,9 +7,9 @@ Layout of a sweep named ``S`` under ``out``::
     out/S/<point>/01_....ipynb     each notebook's executed copy
 
 A (point, notebook) is journaled only after papermill returned and the executed copy was moved into
-place, with one locked ``O_APPEND`` write + fsync; a sweep killed at any moment (even ``kill -9``)
-and started again skips what the journal lists and reruns the rest. A failing notebook is journaled
-with status "failed" and its error, and the sweep goes on.
+place, with one locked ``O_APPEND`` write + fsync (``nbhelpers.measure.jsonl``); a sweep killed at any
+moment (even ``kill -9``) and started again skips what the journal lists and reruns the rest. A failing
+notebook is journaled with status "failed" and its error, and the sweep goes on.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from nbhelpers.measure.jsonl import append_line, read_lines
 
 JOURNAL_NAME = "sweep.jsonl"
 LOCK_NAME = ".sweep.lock"
@@ -200,41 +202,18 @@ def check_grid(grid: dict[str, Sequence[Any]] | None, declared: dict[Path, dict[
 
 
 class Journal:
-    """Append-only JSON lines; each line is written whole (locked O_APPEND write + fsync)."""
+    """Append-only JSON lines (``nbhelpers.measure.jsonl``): each line written whole, torn ones skipped."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
     def append(self, entry: dict[str, Any]) -> None:
-        line = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                os.write(fd, b"\n")  # seal a torn line so this entry stays whole
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        append_line(self.path, entry)
 
     def entries(self) -> list[dict[str, Any]]:
-        """Whole entries in order; a torn last line (a crash mid-write) is skipped."""
-        if not self.path.exists():
-            return []
-        out = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(entry, dict) and "point" in entry and "notebook" in entry:
-                out.append(entry)
-        return out
+        """Whole entries in order; a torn last line (a crash mid-write) is skipped with a warning."""
+        entries = read_lines(self.path, what="journal entry", stacklevel=3)
+        return [e for e in entries if "point" in e and "notebook" in e]
 
     def finished(self) -> dict[tuple[str, str], dict[str, Any]]:
         """(point, notebook) -> its latest entry."""

@@ -38,7 +38,7 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
 
 
 def _shipped(folder: Path, make_record, with_startup: bool = False) -> None:
-    """A GPU folder like benchmarks/gpu: records as JSON lines, a failed one without environment, a summary."""
+    """A GPU folder like benchmarks/gpu: records as JSON lines, a failed one without environment, a validity file."""
     folder.mkdir()
     eager = make_record("eager, pad to longest, sdpa", 2674.0, run_name="h200")
     liger = make_record("liger, pad to longest, sdpa", 8000.0, kernels="liger", run_name="h200")
@@ -51,9 +51,11 @@ def _shipped(folder: Path, make_record, with_startup: bool = False) -> None:
     if with_startup:
         _shipped_startup(folder, make_record)
     lines = [json.dumps(r.to_dict()) for r in (eager, liger, failed)]
-    (folder / "call1.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "kernels-window.jsonl").write_text("\n".join(lines) + "\n")
+    validity = {liger.record_id: {"source": "kernels-window.jsonl", "label": liger.label, "validity": "valid"}}
+    (folder / "validity.json").write_text(json.dumps(validity))
     summary = [{"record_id": liger.record_id, "validity": "valid", "label": liger.label, "config": {}, "metrics": {}}]
-    (folder / "summary.json").write_text(json.dumps(summary))
+    (folder / "summary.json").write_text(json.dumps(summary))  # summary rows are not records: skipped
     (folder / "NOTES.md").write_text("not a record")
 
 
@@ -62,7 +64,8 @@ def _shipped_startup(folder: Path, make_record) -> None:
     warm = make_record("compile, static pad 2048, sdpa (warm cache)", 9852.0, kernels="compile", kind="startup")
     cold.metrics.update(cache="cold", first_step_s=102.0, step_time_median_s=0.386)
     warm.metrics.update(cache="warm", first_step_s=8.5, step_time_median_s=0.388)
-    (folder / "call6_startup.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in (cold, warm)))
+    lines = "".join(json.dumps(r.to_dict()) + "\n" for r in (cold, warm))
+    (folder / "kernels-startup-cold-warm.jsonl").write_text(lines)
 
 
 def test_gpu_results_loader(make_record, tmp_path):
@@ -76,10 +79,10 @@ def test_gpu_results_loader(make_record, tmp_path):
         "eager, pad to longest, sdpa", "liger, pad to longest, sdpa", "compile, pad to longest, sdpa"
     ]  # fmt: skip
     assert {r.machine for r in records} == {"NVIDIA H200 @ gpu-01"}  # the failed one inherits its file's machine
-    assert records[2].environment["inferred_from"] == "the other records of call1.jsonl"
+    assert records[2].environment["inferred_from"] == "the other records of kernels-window.jsonl"
     frame = gpu_results_frame(records)
     assert frame.columns[:3].tolist() == ["machine", "source", "label"]
-    assert frame["validity"].tolist() == ["", "valid", ""] and set(frame["source"]) == {"call1.jsonl"}
+    assert frame["validity"].tolist() == ["", "valid", ""] and set(frame["source"]) == {"kernels-window.jsonl"}
     parity = parity_against_eager(records).set_index("backend")
     assert parity.loc["liger, pad to longest, sdpa", "status"] == "pass"
     assert parity.loc["liger, pad to longest, sdpa", "tolerance"] == 2e-2
@@ -130,7 +133,7 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     assert "no startup measurement" in outputs_text(cells["export-cache"])
     gpu_parity = outputs_text(cells["gpu-parity"])
     assert "5 shipped GPU record(s)" in gpu_parity and "NVIDIA H200 @ gpu-01" in gpu_parity and "pass" in gpu_parity
-    assert "call1.jsonl" in outputs_text(cells["gpu-results"])
+    assert "kernels-window.jsonl" in outputs_text(cells["gpu-results"])
     switches = outputs_text(cells["gpu-liger-switches"])
     assert "vs eager" in switches and "2.99" in switches  # 8,000 / 2,674 tok/s on the same padding
     startup = outputs_text(cells["gpu-startup"])

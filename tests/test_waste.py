@@ -226,11 +226,11 @@ def test_gpu_records_marked_invalid_never_enter_the_verdict(make_record, tmp_pat
 
     static = make_record("static sdpa", 5800.0, padding="static", attn="sdpa")
     packed = make_record("packed flex", 17000.0, padding="packed", attn="flex_attention")
-    summary = [
-        {"record_id": static.record_id, "validity": "valid", "config": static.config},
-        {"record_id": packed.record_id, "validity": "invalid for speed claims: crossed boundaries", "config": {}},
-    ]
-    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    notes = {
+        static.record_id: {"source": "padding.jsonl", "label": static.label, "validity": "valid"},
+        packed.record_id: {"source": "padding.jsonl", "validity": "invalid for speed claims: crossed boundaries"},
+    }
+    (tmp_path / "validity.json").write_text(json.dumps(notes))
     validity = gpu_validity(tmp_path)
     assert validity == {static.record_id: "valid", packed.record_id: "invalid for speed claims: crossed boundaries"}
     records = padding_records([static, packed, static])  # a record listed twice counts once

@@ -243,34 +243,12 @@ def _is_gpu_baseline(record: RunRecord) -> bool:
     return record.ok and record.kind == "step" and record.label.lower().startswith(BASELINE_LABEL)
 
 
-def load_jsonl_records(folder: str | Path | None = None) -> list[RunRecord]:
-    """Every RunRecord line of ``folder/*.jsonl`` (default: the repo's benchmarks/gpu), files in name order.
-
-    Each record's ``artifacts["source"]`` names its file; lines that are not run records are skipped.
-    """
-    import json
-
-    from .gpu_results import GPU_RESULTS_DIR
-
-    root = Path(folder) if folder is not None else GPU_RESULTS_DIR
-    records = []
-    for path in sorted(root.glob("*.jsonl")) if root.is_dir() else []:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                data = json.loads(line) if line.strip() else None
-            except json.JSONDecodeError:
-                continue
-            if isinstance(data, dict) and "config" in data:
-                record = RunRecord.from_dict(data)
-                record.artifacts = {**record.artifacts, "source": path.name}
-                records.append(record)
-    return records
-
-
 def gpu_baseline_record(folder: str | Path | None = None) -> RunRecord | None:
-    """The committed H200 baseline: the newest ok step record labelled "baseline…" (files in name order),
+    """The committed H200 baseline: the newest ok step record labelled "baseline…" (by ``created_at``),
     one with trace numbers first; the newest is the one whose trace is shipped in ``data/``."""
-    candidates = [r for r in load_jsonl_records(folder) if _is_gpu_baseline(r)]
+    from .gpu_results import load_gpu_records
+
+    candidates = sorted((r for r in load_gpu_records(folder) if _is_gpu_baseline(r)), key=lambda r: r.created_at)
     with_trace = [r for r in candidates if r.metrics.get("trace_launches_per_step") is not None]
     return (with_trace or candidates or [None])[-1]
 

@@ -1,10 +1,15 @@
 """Shipped GPU measurements (``benchmarks/gpu/``): records measured elsewhere, shown on a CPU.
 
-Record files: JSON lines (``.jsonl``) or JSON holding one record, a list of records or
-``{"records": [...]}``; each record is a RunRecord dict. A summary file of rows that name a
-``record_id`` and a ``validity`` note (``h200_summary.json``) annotates those records instead of
-adding rows. The folder may be absent (a copied notebook, a wheel install): then there is nothing
-to show, and no error.
+The one reader of that folder. Record files: JSON lines (``.jsonl``, named by experiment) or JSON
+holding one record, a list of records or ``{"records": [...]}``; each record is a RunRecord dict.
+``validity.json`` beside them says, per record id, whether each record is valid, and why not::
+
+    {"<record_id>": {"source": "padding-epoch-default.jsonl", "label": "...", "validity": "valid"}}
+
+A record without an entry carries no note (and counts as valid). Summary rows (``h200_summary.json``,
+written from the records and that file by ``benchmarks/summarize_gpu.py``) are not records and are
+skipped. The folder may be absent (a copied notebook, a wheel install): then there is nothing to
+show, and no error.
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from nbhelpers.measure.jsonl import read_lines
 from nbhelpers.measure.store import RunRecord, records_frame
 from nbhelpers.resources import GPU_RESULTS_DIR
+
+VALIDITY_FILE = "validity.json"
 
 SHOWN_COLUMNS = (
     "machine", "source", "label", "status", "validity", "kernels", "real_tokens_per_s", "step_time_median_s",
@@ -24,10 +32,9 @@ SHOWN_COLUMNS = (
 
 
 def _entries(path: Path) -> list[Any]:
-    text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    data = json.loads(text)
+        return read_lines(path, what="line", stacklevel=4)
+    data = json.loads(path.read_text(encoding="utf-8"))
     if isinstance(data, dict) and isinstance(data.get("records"), list):
         data = data["records"]
     return data if isinstance(data, list) else [data]
@@ -71,19 +78,45 @@ def _machine_keys(record: RunRecord) -> tuple[Any, Any, Any]:
     return env.get("device_name"), env.get("hostname"), env.get("device_type")
 
 
+def load_validity(folder: str | Path | None = None) -> dict[str, str]:
+    """record_id -> validity note ("valid", "invalid: why", ...) from ``folder/validity.json``; {} without one.
+
+    An unreadable file, or an entry without a ``validity`` string, is skipped with a warning.
+    """
+    path = (Path(folder) if folder is not None else GPU_RESULTS_DIR) / VALIDITY_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        warnings.warn(f"{path}: skipped, not readable JSON ({error})", stacklevel=2)
+        return {}
+    if not isinstance(data, dict):
+        warnings.warn(f"{path}: skipped, not an object of record_id -> entry", stacklevel=2)
+        return {}
+    notes: dict[str, str] = {}
+    for record_id, entry in data.items():
+        note = entry.get("validity") if isinstance(entry, dict) else None
+        if isinstance(note, str):
+            notes[str(record_id)] = note
+        else:
+            warnings.warn(f"{path}: {record_id}: skipped an entry without a validity note", stacklevel=2)
+    return notes
+
+
 def load_gpu_records(folder: str | Path | None = None) -> list[RunRecord]:
     """Every record in ``folder`` (default: the repo's benchmarks/gpu), files in name order.
 
-    ``artifacts["source"]`` names each record's file and ``metrics["validity"]`` carries a summary's
-    validity note. Unreadable files and entries that are neither records nor summary rows are skipped
-    with a warning; a missing folder gives [].
+    ``artifacts["source"]`` names each record's file and ``metrics["validity"]`` carries its note from
+    ``validity.json``. Unreadable files, torn or corrupt lines and entries that are neither records nor
+    summary rows are skipped with a warning; a missing folder gives [].
     """
     root = Path(folder) if folder is not None else GPU_RESULTS_DIR
     if not root.is_dir():
         return []
     records: list[RunRecord] = []
-    validity: dict[str, str] = {}
-    for path in sorted([*root.glob("*.json"), *root.glob("*.jsonl")]):
+    paths = [p for p in [*root.glob("*.json"), *root.glob("*.jsonl")] if p.name != VALIDITY_FILE]
+    for path in sorted(paths):
         try:
             entries = _entries(path)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -96,13 +129,12 @@ def load_gpu_records(folder: str | Path | None = None) -> list[RunRecord]:
                 record.artifacts = {**record.artifacts, "source": path.name}
                 _scratch_dataset_named(record)
                 found.append(record)
-            elif _is_summary_row(entry):
-                validity[str(entry["record_id"])] = str(entry["validity"])
-            else:
+            elif not _is_summary_row(entry):
                 warnings.warn(f"{path}: skipped an entry that is not a run record", stacklevel=2)
         _fill_machine(found, f"the other records of {path.name}")
         records.extend(found)
     _fill_machine(records, f"the other records of {root.name}/")
+    validity = load_validity(root)
     for record in records:
         if record.record_id in validity:
             record.metrics = {**record.metrics, "validity": validity[record.record_id]}

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import fcntl
-import json
 import os
 import uuid
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from nbhelpers.measure.jsonl import append_line, read_lines
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -75,9 +74,9 @@ class RunRecord:
 class RunStore:
     """Append-only JSON-lines file of RunRecords (``runs/<name>/records.jsonl``).
 
-    Each append is one ``write`` of a whole line to a file opened with O_APPEND under an exclusive
-    lock, then fsync: concurrent writers never interleave, a crash leaves at most one torn last
-    line, and reading skips such a line with a warning. Records are never rewritten.
+    Appends and reads go through ``nbhelpers.measure.jsonl``: one locked O_APPEND write of a whole line
+    and fsync, so concurrent writers never interleave, a crash leaves at most one torn last line, and
+    reading skips such a line with a warning. Records are never rewritten.
     """
 
     FILENAME = "records.jsonl"
@@ -93,41 +92,12 @@ class RunStore:
         return cls(run_dir(run_name, root) / cls.FILENAME)
 
     def append(self, record: RunRecord) -> RunRecord:
-        line = json.dumps(record.to_dict(), sort_keys=True, default=str) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if os.fstat(fd).st_size and not self._ends_with_newline(fd):
-                os.write(fd, b"\n")  # seal a torn line left by a crash so this record stays whole
-            os.write(fd, line.encode())
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        append_line(self.path, record.to_dict())
         return record
-
-    @staticmethod
-    def _ends_with_newline(fd: int) -> bool:
-        size = os.fstat(fd).st_size
-        return os.pread(fd, 1, size - 1) == b"\n"
 
     def load(self) -> list[RunRecord]:
         """Every whole record in order; a torn or corrupt line is skipped with a warning."""
-        if not self.path.exists():
-            return []
-        records = []
-        with open(self.path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(RunRecord.from_dict(json.loads(line)))
-                except (json.JSONDecodeError, TypeError) as error:
-                    warnings.warn(
-                        f"{self.path}:{number}: skipped a torn or corrupt record ({error})", stacklevel=2
-                    )
-        return records
+        return read_lines(self.path, RunRecord.from_dict, what="record", stacklevel=3)
 
     def __len__(self) -> int:
         return len(self.load())

@@ -6,7 +6,6 @@ Plots are HoloViews (bokeh backend), imported lazily; the tables they show come 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -89,23 +88,10 @@ def throughput_bars(table: Any, title: str = "real tokens per second") -> Any:
 
 
 def gpu_validity(folder: str | Path | None = None) -> dict[str, str]:
-    """record_id -> validity note ("valid", "invalid: why") from summary files whose entries carry one."""
-    from nbhelpers.analysis.gpu_results import GPU_RESULTS_DIR
+    """record_id -> validity note ("valid", "invalid: why") from the GPU folder's validity file."""
+    from nbhelpers.analysis.gpu_results import load_validity
 
-    root = Path(folder) if folder else GPU_RESULTS_DIR
-    notes: dict[str, str] = {}
-    if not root.is_dir():
-        return notes
-    for path in sorted(root.glob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
-        entries = data.get("records", [data]) if isinstance(data, dict) else data
-        for entry in entries if isinstance(entries, list) else []:
-            if isinstance(entry, dict) and entry.get("record_id") and isinstance(entry.get("validity"), str):
-                notes[str(entry["record_id"])] = entry["validity"]
-    return notes
+    return load_validity(folder or None)
 
 
 def skipped_frame(skipped: dict[str, str]) -> Any:

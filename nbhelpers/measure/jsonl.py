@@ -1,0 +1,73 @@
+"""Append-only JSON-lines files: whole lines under a lock, torn or corrupt lines skipped on reading.
+
+Used by ``RunStore`` (``runs/<name>/records.jsonl``), the sweep journal and the reader of shipped GPU
+records. Each append is one ``write`` of a whole line to a file opened with O_APPEND under an exclusive
+lock, then fsync: concurrent writers never interleave, a crash leaves at most one torn last line, and
+the next append seals that line with a newline so its own line stays whole. Reading skips a torn or
+corrupt line with a warning that names the file and the line number.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def append_line(path: str | Path, entry: Mapping[str, Any]) -> None:
+    """Append ``entry`` as one JSON line (sorted keys), creating the file and its folder if needed."""
+    path = Path(path)
+    line = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")  # seal a torn line left by a crash so this entry stays whole
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _as_is(entry: dict[str, Any]) -> Any:
+    return entry
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    entry = json.loads(raw.decode("utf-8"))
+    if not isinstance(entry, dict):
+        raise TypeError(f"not a JSON object: {type(entry).__name__}")
+    return entry
+
+
+def read_lines(
+    path: str | Path, parse: Callable[[dict[str, Any]], T] = _as_is, what: str = "line", stacklevel: int = 2
+) -> list[T]:
+    """Every whole line of ``path`` as a JSON object passed through ``parse``, in order; [] when it is absent.
+
+    A line that is not a JSON object, not UTF-8, or that ``parse`` refuses (``ValueError`` or ``TypeError``) is
+    skipped with a warning ``<path>:<line>: skipped a torn or corrupt <what> (<error>)``; blank lines are
+    skipped silently. ``stacklevel`` is ``warnings.warn``'s, seen from ``read_lines`` (2: its caller).
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    parsed: list[T] = []
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                parsed.append(parse(_json_object(raw)))
+            except (ValueError, TypeError) as error:
+                warnings.warn(f"{path}:{number}: skipped a torn or corrupt {what} ({error})", stacklevel=stacklevel)
+    return parsed
