@@ -2,14 +2,9 @@
 
 import pytest
 
-from nbhelpers.models.build import (
-    MODEL_PRESETS,
-    ModelShape,
-    build_model,
-    count_parameters,
-    meta_model,
-    preset_config,
-)
+from nbhelpers.models.families import MODEL_PRESETS, preset_config
+from nbhelpers.models.loading import build_model, count_parameters, meta_model
+from nbhelpers.models.shape import ModelShape
 
 # Qwen's model cards: total and non-embedding parameters, in billions, as printed (rounded).
 PUBLISHED = {
