@@ -144,12 +144,13 @@ def test_liger_patches_every_model_type_of_a_family_that_lists_it(family):
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_PRESETS))
-def test_presets_build_on_meta_and_their_family_shape_counts_them(name):
-    family = family_of_preset(name)
+def test_formula_equals_instantiated_model(name):
+    """Every preset builds on the meta device, and its family's shape arithmetic counts its parameters."""
+    shape = family_of_preset(name).shape(preset_config(name))
     model = meta_model(name)
     assert next(model.parameters()).device.type == "meta"
-    assert count_parameters(model) == family.shape(preset_config(name)).total_parameters
-    assert model_shape(model.config) == family.shape(model.config)
+    assert count_parameters(model) == shape.total_parameters
+    assert model_shape(model.config) == shape
 
 
 def test_model_type_lookup_reads_a_folder_config_without_network(tmp_path):
