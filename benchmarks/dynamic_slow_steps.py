@@ -81,7 +81,7 @@ def main() -> None:
     from nbhelpers.data.tokenizer import load_tokenizer
     from nbhelpers.measure.config import RunConfig
     from nbhelpers.measure.step import make_step, prepare_batches
-    from nbhelpers.models.build import build_model, model_source
+    from nbhelpers.models.loading import build_model, model_source
 
     if args.no_cudnn_sdpa:
         torch.backends.cuda.enable_cudnn_sdp(False)

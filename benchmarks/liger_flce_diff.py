@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nbhelpers.models.build import preset_config
+from nbhelpers.models.families import preset_config
 from nbhelpers.profiling.diff import diff_categories, diff_traces
 from nbhelpers.profiling.parse import load_trace
 

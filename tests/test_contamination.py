@@ -70,7 +70,7 @@ def test_proof_summary_rows(checks):
 def test_eager_attention_and_bad_arguments():
     from nbhelpers.data.loading import load_examples
     from nbhelpers.data.tokenizer import load_tokenizer
-    from nbhelpers.models.build import build_model
+    from nbhelpers.models.loading import build_model
 
     tokenizer = load_tokenizer()
     examples = load_examples("default", tokenizer, 3, 64)

@@ -35,7 +35,7 @@ PROBE = r"""
 import json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 from nbhelpers.kernels.backends import apply_backend, patch_report
-from nbhelpers.models.build import build_model
+from nbhelpers.models.loading import build_model
 patch_report(build_model("qwen3-tiny"))  # pay the lazy imports once, before forking
 import torch._dynamo  # noqa: F401
 results = {}
@@ -89,7 +89,7 @@ def test_runner_keeps_the_parent_process_unpatched(runs_root):
     import transformers.models.qwen3.modeling_qwen3 as modeling
 
     from nbhelpers.kernels.backends import patch_report
-    from nbhelpers.models.build import build_model
+    from nbhelpers.models.loading import build_model
 
     original_rope, original_norm = modeling.apply_rotary_pos_emb, modeling.Qwen3RMSNorm
     original_mlp, original_ce = modeling.Qwen3MLP, torch.nn.functional.cross_entropy

@@ -5,7 +5,7 @@ import torch
 
 from nbhelpers.data.collate import count_tokens, sequence_lengths
 from nbhelpers.measure.metrics import attention_flops, mfu, model_flops, step_time_stats
-from nbhelpers.models.build import ModelShape
+from nbhelpers.models.shape import ModelShape
 
 SHAPE = ModelShape(
     vocab_size=100,

@@ -96,7 +96,7 @@ def test_packed_model_matches_padded_sdpa(monkeypatch):
     from nbhelpers.data.collate import collate
     from nbhelpers.data.loading import load_examples
     from nbhelpers.data.tokenizer import load_tokenizer
-    from nbhelpers.models.build import build_model
+    from nbhelpers.models.loading import build_model
 
     calls = []
 

@@ -32,6 +32,7 @@ from nbhelpers.analysis.records import (
 from nbhelpers.formatting import fmt_gib, fmt_rate, fmt_speedup
 from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION
 from nbhelpers.measure.store import RunRecord
+from nbhelpers.models.families import hub_id
 
 ALL_LIGER_SWITCHES = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
 OUTPUT_DIR = "outputs"
@@ -54,14 +55,6 @@ def _sampling_kwargs(bucketed: bool) -> dict[str, Any]:
     if "group_by_length" in _training_argument_names():
         return {"group_by_length": True}
     return {"train_sampling_strategy": "group_by_length"}
-
-
-def _hub_id(model: str) -> str:
-    try:
-        from nbhelpers.models.build import HUB_IDS
-    except Exception:
-        return model
-    return HUB_IDS.get(model, model)
 
 
 def _resolved_dtype(config: dict[str, Any], device_type: str) -> str:
@@ -262,7 +255,7 @@ class Recommendation:
 
     def model_code(self) -> str:
         model = str(self.config.get("model", "your-model"))
-        hub = _hub_id(model)
+        hub = hub_id(model)
         note = "the measured model" if hub == model else f"the measured preset {model!r} has this shape"
         args = ", ".join(f"{k}={_literal(v)}" for k, v in self.from_pretrained_kwargs().items())
         seq2seq = "DataCollatorForSeq2Seq(tokenizer, "
@@ -337,7 +330,7 @@ class Recommendation:
             "training_arguments": self.training_arguments_kwargs(),
             "sft_config": self.sft_config_kwargs(),
             "from_pretrained": {
-                "pretrained_model_name_or_path": _hub_id(str(self.config.get("model", ""))),
+                "pretrained_model_name_or_path": hub_id(str(self.config.get("model", ""))),
                 **self.from_pretrained_kwargs(),
             },
         }

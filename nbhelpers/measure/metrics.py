@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from nbhelpers.models.build import ModelShape
+from nbhelpers.models.shape import ModelShape
 
 
 def step_time_stats(times_s: Sequence[float]) -> dict[str, float]:

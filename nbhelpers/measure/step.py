@@ -18,7 +18,8 @@ from nbhelpers.data.collate import collate, count_tokens, plan_batches, sequence
 from nbhelpers.data.loading import load_examples
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
-from nbhelpers.models.build import ModelShape, build_model, count_parameters, model_source
+from nbhelpers.models.families import model_shape, unsupported
+from nbhelpers.models.loading import build_model, count_parameters, model_source
 
 from .config import RunConfig
 from .env import environment, peak_flops, resolve_device
@@ -136,7 +137,9 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     weights_dtype = torch.bfloat16 if dtype == "bf16" else None
     model = build_model(config.model, config.attn_implementation, config.seed, weights_dtype, device)
     model.train()
-    shape = ModelShape.from_config(model.config)
+    if refusal := unsupported(model.config.model_type, kernels=config.kernels):
+        raise ValueError(f"model={config.model!r}: {refusal}")
+    shape = model_shape(model.config)
     report = apply_backend(model, config.kernels, config.liger_kernels, device)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.learning_rate, fused=device == "cuda", foreach=device != "cuda"

@@ -1,0 +1,153 @@
+"""The table of model families: presets, how they build, and what each family supports.
+
+Adding a family is one entry in ``FAMILIES`` plus its own module (presets, hub ids, a config builder and,
+where its parameter and FLOP arithmetic differs from a dense decoder's, a shape function). Everything
+else (loading, tokenizer choice, FLOP counting, the hub ids that recommendations export) reads this table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import qwen3
+from .shape import ModelShape
+
+# How a packed row keeps its sequences apart; a family lists the ones its attention layers honour.
+PACKING_MODES = {
+    "position_ids": "padding-free packed rows; position_ids restart at 0 at every sequence",
+}
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """One model family: its presets and hub ids, how a preset becomes a config, and what it supports.
+
+    Attention implementations and kernel backends are spelled as ``RunConfig`` accepts them
+    (``attn_implementation``, ``kernels``); packing modes are keys of ``PACKING_MODES``.
+    """
+
+    name: str
+    description: str
+    presets: Mapping[str, Mapping[str, Any]]  # preset name -> transformers config values (random weights)
+    hub_ids: Mapping[str, str]  # preset name -> hub id of the released model of that shape
+    config_class: str  # the transformers config class of its checkpoints
+    model_types: tuple[str, ...]  # config.json "model_type" values it covers
+    build_config: Callable[..., Any]  # (preset name, **overrides) -> a config_class instance
+    shape: Callable[[Any], ModelShape]  # transformers config -> parameter and FLOP arithmetic
+    tokenizer: str  # the embedded tokenizer of its presets (a key of data.tokenizer.EMBEDDED_TOKENIZERS)
+    attention_implementations: tuple[str, ...]
+    kernel_backends: tuple[str, ...]
+    packing: tuple[str, ...]
+
+    def refusal(self, attn_implementation: str = "", kernels: str = "", packing: str = "") -> str:
+        """Why this family cannot run these settings, or '' when it can (empty arguments are not checked)."""
+        for parameter, value, allowed in (
+            ("attn_implementation", attn_implementation, self.attention_implementations),
+            ("kernels", kernels, self.kernel_backends),
+            ("packing", packing, self.packing),
+        ):
+            if value and value not in allowed:
+                supported = ", ".join(repr(a) for a in allowed) or "none"
+                return f"{parameter}={value!r} is not supported by the {self.name} family (supported: {supported})"
+        return ""
+
+
+FAMILIES: dict[str, ModelFamily] = {
+    family.name: family
+    for family in (
+        ModelFamily(
+            name="qwen3",
+            description="Qwen3 dense decoders: the 0.6B-8B shapes and a tiny one for CPUs",
+            presets=qwen3.PRESETS,
+            hub_ids=qwen3.HUB_IDS,
+            config_class="Qwen3Config",
+            model_types=(qwen3.MODEL_TYPE,),
+            build_config=qwen3.build_config,
+            shape=ModelShape.from_config,
+            tokenizer="qwen3",
+            attention_implementations=("eager", "sdpa", "flex_attention", "flash_attention_2", "torch_varlen"),
+            kernel_backends=("eager", "liger", "compile", "liger+compile"),
+            packing=("position_ids",),
+        ),
+    )
+}
+
+
+def _index(keys: Callable[[ModelFamily], Iterable[str]], what: str) -> dict[str, ModelFamily]:
+    """Key -> family over the whole table; a key claimed by two families is an error at import."""
+    index: dict[str, ModelFamily] = {}
+    for family in FAMILIES.values():
+        for key in keys(family):
+            if key in index:
+                raise ValueError(f"{what} {key!r} belongs to both {index[key].name!r} and {family.name!r}")
+            index[key] = family
+    return index
+
+
+_BY_PRESET = _index(lambda family: family.presets, "preset")
+_BY_MODEL_TYPE = _index(lambda family: family.model_types, "model_type")
+_BY_HUB_ID = _index(lambda family: family.hub_ids.values(), "hub id")
+# Every preset of every family: name -> config values.
+MODEL_PRESETS: dict[str, Mapping[str, Any]] = {name: _BY_PRESET[name].presets[name] for name in _BY_PRESET}
+
+
+def is_preset(name: str) -> bool:
+    return name in _BY_PRESET
+
+
+def family_of_preset(name: str) -> ModelFamily:
+    """The family a preset belongs to; an unknown name is a clear error listing the presets."""
+    if name not in _BY_PRESET:
+        raise ValueError(f"model={name!r} is not a preset: presets are {', '.join(MODEL_PRESETS)}")
+    return _BY_PRESET[name]
+
+
+def family_of_model_type(model_type: str) -> ModelFamily | None:
+    """The family covering a config's ``model_type``, or None when no family does."""
+    return _BY_MODEL_TYPE.get(model_type)
+
+
+def model_type_of(folder: str | Path) -> str | None:
+    """The ``model_type`` in a checkpoint folder's config.json, or None without one."""
+    config = Path(folder).expanduser() / "config.json"
+    if not config.is_file():
+        return None
+    model_type = json.loads(config.read_text()).get("model_type")
+    return model_type if isinstance(model_type, str) else None
+
+
+def family_of_model(name_or_path: str) -> ModelFamily | None:
+    """The family of a preset name, a preset's hub id, or a folder by its config.json; else None (no network)."""
+    if name_or_path in _BY_PRESET:
+        return _BY_PRESET[name_or_path]
+    if name_or_path in _BY_HUB_ID:
+        return _BY_HUB_ID[name_or_path]
+    model_type = model_type_of(name_or_path)
+    return family_of_model_type(model_type) if model_type else None
+
+
+def preset_config(name: str, **overrides: Any) -> Any:
+    """The transformers config of a preset, built by its family (``overrides`` win)."""
+    return family_of_preset(name).build_config(name, **overrides)
+
+
+def hub_id(model: str) -> str:
+    """The hub id of the released model a preset has the shape of; any other name unchanged."""
+    family = _BY_PRESET.get(model)
+    return family.hub_ids.get(model, model) if family else model
+
+
+def unsupported(model_type: str, attn_implementation: str = "", kernels: str = "", packing: str = "") -> str:
+    """Why the family of ``model_type`` cannot run these settings; '' when it can or no family covers it."""
+    family = family_of_model_type(model_type)
+    return family.refusal(attn_implementation, kernels, packing) if family else ""
+
+
+def model_shape(config: Any) -> ModelShape:
+    """Parameter and FLOP arithmetic of a config, by its family (a dense decoder's when no family covers it)."""
+    family = family_of_model_type(getattr(config, "model_type", ""))
+    return family.shape(config) if family else ModelShape.from_config(config)

@@ -1,0 +1,98 @@
+"""Loading models: random weights for a preset, ``from_pretrained`` for a hub id or a folder; parameter counts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .families import MODEL_PRESETS, is_preset, preset_config, unsupported
+
+
+def model_source(name_or_path: str) -> str:
+    """A preset name, an existing folder with a config.json, or a hub id; anything else is a clear error."""
+    if is_preset(name_or_path):
+        return name_or_path
+    path = Path(name_or_path).expanduser()
+    if not path.exists() and name_or_path.startswith(("/", ".", "~")):
+        raise FileNotFoundError(
+            f"model={name_or_path!r}: no such folder, and not a preset ({', '.join(MODEL_PRESETS)}) or hub id"
+        )
+    if path.exists() and not (path / "config.json").exists():
+        raise ValueError(f"model={name_or_path!r}: the folder exists but holds no config.json")
+    return str(path) if path.exists() else name_or_path
+
+
+def build_model(
+    name_or_path: str, attn_implementation: str = "sdpa", seed: int = 0, dtype: Any = None, device: str = "cpu"
+) -> Any:
+    """A causal LM: random weights for a preset, else ``from_pretrained`` on a hub id or a folder.
+
+    A local folder must hold a ``config.json``; anything else is taken as a hub id, which needs
+    network access (or a filled hub cache) at run time. A model of a known family must support
+    ``attn_implementation`` (see ``families.FAMILIES``).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION
+    from nbhelpers.kernels.varlen_attention import register as register_varlen_attention
+
+    if attn_implementation == VARLEN_ATTENTION:
+        register_varlen_attention()
+    torch.manual_seed(seed)
+    if is_preset(name_or_path):
+        config = preset_config(name_or_path)
+        _refuse(name_or_path, unsupported(config.model_type, attn_implementation))
+        config._attn_implementation = attn_implementation
+        with torch.device(device):  # initialise where it will run: seconds, not minutes, for 1.7B on a GPU
+            model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
+        model = model.to(dtype) if dtype is not None else model
+    else:
+        source = model_source(name_or_path)
+        kwargs: dict[str, Any] = {"attn_implementation": attn_implementation}
+        if dtype is not None:
+            kwargs["dtype"] = dtype
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs).to(device)
+        _refuse(name_or_path, unsupported(model.config.model_type, attn_implementation))
+    disable_kv_cache(model)
+    return model
+
+
+def _refuse(model: str, refusal: str) -> None:
+    """A model whose family cannot run the requested settings is an error that names the model."""
+    if refusal:
+        raise ValueError(f"model={model!r}: {refusal}")
+
+
+def disable_kv_cache(model: Any) -> None:
+    """Training needs no KV cache, and with one, packed rows attend across sequence boundaries.
+
+    Seen with transformers 5.24 on a CPU (a packed row's logits differed from the padded batch's by up
+    to 0.9) and consistent with the H200 parity failure of packed rows under 5.17: a forward pass with
+    ``use_cache=True`` (the config default) builds a cache, and the packed-sequence detection from
+    ``position_ids`` is skipped when a cache exists, so a flattened row is attended as one long
+    causal sequence.
+    """
+    model.config.use_cache = False
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.use_cache = False
+
+
+def meta_model(name: str) -> Any:
+    """A preset built on the meta device: shapes and parameter counts without memory."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(preset_config(name))
+
+
+def count_parameters(model: Any) -> int:
+    """Stored parameters of a model (shared tensors counted once)."""
+    seen: set[int] = set()
+    total = 0
+    for parameter in model.parameters():
+        if id(parameter) not in seen:
+            seen.add(id(parameter))
+            total += parameter.numel()
+    return total
