@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from nbhelpers.data.strategies import STRATEGIES
+
 FOLDER = Path(__file__).resolve().parent / "gpu"
 KEYS = (
     "real_tokens_per_s", "real_tokens_per_s_median_step", "step_time_median_s", "step_time_iqr_s",
@@ -55,9 +57,10 @@ def validity(call: str, record: dict) -> str:
     if config["label"].startswith("parity reference"):
         return "invalid as a speed: a parity reference (first step only, no warm-up); its loss and gradient norm count"
     ok, epoch = record["status"] == "ok", config.get("timing", "steps") == "epoch"
-    if config["padding"] in ("packed", "token_budget") and ok and call in LEAKING_PACKED_CALLS:
+    strategy = STRATEGIES[config["padding"]]
+    if strategy.packed and ok and call in LEAKING_PACKED_CALLS:
         return "invalid for speed claims: attention crossed sequence boundaries (KV-cache defect, fixed)"
-    if config["padding"] == "bucketed" and ok and not epoch:
+    if strategy.length_grouped and ok and not epoch:
         return "not comparable: its timed steps held other samples than the other strategies' (length-grouped plan)"
     if not epoch and config["steps"] != 5 and ok:
         return "valid, but timed a different window (8 steps) than the 5-step runs: compare with care"

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from nbhelpers.analysis import baseline
-from nbhelpers.measure.config import ConfigError
 from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.profiling import load_trace
+from nbhelpers.validation import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_DIR = ROOT / "benchmarks" / "gpu"

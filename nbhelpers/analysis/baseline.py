@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbhelpers.measure.config import ConfigError, RunConfig
+from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.resources import DATA_DIR
+from nbhelpers.validation import ConfigError
 from nbhelpers.views.report import MISSING, _missing
 
 NOTEBOOK = "01_baseline_profile.ipynb"

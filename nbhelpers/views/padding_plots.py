@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nbhelpers.data.collate import PACKED_STRATEGIES as PACKED
+from nbhelpers.data.strategies import BASELINE_STRATEGY, PACKED_STRATEGIES, STRATEGIES
 from nbhelpers.measure.store import RunRecord
 
 REAL_COLOR = "#3b7dd8"
@@ -211,7 +211,7 @@ def _attention_ms(record: RunRecord) -> float | None:
 
 
 def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None = None) -> Any:
-    """Per machine, run, workload, attention and kernels: real tok/s padded (static, dynamic) vs packed.
+    """Per machine, run, workload, attention and kernels: real tok/s of every strategy, padded vs packed.
 
     Rows of one workload only (same samples, batch shape and timing window: ``report.workload_of``). Where a
     row has no static record of its own attention, its static column is the workload's eager static
@@ -236,13 +236,13 @@ def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None =
              "kernels": kernels},
         )  # fmt: skip
         padding = record.config["padding"]
-        if padding in ("static", "dynamic", "packed", "token_budget") and f"{padding} tok/s" not in row:
+        if padding in STRATEGIES and f"{padding} tok/s" not in row:
             row[f"{padding} tok/s"] = _metric(record, "real_tokens_per_s")
-            if padding == "static":
+            if padding == BASELINE_STRATEGY:
                 row["static from"] = record.label
-            if padding == "packed":
-                row["packed attention ms/step"] = _attention_ms(record)
-        if padding == "static" and kernels == "eager":
+            if padding in PACKED_STRATEGIES:
+                row[f"{padding} attention ms/step"] = _attention_ms(record)
+        if padding == BASELINE_STRATEGY and kernels == "eager":
             kept = reference.get(workload)
             if kept is None or (attention == "sdpa" and kept.config["attn_implementation"] != "sdpa"):
                 reference[workload] = record
@@ -251,8 +251,10 @@ def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None =
         if "static tok/s" not in row and base is not None:
             row["static tok/s"] = _metric(base, "real_tokens_per_s")
             row["static from"] = base.label
-    columns = ["machine", "run", "workload", "attention", "kernels", "static tok/s", "static from", "dynamic tok/s",
-               "packed tok/s", "token_budget tok/s", "packed attention ms/step"]  # fmt: skip
+    speeds = [f"{name} tok/s" for name in STRATEGIES]
+    speeds.insert(speeds.index(f"{BASELINE_STRATEGY} tok/s") + 1, "static from")
+    attention_ms = [f"{name} attention ms/step" for name in PACKED_STRATEGIES]
+    columns = ["machine", "run", "workload", "attention", "kernels", *speeds, *attention_ms]
     frame = pd.DataFrame(list(rows.values()), columns=columns)
     frame["packed / static"] = frame["packed tok/s"] / frame["static tok/s"]
     frame["packed / dynamic"] = frame["packed tok/s"] / frame["dynamic tok/s"]
@@ -301,7 +303,7 @@ def skip_verdict(gain: Any, records: Sequence[RunRecord] = (), validity: dict[st
         lines.append("**No valid packed-vs-static pair was measured on a GPU: no verdict on block skipping yet.**")
         left_out = [
             r for r in padding_records(records)
-            if r.config.get("padding") in PACKED and (not r.ok or not is_valid(r, validity))
+            if r.config.get("padding") in PACKED_STRATEGIES and (not r.ok or not is_valid(r, validity))
         ]  # fmt: skip
         for record in left_out:
             why = (validity or {}).get(record.record_id) or record.reason or "failed"
