@@ -134,7 +134,7 @@ class RunConfig:
     @property
     def effective_token_budget(self) -> int:
         """Tokens per step for token-budget batching."""
-        return self.token_budget or self.batch_size * self.max_length
+        return self.padding_settings.effective_token_budget
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with some fields changed (validated again)."""
