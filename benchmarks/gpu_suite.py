@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from nbhelpers.analysis.parity import check_against_first
+from nbhelpers.data.strategies import PADDING_STRATEGIES
 from nbhelpers.data.synthetic import make, write_jsonl
 from nbhelpers.kernels.cache import cold_vs_warm
 from nbhelpers.measure.config import RunConfig
@@ -32,7 +33,6 @@ BASE = dict(
     run_name="h200", model=MODEL, batch_size=8, max_length=2048, num_samples=96, steps=5, warmup=2,
     attn_implementation="sdpa", kernels="eager", padding="static", timeout_s=300,
 )  # fmt: skip
-STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budget")
 COLD_WARM_GROUPS = ("startup-cold-warm",)
 PARITY_GROUPS = (
     "epoch-default", "epoch-longtail", "epoch-flex-padded", "epoch-flex-rest", "epoch-varlen", "epoch-varlen-longtail",
@@ -54,7 +54,7 @@ def epoch_group(base: RunConfig, prefix: str, with_extras: bool) -> list[RunConf
     configs = [
         epoch.replace(label=f"{prefix}eager, {s}, sdpa", padding=s, profile=s in ("static", "packed"),
                       token_budget=16384 if s == "token_budget" else 0)
-        for s in STRATEGIES
+        for s in PADDING_STRATEGIES
     ] + [flex.replace(label=f"{prefix}eager, packed, flex_attention", padding="packed", profile=True)]  # fmt: skip
     if with_extras:
         configs += [
@@ -178,7 +178,7 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
                 profile=s in ("dynamic", "packed"),
                 token_budget=16384 if s == "token_budget" else 0,
             )
-            for s in STRATEGIES
+            for s in PADDING_STRATEGIES
         ]
         + [base.replace(label="eager, static, eager attention", attn_implementation="eager")],  # fmt: skip
         "padding-flex": [
@@ -188,7 +188,7 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
                 attn_implementation="flex_attention",
                 token_budget=16384 if s == "token_budget" else 0,
             )
-            for s in STRATEGIES
+            for s in PADDING_STRATEGIES
         ]
         + [
             base.replace(

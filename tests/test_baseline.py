@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from nbhelpers.analysis import baseline
-from nbhelpers.measure.config import ConfigError
 from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.validation import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_DIR = ROOT / "benchmarks" / "gpu"

@@ -3,10 +3,11 @@
 import pytest
 
 from nbhelpers.analysis.records import speedup, workload_of
-from nbhelpers.data.collate import plan_batches
-from nbhelpers.measure.config import ConfigError, RunConfig
+from nbhelpers.data.strategies import PaddingSettings, plan_batches
+from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_config
 from nbhelpers.measure.step import step_schedule
+from nbhelpers.validation import ConfigError
 
 
 def test_steps_schedule_is_warmup_then_timed_steps():
@@ -53,5 +54,5 @@ def test_epoch_and_steps_records_are_different_workloads(make_record):
 def test_plan_for_epoch_covers_each_sample_once():
     lengths = [5, 60, 33, 12, 64, 7, 40, 20, 9, 50]
     for strategy in ("static", "bucketed", "packed", "token_budget"):
-        plan = plan_batches(lengths, strategy, 4, 64, 2, 128, 0)
+        plan = plan_batches(lengths, PaddingSettings(strategy, 4, 64, num_buckets=2, token_budget=128, seed=0))
         assert sorted(i for batch in plan for i in batch) == list(range(len(lengths)))

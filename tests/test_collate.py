@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from nbhelpers.data.collate import count_tokens, padded_length, plan_batches, sequence_lengths
+from nbhelpers.data.collate import count_tokens, sequence_lengths
 from nbhelpers.data.samplers import (
     StrategyBatchSampler,
     StrategyCollator,
@@ -11,7 +11,9 @@ from nbhelpers.data.samplers import (
     strategy_configs,
     strategy_dataloader,
 )
-from nbhelpers.measure.config import PADDING_STRATEGIES, ConfigError, RunConfig
+from nbhelpers.data.strategies import PADDING_STRATEGIES, PaddingSettings, plan_batches, row_width
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.validation import ConfigError
 
 PAD = 0
 # Three sequences of 3, 5 and 2 tokens; the prompt (label -100) is the first token of each.
@@ -91,7 +93,8 @@ LENGTHS = [5, 40, 7, 33, 12, 90, 3, 64, 18, 27, 51, 8, 200, 9]
 @pytest.mark.parametrize("strategy", PADDING_STRATEGIES)
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_sampler_covers_every_index_exactly_once(strategy, shuffle):
-    sampler = StrategyBatchSampler(LENGTHS, strategy, batch_size=3, max_length=64, num_buckets=3, shuffle=shuffle)
+    settings = PaddingSettings(strategy, batch_size=3, max_length=64, num_buckets=3)
+    sampler = StrategyBatchSampler(LENGTHS, settings, shuffle=shuffle)
     for epoch in (0, 1):
         sampler.set_epoch(epoch)
         batches = list(sampler)
@@ -101,38 +104,40 @@ def test_sampler_covers_every_index_exactly_once(strategy, shuffle):
 
 def test_sampler_epoch_zero_is_the_measured_plan():
     for strategy in PADDING_STRATEGIES:
-        sampler = StrategyBatchSampler(LENGTHS, strategy, 3, 64, num_buckets=3, token_budget=100, seed=5)
-        assert list(sampler) == plan_batches(LENGTHS, strategy, 3, 64, 3, 100, 5)
-    assert list(StrategyBatchSampler(LENGTHS, "dynamic", 5, 64)) == [
+        settings = PaddingSettings(strategy, 3, 64, num_buckets=3, token_budget=100, seed=5)
+        assert list(StrategyBatchSampler(LENGTHS, settings)) == plan_batches(LENGTHS, settings)
+    assert list(StrategyBatchSampler(LENGTHS, PaddingSettings("dynamic", 5, 64))) == [
         [0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13]
     ]  # fmt: skip
 
 
 def test_bucketed_and_token_budget_batches():
-    buckets = list(StrategyBatchSampler(LENGTHS, "bucketed", 2, 64, num_buckets=2))
+    buckets = list(StrategyBatchSampler(LENGTHS, PaddingSettings("bucketed", 2, 64, num_buckets=2)))
     short = {i for i, n in enumerate(LENGTHS) if n <= 18}  # the 7 shortest (clipped) lengths
     assert all(set(b) <= short or not set(b) & short for b in buckets)
-    budget = list(StrategyBatchSampler(LENGTHS, "token_budget", 1, 64, token_budget=100))
+    budget = list(StrategyBatchSampler(LENGTHS, PaddingSettings("token_budget", 1, 64, token_budget=100)))
     assert budget == [[0, 1, 2, 3, 4], [5, 6], [7, 8], [9, 10, 11], [12, 13]]
     assert all(sum(min(LENGTHS[i], 64) for i in b) <= 100 for b in budget)
 
 
 def test_shuffled_epochs_differ_and_repeat_with_the_seed():
-    a = StrategyBatchSampler(LENGTHS, "dynamic", 4, 64, shuffle=True, seed=1)
+    a = StrategyBatchSampler(LENGTHS, PaddingSettings("dynamic", 4, 64, seed=1), shuffle=True)
     first = list(a)
     a.set_epoch(1)
     assert list(a) != first
     a.set_epoch(0)
-    assert list(a) == first == list(StrategyBatchSampler(LENGTHS, "dynamic", 4, 64, shuffle=True, seed=1))
+    again = StrategyBatchSampler(LENGTHS, PaddingSettings("dynamic", 4, 64, seed=1), shuffle=True)
+    assert list(a) == first == list(again)
 
 
 def test_dataloader_with_batch_sampler_and_collator():
     examples = [{"input_ids": list(range(1, n + 1)), "labels": list(range(1, n + 1))} for n in LENGTHS]
-    loader = strategy_dataloader(examples, "bucketed", pad_token_id=0, batch_size=4, max_length=64, num_buckets=2)
+    settings = PaddingSettings("bucketed", batch_size=4, max_length=64, num_buckets=2)
+    loader = strategy_dataloader(examples, settings, pad_token_id=0)
     batches = list(loader)
     assert len(batches) == 4
     assert sum(count_tokens(b).real for b in batches) == sum(min(n, 64) for n in LENGTHS) == 405
-    packed = list(strategy_dataloader(examples, "token_budget", 0, 4, 64, token_budget=128))
+    packed = list(strategy_dataloader(examples, PaddingSettings("token_budget", 4, 64, token_budget=128), 0))
     assert [b["input_ids"].shape[0] for b in packed] == [1] * len(packed)
     assert max(b["input_ids"].shape[1] for b in packed) <= 128
     assert sum(count_tokens(b).positions for b in packed) == 405
@@ -154,14 +159,20 @@ def test_parse_names_and_configs_grid():
 @pytest.mark.parametrize(
     ("call", "parameter"),
     [
-        (lambda: plan_batches([3, 5], "dynamic", batch_size=0, max_length=8), "batch_size"),
-        (lambda: plan_batches([3, 5], "dynamic", batch_size=2, max_length=0), "max_length"),
-        (lambda: plan_batches([3, 5], "bucketed", batch_size=2, max_length=8, num_buckets=0), "num_buckets"),
-        (lambda: padded_length([3, 5], "multiple", max_length=8, pad_to_multiple_of=0), "pad_to_multiple_of"),
+        (lambda: plan_batches([3, 5], PaddingSettings("dynamic", batch_size=0, max_length=8)), "batch_size"),
+        (lambda: plan_batches([3, 5], PaddingSettings("dynamic", batch_size=2, max_length=0)), "max_length"),
+        (
+            lambda: plan_batches([3, 5], PaddingSettings("bucketed", batch_size=2, max_length=8, num_buckets=0)),
+            "num_buckets",
+        ),
+        (
+            lambda: row_width([3, 5], PaddingSettings("multiple", max_length=8, pad_to_multiple_of=0)),
+            "pad_to_multiple_of",
+        ),
     ],
 )
 def test_arithmetic_rejects_bad_values_by_name(call, parameter):
-    from nbhelpers.measure.config import ConfigError
+    from nbhelpers.validation import ConfigError
 
     with pytest.raises(ConfigError, match=f"^{parameter}=0 is not allowed"):
         call()

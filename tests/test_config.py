@@ -2,7 +2,8 @@
 
 import pytest
 
-from nbhelpers.measure.config import ConfigError, RunConfig
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.validation import ConfigError
 
 BAD_VALUES = [
     ("run_name", "bad name/with slash"),

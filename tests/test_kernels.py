@@ -24,8 +24,9 @@ from nbhelpers.kernels.backends import (
     patch_reports_frame,
     requested_kernels,
 )
-from nbhelpers.measure.config import ConfigError, RunConfig
+from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_config
+from nbhelpers.validation import ConfigError
 
 TRACES = Path(__file__).parent / "fixtures" / "traces"
 SWITCHES = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")

@@ -65,6 +65,7 @@ def test_training_models_have_no_kv_cache_so_packed_rows_match_padded():
 
     from nbhelpers.data.collate import collate
     from nbhelpers.data.loading import load_examples
+    from nbhelpers.data.strategies import PaddingSettings
     from nbhelpers.data.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer()
@@ -73,7 +74,7 @@ def test_training_models_have_no_kv_cache_so_packed_rows_match_padded():
     for strategy in ("dynamic", "packed"):
         model = build_model("qwen3-tiny", "sdpa", seed=0)
         assert model.config.use_cache is False
-        out = model(**collate(examples, strategy, 64, tokenizer.pad_token_id))
+        out = model(**collate(examples, PaddingSettings(strategy, max_length=64), tokenizer.pad_token_id))
         out.loss.backward()
         results[strategy] = (out.loss.item(), torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9).item())
     assert results["packed"] == pytest.approx(results["dynamic"], rel=1e-5)

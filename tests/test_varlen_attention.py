@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from nbhelpers.data.samplers import attention_status, strategy_configs
 from nbhelpers.kernels import varlen_attention
 from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION, sequence_boundaries, varlen_attention_forward
-from nbhelpers.measure.config import ConfigError, RunConfig
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.validation import ConfigError
 
 
 def reference_varlen_new(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1),
@@ -95,6 +96,7 @@ def test_packed_model_matches_padded_sdpa(monkeypatch):
     """A Qwen3 model with attn_implementation='torch_varlen' on a packed row equals SDPA on the padded batch."""
     from nbhelpers.data.collate import collate
     from nbhelpers.data.loading import load_examples
+    from nbhelpers.data.strategies import PaddingSettings
     from nbhelpers.data.tokenizer import load_tokenizer
     from nbhelpers.models.loading import build_model
 
@@ -112,8 +114,8 @@ def test_packed_model_matches_padded_sdpa(monkeypatch):
     packed_model = build_model("qwen3-tiny", VARLEN_ATTENTION, seed=0)
     assert packed_model.config._attn_implementation == VARLEN_ATTENTION
     with torch.autocast("cpu", dtype=torch.bfloat16):  # fp32 weights, bf16 attention: as measured on the GPU
-        padded = padded_model(**collate(examples, "dynamic", 64, tokenizer.pad_token_id))
-        packed = packed_model(**collate(examples, "packed", 64, tokenizer.pad_token_id))
+        padded = padded_model(**collate(examples, PaddingSettings("dynamic", max_length=64), tokenizer.pad_token_id))
+        packed = packed_model(**collate(examples, PaddingSettings("packed", max_length=64), tokenizer.pad_token_id))
     assert packed.loss.item() == pytest.approx(padded.loss.item(), rel=2e-3)
     lengths = [len(e["input_ids"]) for e in examples]
     assert len(calls) == packed_model.config.num_hidden_layers

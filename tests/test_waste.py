@@ -2,9 +2,10 @@
 
 import pytest
 
-from nbhelpers.data.collate import collate, count_tokens, plan_batches
+from nbhelpers.data.collate import collate, count_tokens
+from nbhelpers.data.strategies import PADDING_STRATEGIES, PaddingSettings, plan_batches
 from nbhelpers.data.waste import compare_strategies, length_stats, waste_summary, waste_table
-from nbhelpers.measure.config import PADDING_STRATEGIES, RunConfig
+from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.views.widgets import find_widget, padding_text, waste_explorer
 
@@ -12,34 +13,35 @@ LENGTHS = [3, 5, 2, 8, 1]
 
 
 def test_waste_table_by_hand():
-    static = waste_table(LENGTHS, "static", batch_size=2, max_length=6)
+    static = waste_table(LENGTHS, PaddingSettings("static", batch_size=2, max_length=6))
     assert static[["sequences", "real", "positions", "padding", "width"]].values.tolist() == [
         [2, 8, 12, 4, 6], [2, 8, 12, 4, 6], [1, 1, 6, 5, 6]
     ]  # fmt: skip
-    dynamic = waste_table(LENGTHS, "dynamic", 2, 6)
+    dynamic = waste_table(LENGTHS, PaddingSettings("dynamic", 2, 6))
     assert dynamic["width"].tolist() == [5, 6, 1] and dynamic["positions"].tolist() == [10, 12, 1]
-    multiple = waste_table(LENGTHS, "multiple", 2, 6, pad_to_multiple_of=4)
+    multiple = waste_table(LENGTHS, PaddingSettings("multiple", 2, 6, pad_to_multiple_of=4))
     assert multiple["width"].tolist() == [6, 6, 4] and multiple["positions"].sum() == 28
-    packed = waste_table(LENGTHS, "packed", 2, 6)
+    packed = waste_table(LENGTHS, PaddingSettings("packed", 2, 6))
     assert packed["positions"].tolist() == [8, 8, 1] and packed["padding"].sum() == 0
 
 
 def test_summary_padding_fraction_positions_and_steps():
-    s = waste_summary(LENGTHS, "static", 2, 6)
+    s = waste_summary(LENGTHS, PaddingSettings("static", 2, 6))
     assert (s.steps_per_epoch, s.real_tokens, s.positions) == (3, 17, 30)
     assert s.padding_fraction == pytest.approx(13 / 30)
     assert s.positions_per_step == pytest.approx(10.0) and s.max_positions_per_step == 12
     assert s.truncated_fraction == pytest.approx(2 / 19)  # the 8-token sequence loses 2 of 19 tokens
-    assert waste_summary(LENGTHS, "dynamic", 2, 6).padding_fraction == pytest.approx(6 / 23)
-    budget = waste_summary(LENGTHS, "token_budget", 2, 6, token_budget=10)
+    assert waste_summary(LENGTHS, PaddingSettings("dynamic", 2, 6)).padding_fraction == pytest.approx(6 / 23)
+    budget = waste_summary(LENGTHS, PaddingSettings("token_budget", 2, 6, token_budget=10))
     assert (budget.steps_per_epoch, budget.padding_fraction, budget.positions_per_step) == (2, 0.0, 8.5)
-    assert waste_summary(LENGTHS, "token_budget", 2, 6).steps_per_epoch == 2  # budget 0 = 2 x 6
+    assert waste_summary(LENGTHS, PaddingSettings("token_budget", 2, 6)).steps_per_epoch == 2  # budget 0 = 2 x 6
 
 
 def _direct_count(lengths, strategy, batch_size, max_length, multiple, buckets, budget):
     """Padding fraction counted position by position from the plan, without waste.py."""
     pad = real = 0
-    for batch in plan_batches(lengths, strategy, batch_size, max_length, buckets, budget or batch_size * max_length):
+    settings = PaddingSettings(strategy, batch_size, max_length, num_buckets=buckets, token_budget=budget)
+    for batch in plan_batches(lengths, settings):
         clipped = [min(lengths[i], max_length) for i in batch]
         if strategy in ("packed", "token_budget"):
             width = None
@@ -62,7 +64,7 @@ def _direct_count(lengths, strategy, batch_size, max_length, multiple, buckets, 
 @pytest.mark.parametrize(("batch_size", "max_length", "multiple", "buckets"), [(4, 64, 8, 2), (3, 50, 7, 5)])
 def test_padding_fraction_equals_direct_count(strategy, batch_size, max_length, multiple, buckets):
     lengths = [(i * 37) % 97 + 1 for i in range(53)]
-    got = waste_summary(lengths, strategy, batch_size, max_length, multiple, buckets).padding_fraction
+    got = waste_summary(lengths, PaddingSettings(strategy, batch_size, max_length, multiple, buckets)).padding_fraction
     assert got == pytest.approx(_direct_count(lengths, strategy, batch_size, max_length, multiple, buckets, 0))
 
 
@@ -81,19 +83,20 @@ def test_explorer_numbers_equal_the_collated_tensors(strategy, real_lengths):
     """waste_table's per-step positions and real tokens are exactly count_tokens of collate's output."""
     batch_size, max_length, multiple, buckets, budget = 6, 384, 48, 3, 1500
     examples = [{"input_ids": [7] * n, "labels": [-100] + [7] * (n - 1)} for n in real_lengths]
-    plan = plan_batches(real_lengths, strategy, batch_size, max_length, buckets, budget)
-    counted = [count_tokens(collate([examples[i] for i in batch], strategy, max_length, 0, multiple)) for batch in plan]
-    table = waste_table(real_lengths, strategy, batch_size, max_length, multiple, buckets, budget)
+    settings = PaddingSettings(strategy, batch_size, max_length, multiple, buckets, budget)
+    plan = plan_batches(real_lengths, settings)
+    counted = [count_tokens(collate([examples[i] for i in batch], settings, 0)) for batch in plan]
+    table = waste_table(real_lengths, settings)
     assert table["positions"].tolist() == [c.positions for c in counted]
     assert table["real"].tolist() == [c.real for c in counted]
-    summary = waste_summary(real_lengths, strategy, batch_size, max_length, multiple, buckets, budget)
+    summary = waste_summary(real_lengths, settings)
     assert summary.padding_fraction == pytest.approx(
         1 - sum(c.real for c in counted) / sum(c.positions for c in counted)
     )
 
 
 def test_compare_strategies_on_real_lengths(real_lengths):
-    frame = compare_strategies(real_lengths, batch_size=4, max_length=512)
+    frame = compare_strategies(real_lengths, PaddingSettings(batch_size=4, max_length=512))
     assert list(frame.index) == list(PADDING_STRATEGIES)
     assert frame.loc["static", "positions"] == 30 * 4 * 512
     assert frame.loc["packed", "padding_fraction"] == 0 == frame.loc["token_budget", "padding_fraction"]
@@ -105,24 +108,25 @@ def test_compare_strategies_on_real_lengths(real_lengths):
 
 
 def test_widget_slider_changes_the_padding_fraction_text(real_lengths):
-    box = waste_explorer(real_lengths, strategy="dynamic", batch_size=4, max_length=512, plot=False)
+    box = waste_explorer(real_lengths, PaddingSettings("dynamic", batch_size=4, max_length=512), plot=False)
     html = find_widget(box, css_class="nbh-padding-fraction")
     before = html.value
-    assert before == padding_text(waste_summary(real_lengths, "dynamic", 4, 512))
+    assert before == padding_text(waste_summary(real_lengths, PaddingSettings("dynamic", 4, 512)))
     find_widget(box, description="batch size").value = 16
     assert html.value != before
-    assert html.value == padding_text(waste_summary(real_lengths, "dynamic", 16, 512))
+    assert html.value == padding_text(waste_summary(real_lengths, PaddingSettings("dynamic", 16, 512)))
     find_widget(box, description="strategy").value = "packed"
     assert html.value == "<span>padding fraction: <b>0.0%</b></span>"
     find_widget(box, description="strategy").value = "multiple"
     find_widget(box, description="pad to multiple of").value = 128
     find_widget(box, description="max length").value = 256
-    assert html.value == padding_text(waste_summary(real_lengths, "multiple", 16, 256, 128))
+    assert html.value == padding_text(waste_summary(real_lengths, PaddingSettings("multiple", 16, 256, 128)))
     find_widget(box, description="strategy").value = "bucketed"
     find_widget(box, description="buckets").value = 8
-    assert html.value == padding_text(waste_summary(real_lengths, "bucketed", 16, 256, 128, 8))
+    assert html.value == padding_text(waste_summary(real_lengths, PaddingSettings("bucketed", 16, 256, 128, 8)))
     summary = find_widget(box, css_class="nbh-waste-summary").value
-    assert f"steps/epoch: <b>{waste_summary(real_lengths, 'bucketed', 16, 256, 128, 8).steps_per_epoch}" in summary
+    steps = waste_summary(real_lengths, PaddingSettings("bucketed", 16, 256, 128, 8)).steps_per_epoch
+    assert f"steps/epoch: <b>{steps}" in summary
 
 
 def test_widget_plot_and_measure_button(real_lengths, tmp_path):
@@ -138,7 +142,8 @@ def test_widget_plot_and_measure_button(real_lengths, tmp_path):
 
     store = RunStore(tmp_path / "records.jsonl")
     base = RunConfig(run_name="explorer", num_samples=8, steps=1, warmup=0)
-    box = waste_explorer(real_lengths, "static", 4, 256, base_config=base, run=fake_run, store=store, plot=True)
+    start = PaddingSettings("static", 4, 256)
+    box = waste_explorer(real_lengths, start, base_config=base, run=fake_run, store=store, plot=True)
     find_widget(box, description="strategy").value = "packed"
     find_widget(box, description="measure this setting").click()
     assert [(c.padding, c.batch_size, c.max_length, c.num_samples, c.run_name) for c in seen] == [

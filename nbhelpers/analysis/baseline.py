@@ -16,11 +16,12 @@ from typing import Any
 
 from nbhelpers.analysis.records import metric_value
 from nbhelpers.formatting import MISSING, fmt_num, fmt_per_step, fmt_percent, fmt_us, is_missing
-from nbhelpers.measure.config import ConfigError, RunConfig
+from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.profiling.analyze import SHORT_US
 from nbhelpers.profiling.verdict import interpret_utilization, plain_summary, top_category
 from nbhelpers.resources import DATA_DIR
+from nbhelpers.validation import ConfigError
 
 NOTEBOOK = "01_baseline_profile.ipynb"
 TRACE_SOURCES = ("run", "shipped")

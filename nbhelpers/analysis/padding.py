@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nbhelpers.analysis.records import is_valid, kernels_label, metric_value, workload_of
+from nbhelpers.data.strategies import BASELINE_STRATEGY, PACKED_STRATEGIES, STRATEGIES
 from nbhelpers.measure.store import RunRecord
 
 MEASURED_COLUMNS = (
@@ -94,7 +95,7 @@ def _attention_ms(record: RunRecord) -> float | None:
 
 
 def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None = None) -> Any:
-    """Per machine, run, workload, attention and kernels: real tok/s padded (static, dynamic) vs packed.
+    """Per machine, run, workload, attention and kernels: real tok/s of every strategy, padded vs packed.
 
     Rows of one workload only (same samples, batch shape and timing window: ``records.workload_of``). Where a
     row has no static record of its own attention, its static column is the workload's eager static
@@ -117,13 +118,13 @@ def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None =
              "kernels": kernels},
         )  # fmt: skip
         padding = record.config["padding"]
-        if padding in ("static", "dynamic", "packed", "token_budget") and f"{padding} tok/s" not in row:
+        if padding in STRATEGIES and f"{padding} tok/s" not in row:
             row[f"{padding} tok/s"] = metric_value(record, "real_tokens_per_s")
-            if padding == "static":
+            if padding == BASELINE_STRATEGY:
                 row["static from"] = record.label
-            if padding == "packed":
-                row["packed attention ms/step"] = _attention_ms(record)
-        if padding == "static" and kernels == "eager":
+            if padding in PACKED_STRATEGIES:
+                row[f"{padding} attention ms/step"] = _attention_ms(record)
+        if padding == BASELINE_STRATEGY and kernels == "eager":
             kept = reference.get(workload)
             if kept is None or (attention == "sdpa" and kept.config["attn_implementation"] != "sdpa"):
                 reference[workload] = record
@@ -132,8 +133,10 @@ def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None =
         if "static tok/s" not in row and base is not None:
             row["static tok/s"] = metric_value(base, "real_tokens_per_s")
             row["static from"] = base.label
-    columns = ["machine", "run", "workload", "attention", "kernels", "static tok/s", "static from", "dynamic tok/s",
-               "packed tok/s", "token_budget tok/s", "packed attention ms/step"]  # fmt: skip
+    speeds = [f"{name} tok/s" for name in STRATEGIES]
+    speeds.insert(speeds.index(f"{BASELINE_STRATEGY} tok/s") + 1, "static from")
+    attention_ms = [f"{name} attention ms/step" for name in PACKED_STRATEGIES]
+    columns = ["machine", "run", "workload", "attention", "kernels", *speeds, *attention_ms]
     frame = pd.DataFrame(list(rows.values()), columns=columns)
     frame["packed / static"] = frame["packed tok/s"] / frame["static tok/s"]
     frame["packed / dynamic"] = frame["packed tok/s"] / frame["dynamic tok/s"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.analysis.records import metric_value
+from nbhelpers.data.strategies import SAME_FIRST_BATCH_STRATEGIES
 from nbhelpers.measure.store import RunRecord
 
 PASS, FAIL, NOT_CHECKED, BASELINE = "pass", "fail", "not checked", "baseline"
@@ -22,9 +23,8 @@ SAME_BATCH_FIELDS = (
     "model", "dataset", "prompt_field", "response_field", "use_chat_template", "num_samples", "batch_size",
     "max_length", "seed", "dtype",
 )  # fmt: skip
-# Strategies whose first step holds the same sequences (the first batch_size samples): padded or packed,
-# the loss over them must be the same, so a packed row that leaks across sequences fails parity.
-SAME_FIRST_BATCH_PADDINGS = ("static", "dynamic", "multiple", "packed")
+# Strategies whose first step holds the same sequences (Strategy.same_first_batch in the table): padded or
+# packed, the loss over them must be the same, so a packed row that leaks across sequences fails parity.
 PLAN_FIELDS = ("padding", "num_buckets", "token_budget")
 
 
@@ -81,7 +81,7 @@ def comparable(record: RunRecord, baseline: RunRecord) -> str:
         return f"other machine ({record.machine} vs {baseline.machine})"
     differ = [f for f in SAME_BATCH_FIELDS if record.config.get(f) != baseline.config.get(f)]
     paddings = (record.config.get("padding"), baseline.config.get("padding"))
-    if not all(p in SAME_FIRST_BATCH_PADDINGS for p in paddings):
+    if not all(p in SAME_FIRST_BATCH_STRATEGIES for p in paddings):
         differ += [f for f in PLAN_FIELDS if record.config.get(f) != baseline.config.get(f)]
     return f"different {', '.join(differ)}" if differ else ""
 

@@ -29,6 +29,7 @@ from nbhelpers.analysis.records import (
     step_records,
     tokens_per_s,
 )
+from nbhelpers.data.strategies import STRATEGIES, PaddingSettings, Strategy, collator_code, sft_config_settings
 from nbhelpers.formatting import fmt_gib, fmt_rate, fmt_speedup
 from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION
 from nbhelpers.measure.store import RunRecord
@@ -48,9 +49,9 @@ def _training_argument_names() -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(TrainingArguments))
 
 
-def _sampling_kwargs(bucketed: bool) -> dict[str, Any]:
-    """Length-grouped sampling in the installed transformers' spelling; nothing when not bucketed."""
-    if not bucketed:
+def _sampling_kwargs(length_grouped: bool) -> dict[str, Any]:
+    """Length-grouped sampling in the installed transformers' spelling; nothing when not length-grouped."""
+    if not length_grouped:
         return {}  # the default sampler: no need to import transformers to spell it
     if "group_by_length" in _training_argument_names():
         return {"group_by_length": True}
@@ -113,6 +114,20 @@ class Recommendation:
         return str(self.config.get("padding", "dynamic"))
 
     @property
+    def strategy(self) -> Strategy:
+        """The padding strategy's table entry (a name the table lacks is treated as RunConfig's default)."""
+        return STRATEGIES.get(self.padding) or STRATEGIES[PaddingSettings().strategy]
+
+    @property
+    def padding_settings(self) -> PaddingSettings:
+        """The measured padding setting (strategy, batch shape, multiple, buckets, budget, seed)."""
+        return PaddingSettings(
+            strategy=self.strategy.name, batch_size=self.batch_size, max_length=self.max_length,
+            pad_to_multiple_of=self.pad_to_multiple_of, num_buckets=int(self.config.get("num_buckets", 4)),
+            token_budget=int(self.config.get("token_budget") or 0), seed=int(self.config.get("seed", 0)),
+        )  # fmt: skip
+
+    @property
     def kernels(self) -> str:
         return str(self.config.get("kernels", "eager"))
 
@@ -146,7 +161,7 @@ class Recommendation:
 
     @property
     def token_budget(self) -> int:
-        return int(self.config.get("token_budget") or self.batch_size * self.max_length)
+        return self.padding_settings.effective_token_budget
 
     def liger_kernel_config(self) -> dict[str, bool]:
         switches = set(self.config.get("liger_kernels") or ())
@@ -182,10 +197,10 @@ class Recommendation:
         kwargs["bf16"] = self.dtype in ("bf16", "bf16-autocast")
         comments["bf16"] = f"dtype={self.dtype!r}"
         kwargs["torch_compile"] = self.use_compile
-        sampling = _sampling_kwargs(self.padding == "bucketed")
+        sampling = _sampling_kwargs(self.strategy.length_grouped)
         kwargs.update(sampling)
         for key in sampling:
-            comments[key] = "padding='bucketed': batches of similar lengths"
+            comments[key] = f"padding={self.padding!r}: batches of similar lengths"
         if self.device_type == "cpu":
             kwargs["use_cpu"] = True
             comments["use_cpu"] = "measured on a CPU"
@@ -199,27 +214,9 @@ class Recommendation:
 
     def _sft(self) -> tuple[dict[str, Any], dict[str, str]]:
         kwargs, comments = self._common_kwargs()
-        padding = self.padding
-        packing = padding == "token_budget"
-        if packing:
-            kwargs["per_device_train_batch_size"] = 1
-            comments["per_device_train_batch_size"] = "one packed row of max_length tokens per step"
-            kwargs["max_length"] = self.token_budget
-            comments["max_length"] = "the measured token budget per step"
-        else:
-            kwargs["max_length"] = self.max_length
-        kwargs["packing"] = packing
-        if packing:
-            kwargs["packing_strategy"] = "bfd"
-            comments["packing"] = "padding='token_budget': sequences packed into rows of max_length"
-        kwargs["padding_free"] = padding in ("packed", "token_budget")
-        if padding == "packed":
-            comments["padding_free"] = "padding='packed': each batch flattened into one row with position_ids"
-        if padding == "static":
-            kwargs["pad_to_multiple_of"] = self.max_length
-            comments["pad_to_multiple_of"] = "padding='static': every batch padded to max_length"
-        elif padding == "multiple":
-            kwargs["pad_to_multiple_of"] = self.pad_to_multiple_of
+        strategy_kwargs, strategy_comments = sft_config_settings(self.padding_settings)
+        kwargs.update(strategy_kwargs)
+        comments.update(strategy_comments)
         model_init: dict[str, Any] = {"attn_implementation": self.attn_implementation}
         if self.dtype == "bf16":
             model_init["dtype"] = "bfloat16"
@@ -258,15 +255,7 @@ class Recommendation:
         hub = hub_id(model)
         note = "the measured model" if hub == model else f"the measured preset {model!r} has this shape"
         args = ", ".join(f"{k}={_literal(v)}" for k, v in self.from_pretrained_kwargs().items())
-        seq2seq = "DataCollatorForSeq2Seq(tokenizer, "
-        collator = {
-            "static": f'{seq2seq}padding="max_length", max_length={self.max_length})',
-            "dynamic": f'{seq2seq}padding="longest")',
-            "multiple": f"{seq2seq}pad_to_multiple_of={self.pad_to_multiple_of})",
-            "bucketed": f'{seq2seq}padding="longest")  # with length-grouped sampling',
-            "packed": "DataCollatorWithFlattening()  # padding-free: position_ids, no pad tokens",
-            "token_budget": "DataCollatorWithFlattening()  # with batches cut to a token budget",
-        }.get(self.padding, 'DataCollatorForSeq2Seq(tokenizer, padding="longest")')
+        collator = collator_code(self.padding_settings)
         lines = ["from transformers import AutoModelForCausalLM", ""]
         if self.attn_implementation == VARLEN_ATTENTION:
             lines += [
@@ -278,7 +267,7 @@ class Recommendation:
             f"MODEL_ID = {_literal(hub)}  # {note}; use your checkpoint",
             f"model = AutoModelForCausalLM.from_pretrained(MODEL_ID, {args})",
         ]
-        if self.padding in ("packed", "token_budget"):
+        if self.strategy.packed:
             lines.append(
                 "model.config.use_cache = False  # with a KV cache, transformers attends across packed sequences"
             )

@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from nbhelpers.data.strategies import BASELINE_STRATEGY
 from nbhelpers.measure.store import RunRecord
 
 STEP_KIND = "step"
@@ -178,10 +179,10 @@ def fastest(records: Sequence[RunRecord]) -> RunRecord | None:
 
 
 def default_baseline(records: Sequence[RunRecord]) -> RunRecord | None:
-    """The first measured record with kernels "eager" and padding "static", else the first measured one."""
+    """The first measured record with kernels "eager" and the baseline padding (static), else the first one."""
     measured = [r for r in records if is_measured(r)]
     for record in measured:
-        if record.config.get("kernels") == "eager" and record.config.get("padding") == "static":
+        if record.config.get("kernels") == "eager" and record.config.get("padding") == BASELINE_STRATEGY:
             return record
     return measured[0] if measured else None
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from .collate import collate
 from .loading import IGNORE_INDEX, Example
+from .strategies import PaddingSettings
 
 RELATIVE_TOLERANCE = 1e-5  # fp32 on CPU: packed and padded agree to ~1e-7 relative; leaks move it by >= 1e-4
 BROKEN_MODES = ("mask_ignored", "continuous_positions", "cache_on")
@@ -63,7 +64,7 @@ def padded_losses(model: Any, examples: Sequence[Example], pad_token_id: int, ma
     """Each sequence's loss in a right-padded batch (dynamic padding, attention mask)."""
     import torch
 
-    batch = collate(examples, "dynamic", max_length, pad_token_id)
+    batch = collate(examples, PaddingSettings("dynamic", max_length=max_length), pad_token_id)
     with torch.no_grad():
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False).logits
     losses = []
@@ -82,7 +83,7 @@ def packed_losses(
 
     if broken and broken not in BROKEN_MODES:
         raise ValueError(f"broken={broken!r}: one of '', " + ", ".join(repr(m) for m in BROKEN_MODES))
-    batch = collate(examples, "packed", max_length, pad_token_id)
+    batch = collate(examples, PaddingSettings("packed", max_length=max_length), pad_token_id)
     ids = sequence_ids(batch["position_ids"])
     inputs: dict[str, Any] = {"input_ids": batch["input_ids"], "position_ids": batch["position_ids"]}
     inputs["use_cache"] = broken == "cache_on"

@@ -10,7 +10,8 @@ Built on :mod:`nbhelpers.data.collate` (the same plan and tensors the measured s
 
 Plain PyTorch::
 
-    loader = strategy_dataloader(examples, "bucketed", pad_token_id=tok.pad_token_id, batch_size=8, max_length=2048)
+    settings = PaddingSettings("bucketed", batch_size=8, max_length=2048)
+    loader = strategy_dataloader(examples, settings, pad_token_id=tok.pad_token_id)
 
 HF Trainer: pass ``data_collator=StrategyCollator("packed", tok.pad_token_id, 2048)``. Trainer builds its
 own sampler, so for ``bucketed``/``token_budget`` grouping either use its ``group_by_length=True`` or
@@ -29,15 +30,12 @@ from typing import Any
 from torch.utils.data import Sampler
 
 from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION, varlen_status
-from nbhelpers.measure.config import ATTENTION_IMPLEMENTATIONS, PADDING_STRATEGIES, ConfigError, RunConfig
+from nbhelpers.measure.config import ATTENTION_IMPLEMENTATIONS, RunConfig
+from nbhelpers.validation import ConfigError, check_choice
 
-from .collate import PACKED_STRATEGIES, collate, plan_batches
+from .collate import collate
 from .loading import Example
-
-
-def _check_strategy(strategy: str) -> None:
-    if strategy not in PADDING_STRATEGIES:
-        raise ConfigError("padding", strategy, "one of " + ", ".join(repr(s) for s in PADDING_STRATEGIES))
+from .strategies import PADDING_STRATEGIES, PaddingSettings, plan_batches
 
 
 def _as_list(value: Any) -> list[int]:
@@ -57,13 +55,13 @@ class StrategyCollator:
     """Tensors for one step under a padding strategy; a DataLoader ``collate_fn`` or Trainer ``data_collator``.
 
     Padded strategies return ``input_ids``, ``labels`` and ``attention_mask`` of shape (batch, width);
-    packed ones (``packed``, ``token_budget``) return one row of ``input_ids``, ``labels`` and
-    ``position_ids`` restarting at 0 per sequence. ``bucketed`` collates like ``dynamic`` (the grouping
-    is the sampler's job).
+    packed ones (``Strategy.packed`` in the table) return one row of ``input_ids``, ``labels`` and
+    ``position_ids`` restarting at 0 per sequence. A strategy that groups lengths collates like its
+    padding alone (the grouping is the sampler's job).
     """
 
     def __init__(self, strategy: str, pad_token_id: int, max_length: int, pad_to_multiple_of: int = 8) -> None:
-        _check_strategy(strategy)
+        self.settings = PaddingSettings(strategy, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of)
         self.strategy = strategy
         self.pad_token_id = pad_token_id
         self.max_length = max_length
@@ -71,13 +69,13 @@ class StrategyCollator:
 
     @property
     def packed(self) -> bool:
-        return self.strategy in PACKED_STRATEGIES
+        return self.settings.entry.packed
 
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if not examples:
             raise ValueError("a batch needs at least one example")
         rows = [as_example(e) for e in examples]
-        return collate(rows, self.strategy, self.max_length, self.pad_token_id, self.pad_to_multiple_of)
+        return collate(rows, self.settings, self.pad_token_id)
 
     def __repr__(self) -> str:
         return (
@@ -87,33 +85,16 @@ class StrategyCollator:
 
 
 class StrategyBatchSampler(Sampler[list[int]]):
-    """Indices of each step's samples under a strategy, from token lengths; every index once per epoch.
+    """Indices of each step's samples under a padding setting, from token lengths; every index once per epoch.
 
-    Without ``shuffle`` epoch 0 is exactly :func:`nbhelpers.data.collate.plan_batches` (the measured plan).
+    Without ``shuffle`` epoch 0 is exactly :func:`nbhelpers.data.strategies.plan_batches` (the measured plan).
     With ``shuffle`` the samples are permuted by ``seed + epoch`` before planning. ``set_epoch``
     changes the permutation and the bucket order, as ``DistributedSampler.set_epoch`` does.
     """
 
-    def __init__(
-        self,
-        lengths: Sequence[int],
-        strategy: str,
-        batch_size: int,
-        max_length: int,
-        num_buckets: int = 4,
-        token_budget: int = 0,
-        seed: int = 0,
-        shuffle: bool = False,
-    ) -> None:
-        _check_strategy(strategy)
-        plan_batches([], strategy, batch_size, max_length, num_buckets, token_budget)  # validates, naming the value
+    def __init__(self, lengths: Sequence[int], settings: PaddingSettings, shuffle: bool = False) -> None:
         self.lengths = [int(n) for n in lengths]
-        self.strategy = strategy
-        self.batch_size = batch_size
-        self.max_length = max_length
-        self.num_buckets = num_buckets
-        self.token_budget = token_budget
-        self.seed = seed
+        self.settings = settings
         self.shuffle = shuffle
         self.epoch = 0
         self._cache: tuple[int, list[list[int]]] | None = None
@@ -125,13 +106,11 @@ class StrategyBatchSampler(Sampler[list[int]]):
         """The batches of the current epoch."""
         if self._cache is not None and self._cache[0] == self.epoch:
             return self._cache[1]
+        seed = self.settings.seed + self.epoch
         order = list(range(len(self.lengths)))
         if self.shuffle:
-            random.Random(self.seed + self.epoch).shuffle(order)
-        batches = plan_batches(
-            [self.lengths[i] for i in order], self.strategy, self.batch_size, self.max_length,
-            self.num_buckets, self.token_budget, self.seed + self.epoch,
-        )  # fmt: skip
+            random.Random(seed).shuffle(order)
+        batches = plan_batches([self.lengths[i] for i in order], self.settings.replace(seed=seed))
         plan = [[order[j] for j in batch] for batch in batches]
         self._cache = (self.epoch, plan)
         return plan
@@ -145,23 +124,17 @@ class StrategyBatchSampler(Sampler[list[int]]):
 
 def strategy_dataloader(
     examples: Sequence[Mapping[str, Any]],
-    strategy: str,
+    settings: PaddingSettings,
     pad_token_id: int,
-    batch_size: int,
-    max_length: int,
-    pad_to_multiple_of: int = 8,
-    num_buckets: int = 4,
-    token_budget: int = 0,
-    seed: int = 0,
     shuffle: bool = False,
     **loader_kwargs: Any,
 ) -> Any:
-    """A ``torch.utils.data.DataLoader`` over tokenized examples with this strategy's sampler and collator."""
+    """A ``torch.utils.data.DataLoader`` over tokenized examples with this setting's sampler and collator."""
     from torch.utils.data import DataLoader
 
     lengths = [len(e["input_ids"]) for e in examples]
-    sampler = StrategyBatchSampler(lengths, strategy, batch_size, max_length, num_buckets, token_budget, seed, shuffle)
-    collator = StrategyCollator(strategy, pad_token_id, max_length, pad_to_multiple_of)
+    sampler = StrategyBatchSampler(lengths, settings, shuffle)
+    collator = StrategyCollator(settings.strategy, pad_token_id, settings.max_length, settings.pad_to_multiple_of)
     return DataLoader(list(examples), batch_sampler=sampler, collate_fn=collator, **loader_kwargs)
 
 
@@ -198,7 +171,7 @@ def strategy_configs(
 ) -> tuple[list[RunConfig], dict[str, str]]:
     """Every strategy x attention configuration that can be tried, and the attentions left out with why."""
     for name in strategies:
-        _check_strategy(name)
+        check_choice("padding", name, PADDING_STRATEGIES)
     for name in attentions:
         if name not in ATTENTION_IMPLEMENTATIONS:
             raise ConfigError("attn_implementation", name, "one of " + ", ".join(ATTENTION_IMPLEMENTATIONS))

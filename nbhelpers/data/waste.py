@@ -12,43 +12,26 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from nbhelpers.measure.config import PADDING_STRATEGIES
-
-from .collate import PACKED_STRATEGIES, padded_length, plan_batches
+from .strategies import BASELINE_STRATEGY, PADDING_STRATEGIES, PaddingSettings, plan_batches, row_width
 
 WASTE_COLUMNS = ("step", "sequences", "real", "positions", "padding", "width")
 
 
-def waste_table(
-    lengths: Sequence[int],
-    strategy: str,
-    batch_size: int,
-    max_length: int,
-    pad_to_multiple_of: int = 8,
-    num_buckets: int = 4,
-    token_budget: int = 0,
-    seed: int = 0,
-) -> Any:
+def waste_table(lengths: Sequence[int], settings: PaddingSettings) -> Any:
     """One row per step: sequences, real tokens, positions, padding positions and row width.
 
-    ``token_budget=0`` means ``batch_size * max_length`` (as in RunConfig). Packed strategies have one
-    row whose width is its length, so their padding is 0.
+    Packed strategies have one row whose width is its length, so their padding is 0.
     """
     import pandas as pd
 
     if not lengths:
         raise ValueError("lengths is empty: at least one sequence is needed")
-    budget = token_budget or batch_size * max_length
-    plan = plan_batches(lengths, strategy, batch_size, max_length, num_buckets, budget, seed)
     rows = []
-    for step, batch in enumerate(plan):
-        clipped = [min(int(lengths[i]), max_length) for i in batch]
+    for step, batch in enumerate(plan_batches(lengths, settings)):
+        clipped = [min(int(lengths[i]), settings.max_length) for i in batch]
         real = sum(clipped)
-        if strategy in PACKED_STRATEGIES:
-            width, positions = real, real
-        else:
-            width = padded_length(clipped, strategy, max_length, pad_to_multiple_of)
-            positions = width * len(batch)
+        width = row_width(clipped, settings)
+        positions = width if settings.entry.packed else width * len(batch)
         rows.append((step, len(batch), real, positions, positions - real, width))
     return pd.DataFrame(rows, columns=list(WASTE_COLUMNS))
 
@@ -90,40 +73,21 @@ def summarize_waste(table: Any, lengths: Sequence[int], strategy: str, max_lengt
     )
 
 
-def waste_summary(
-    lengths: Sequence[int],
-    strategy: str,
-    batch_size: int,
-    max_length: int,
-    pad_to_multiple_of: int = 8,
-    num_buckets: int = 4,
-    token_budget: int = 0,
-    seed: int = 0,
-) -> WasteSummary:
+def waste_summary(lengths: Sequence[int], settings: PaddingSettings) -> WasteSummary:
     """:func:`waste_table` and its totals in one call."""
-    table = waste_table(lengths, strategy, batch_size, max_length, pad_to_multiple_of, num_buckets, token_budget, seed)
-    return summarize_waste(table, lengths, strategy, max_length)
+    return summarize_waste(waste_table(lengths, settings), lengths, settings.strategy, settings.max_length)
 
 
 def compare_strategies(
-    lengths: Sequence[int],
-    batch_size: int,
-    max_length: int,
-    pad_to_multiple_of: int = 8,
-    num_buckets: int = 4,
-    token_budget: int = 0,
-    strategies: Sequence[str] = PADDING_STRATEGIES,
-    seed: int = 0,
+    lengths: Sequence[int], settings: PaddingSettings, strategies: Sequence[str] = PADDING_STRATEGIES
 ) -> Any:
-    """One row per strategy: steps per epoch, padding fraction, positions and real tokens per step."""
+    """One row per strategy (the other settings as given): steps per epoch, padding fraction, positions and
+    real tokens per step, and positions against the baseline strategy's."""
     import pandas as pd
 
-    rows = [
-        waste_summary(lengths, s, batch_size, max_length, pad_to_multiple_of, num_buckets, token_budget, seed).to_dict()
-        for s in strategies
-    ]
+    rows = [waste_summary(lengths, settings.replace(strategy=s)).to_dict() for s in strategies]
     frame = pd.DataFrame(rows).set_index("strategy")
-    static = frame["positions"].get("static")
+    static = frame["positions"].get(BASELINE_STRATEGY)
     frame["positions_vs_static"] = frame["positions"] / static if static else float("nan")
     return frame
 

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from nbhelpers.measure.config import KERNEL_BACKENDS, LIGER_KERNELS, ConfigError, RunConfig
+from nbhelpers.measure.config import KERNEL_BACKENDS, LIGER_KERNELS, RunConfig
+from nbhelpers.validation import ConfigError
 
 # Kernels that Triton's interpreter runs on a CPU (measured: RMSNorm and SwiGLU fail inside it).
 CPU_INTERPRETABLE_LIGER_KERNELS = ("rope", "cross_entropy", "fused_linear_cross_entropy")

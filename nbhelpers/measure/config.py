@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-PADDING_STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budget")
+from nbhelpers.data.strategies import PADDING_STRATEGIES, PaddingSettings
+from nbhelpers.validation import ConfigError, check_choice, check_int, check_text
+
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "flash_attention_2", "torch_varlen")
 KERNEL_BACKENDS = ("eager", "liger", "compile", "liger+compile")
 LIGER_KERNELS = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
@@ -20,31 +22,6 @@ DTYPES = ("auto", "fp32", "bf16-autocast", "bf16")
 TIMINGS = ("steps", "epoch")
 DEVICES = ("auto", "cpu", "cuda")
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-
-class ConfigError(ValueError):
-    """A parameter with a value outside what is allowed."""
-
-    def __init__(self, parameter: str, value: Any, allowed: str) -> None:
-        self.parameter = parameter
-        self.value = value
-        self.allowed = allowed
-        super().__init__(f"{parameter}={value!r} is not allowed: {parameter} must be {allowed}")
-
-
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(name, value, f"an integer from {low} to {high}")
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(name, value, "one of " + ", ".join(repr(c) for c in choices))
-
-
-def _check_text(name: str, value: Any) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(name, value, "a non-empty string")
 
 
 @dataclass(frozen=True)
@@ -88,22 +65,22 @@ class RunConfig:
         if not isinstance(self.label, str):
             raise ConfigError("label", self.label, "a string")
         for name in ("model", "dataset", "prompt_field", "response_field"):
-            _check_text(name, getattr(self, name))
+            check_text(name, getattr(self, name))
         if not isinstance(self.use_chat_template, bool):
             raise ConfigError("use_chat_template", self.use_chat_template, "True or False")
-        _check_int("num_samples", self.num_samples, 1, 10_000_000)
-        _check_int("batch_size", self.batch_size, 1, 4096)
-        _check_int("max_length", self.max_length, 8, 131_072)
-        _check_choice("padding", self.padding, PADDING_STRATEGIES)
-        _check_int("pad_to_multiple_of", self.pad_to_multiple_of, 1, 4096)
-        _check_int("num_buckets", self.num_buckets, 1, 1024)
-        _check_int("token_budget", self.token_budget, 0, 10_000_000)
+        check_int("num_samples", self.num_samples, 1, 10_000_000)
+        check_int("batch_size", self.batch_size, 1, 4096)
+        check_int("max_length", self.max_length, 8, 131_072)
+        check_choice("padding", self.padding, PADDING_STRATEGIES)
+        check_int("pad_to_multiple_of", self.pad_to_multiple_of, 1, 4096)
+        check_int("num_buckets", self.num_buckets, 1, 1024)
+        check_int("token_budget", self.token_budget, 0, 10_000_000)
         if self.token_budget and self.token_budget < self.max_length:
             raise ConfigError(
                 "token_budget", self.token_budget, f"0 or at least max_length ({self.max_length})"
             )
-        _check_choice("attn_implementation", self.attn_implementation, ATTENTION_IMPLEMENTATIONS)
-        _check_choice("kernels", self.kernels, KERNEL_BACKENDS)
+        check_choice("attn_implementation", self.attn_implementation, ATTENTION_IMPLEMENTATIONS)
+        check_choice("kernels", self.kernels, KERNEL_BACKENDS)
         switches = tuple(self.liger_kernels)
         unknown = [k for k in switches if k not in LIGER_KERNELS]
         if unknown or isinstance(self.liger_kernels, str):
@@ -115,12 +92,12 @@ class RunConfig:
                 "at most one of 'fused_linear_cross_entropy' and 'cross_entropy'",
             )
         object.__setattr__(self, "liger_kernels", switches)
-        _check_int("steps", self.steps, 1, 100_000)
-        _check_int("warmup", self.warmup, 0, 10_000)
-        _check_choice("timing", self.timing, TIMINGS)
-        _check_choice("dtype", self.dtype, DTYPES)
-        _check_choice("device", self.device, DEVICES)
-        _check_int("seed", self.seed, 0, 2**32 - 1)
+        check_int("steps", self.steps, 1, 100_000)
+        check_int("warmup", self.warmup, 0, 10_000)
+        check_choice("timing", self.timing, TIMINGS)
+        check_choice("dtype", self.dtype, DTYPES)
+        check_choice("device", self.device, DEVICES)
+        check_int("seed", self.seed, 0, 2**32 - 1)
         if (
             isinstance(self.learning_rate, bool)
             or not isinstance(self.learning_rate, (int, float))
@@ -129,10 +106,10 @@ class RunConfig:
             raise ConfigError("learning_rate", self.learning_rate, "a number between 0 and 1")
         if not isinstance(self.profile, bool):
             raise ConfigError("profile", self.profile, "True or False")
-        _check_int("profile_steps", self.profile_steps, 1, 100)
+        check_int("profile_steps", self.profile_steps, 1, 100)
         if self.profile and self.timing == "steps" and self.profile_steps > self.steps:
             raise ConfigError("profile_steps", self.profile_steps, f"at most steps ({self.steps})")
-        _check_int("timeout_s", self.timeout_s, 1, 7 * 24 * 3600)
+        check_int("timeout_s", self.timeout_s, 1, 7 * 24 * 3600)
         if not isinstance(self.extra, dict):
             raise ConfigError("extra", self.extra, "a dict")
 
@@ -146,9 +123,18 @@ class RunConfig:
         )
 
     @property
+    def padding_settings(self) -> PaddingSettings:
+        """The padding strategy and the parameters its plan and rows depend on."""
+        return PaddingSettings(
+            strategy=self.padding, batch_size=self.batch_size, max_length=self.max_length,
+            pad_to_multiple_of=self.pad_to_multiple_of, num_buckets=self.num_buckets,
+            token_budget=self.token_budget, seed=self.seed,
+        )  # fmt: skip
+
+    @property
     def effective_token_budget(self) -> int:
         """Tokens per step for token-budget batching."""
-        return self.token_budget or self.batch_size * self.max_length
+        return self.padding_settings.effective_token_budget
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with some fields changed (validated again)."""

@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nbhelpers.data.collate import collate, count_tokens, plan_batches, sequence_lengths
+from nbhelpers.data.collate import collate, count_tokens, sequence_lengths
 from nbhelpers.data.loading import load_examples
+from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.models.families import model_shape, unsupported
@@ -41,17 +42,12 @@ def prepare_batches(config: RunConfig, tokenizer: Any, device: str) -> list[dict
         config.dataset, tokenizer, config.num_samples, config.max_length,
         config.prompt_field, config.response_field, config.use_chat_template,
     )  # fmt: skip
-    plan = plan_batches(
-        [len(e["input_ids"]) for e in examples], config.padding, config.batch_size, config.max_length,
-        config.num_buckets, config.effective_token_budget, config.seed,
-    )  # fmt: skip
+    settings = config.padding_settings
+    plan = plan_batches([len(e["input_ids"]) for e in examples], settings)
     needed = len(plan) if config.timing == "epoch" else min(1 + config.warmup + config.steps, len(plan))
     batches = []
     for step in range(needed):
-        tensors = collate(
-            [examples[i] for i in plan[step]], config.padding, config.max_length,
-            tokenizer.pad_token_id, config.pad_to_multiple_of,
-        )  # fmt: skip
+        tensors = collate([examples[i] for i in plan[step]], settings, tokenizer.pad_token_id)
         batches.append({k: v.to(device) for k, v in tensors.items()})
     return batches
 

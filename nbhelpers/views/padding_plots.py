@@ -12,7 +12,7 @@ from typing import Any
 
 from nbhelpers.analysis.padding import measured_table, padding_records
 from nbhelpers.analysis.records import is_valid
-from nbhelpers.data.collate import PACKED_STRATEGIES as PACKED
+from nbhelpers.data.strategies import PACKED_STRATEGIES
 from nbhelpers.measure.store import RunRecord
 
 REAL_COLOR = "#3b7dd8"
@@ -136,7 +136,7 @@ def skip_verdict(gain: Any, records: Sequence[RunRecord] = (), validity: dict[st
         lines.append("**No valid packed-vs-static pair was measured on a GPU: no verdict on block skipping yet.**")
         left_out = [
             r for r in padding_records(records)
-            if r.config.get("padding") in PACKED and (not r.ok or not is_valid(r, validity))
+            if r.config.get("padding") in PACKED_STRATEGIES and (not r.ok or not is_valid(r, validity))
         ]  # fmt: skip
         for record in left_out:
             why = (validity or {}).get(record.record_id) or record.reason or "failed"

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from nbhelpers.data.strategies import STRATEGIES, PaddingSettings
 from nbhelpers.data.waste import WasteSummary, summarize_waste, waste_table
-from nbhelpers.measure.config import PADDING_STRATEGIES, ConfigError, RunConfig
+from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.validation import ConfigError
 
 PADDING_CLASS = "nbh-padding-fraction"
 SUMMARY_CLASS = "nbh-waste-summary"
@@ -81,12 +83,7 @@ def _slider(widgets: Any, name: str, value: int, low: int, high: int, step: int 
 
 def waste_explorer(
     lengths: Sequence[int],
-    strategy: str = "dynamic",
-    batch_size: int = 4,
-    max_length: int = 512,
-    pad_to_multiple_of: int = 8,
-    num_buckets: int = 4,
-    token_budget: int = 0,
+    settings: PaddingSettings | None = None,
     base_config: RunConfig | None = None,
     run: Callable[[RunConfig], RunRecord] | None = None,
     store: RunStore | None = None,
@@ -94,6 +91,7 @@ def waste_explorer(
 ) -> Any:
     """The explorer as one ipywidgets container (display it, or make it a cell's last expression).
 
+    ``settings`` is where the controls start (default: dynamic padding, batch 4, max length 512);
     ``base_config`` is the measured configuration the button starts from (its model, data and steps);
     ``run`` measures a config (default :func:`nbhelpers.measure.runner.run_config`); a measured record is
     appended to ``store`` when one is given. ``plot=False`` leaves the HoloViews picture out.
@@ -103,15 +101,19 @@ def waste_explorer(
 
     if not lengths:
         raise ValueError("lengths is empty: the explorer needs the dataset's token lengths")
+    start = settings or PaddingSettings("dynamic", batch_size=4, max_length=512)
     longest = max(int(n) for n in lengths)
-    length_cap = max(64, -(-max(longest, max_length) // 64) * 64)
-    selector = widgets.ToggleButtons(options=list(PADDING_STRATEGIES), value=strategy, description="strategy")
+    length_cap = max(64, -(-max(longest, start.max_length) // 64) * 64)
+    selector = widgets.ToggleButtons(
+        options=[(s.label, name) for name, s in STRATEGIES.items()], value=start.strategy, description="strategy",
+        tooltips=[s.description for s in STRATEGIES.values()],
+    )
     sliders = {
-        "batch_size": _slider(widgets, "batch_size", batch_size, 1, max(64, batch_size)),
-        "max_length": _slider(widgets, "max_length", max_length, 8, length_cap, 8),
-        "pad_to_multiple_of": _slider(widgets, "pad_to_multiple_of", pad_to_multiple_of, 1, 256),
-        "num_buckets": _slider(widgets, "num_buckets", num_buckets, 1, 64),
-        "token_budget": _slider(widgets, "token_budget", token_budget, 0, 64 * length_cap, 64),
+        "batch_size": _slider(widgets, "batch_size", start.batch_size, 1, max(64, start.batch_size)),
+        "max_length": _slider(widgets, "max_length", start.max_length, 8, length_cap, 8),
+        "pad_to_multiple_of": _slider(widgets, "pad_to_multiple_of", start.pad_to_multiple_of, 1, 256),
+        "num_buckets": _slider(widgets, "num_buckets", start.num_buckets, 1, 64),
+        "token_budget": _slider(widgets, "token_budget", start.token_budget, 0, 64 * length_cap, 64),
     }
     sliders["token_budget"].tooltip = "tokens per step for token_budget; 0 = batch size x max length"
     padding_html = widgets.HTML()
@@ -125,16 +127,13 @@ def waste_explorer(
     measured_html = widgets.HTML(value="<span>not measured yet</span>")
     measured_html.add_class(MEASURED_CLASS)
 
-    def settings() -> dict[str, Any]:
-        return {"strategy": selector.value} | {name: s.value for name, s in sliders.items()}
+    def chosen() -> PaddingSettings:
+        return start.replace(strategy=selector.value, **{name: s.value for name, s in sliders.items()})
 
     def refresh(_: Any = None) -> None:
-        s = settings()
-        table = waste_table(
-            lengths, s["strategy"], s["batch_size"], s["max_length"], s["pad_to_multiple_of"], s["num_buckets"],
-            s["token_budget"],
-        )  # fmt: skip
-        summary = summarize_waste(table, lengths, s["strategy"], s["max_length"])
+        s = chosen()
+        table = waste_table(lengths, s)
+        summary = summarize_waste(table, lengths, s.strategy, s.max_length)
         padding_html.value = padding_text(summary)
         summary_html.value = summary_text(summary)
         if plot:
@@ -142,17 +141,17 @@ def waste_explorer(
 
             with picture:
                 picture.clear_output(wait=True)
-                display(explorer_plot(lengths, table, s["max_length"], title=f"{s['strategy']}: real vs padding"))
+                display(explorer_plot(lengths, table, s.max_length, title=f"{s.strategy}: real vs padding"))
 
     def measure(_: Any = None) -> None:
-        s = settings()
+        s = chosen()
         base = base_config or RunConfig()
         try:
             config = base.replace(
-                padding=s["strategy"], batch_size=s["batch_size"], max_length=s["max_length"],
-                pad_to_multiple_of=s["pad_to_multiple_of"], num_buckets=s["num_buckets"],
-                token_budget=s["token_budget"], profile=False,
-                label=f"explorer: {s['strategy']} b{s['batch_size']}x{s['max_length']}",
+                padding=s.strategy, batch_size=s.batch_size, max_length=s.max_length,
+                pad_to_multiple_of=s.pad_to_multiple_of, num_buckets=s.num_buckets,
+                token_budget=s.token_budget, profile=False,
+                label=f"explorer: {s.strategy} b{s.batch_size}x{s.max_length}",
             )  # fmt: skip
         except ConfigError as error:
             measured_html.value = f"<span>cannot measure: {error}</span>"
