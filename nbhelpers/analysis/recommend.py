@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbhelpers.kernels.registry import BASELINE_BACKEND, training_kwargs
 from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.views.report import (
@@ -35,7 +36,6 @@ from nbhelpers.views.report import (
     tokens_per_s,
 )
 
-ALL_LIGER_SWITCHES = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
 OUTPUT_DIR = "outputs"
 PADDING_FREE_ATTENTION = ("flash_attention_2", "flex_attention", VARLEN_ATTENTION)
 
@@ -123,7 +123,7 @@ class Recommendation:
 
     @property
     def kernels(self) -> str:
-        return str(self.config.get("kernels", "eager"))
+        return str(self.config.get("kernels", BASELINE_BACKEND))
 
     @property
     def attn_implementation(self) -> str:
@@ -132,14 +132,6 @@ class Recommendation:
     @property
     def dtype(self) -> str:
         return _resolved_dtype(self.config, self.device_type)
-
-    @property
-    def use_liger(self) -> bool:
-        return "liger" in self.kernels
-
-    @property
-    def use_compile(self) -> bool:
-        return "compile" in self.kernels
 
     @property
     def batch_size(self) -> int:
@@ -157,10 +149,6 @@ class Recommendation:
     def token_budget(self) -> int:
         return int(self.config.get("token_budget") or self.batch_size * self.max_length)
 
-    def liger_kernel_config(self) -> dict[str, bool]:
-        switches = set(self.config.get("liger_kernels") or ())
-        return {name: name in switches for name in ALL_LIGER_SWITCHES}
-
     def summary(self) -> str:
         extra = ", ".join(f"{n} {why}" for why, n in self.excluded.items() if n)
         return (
@@ -176,21 +164,13 @@ class Recommendation:
     # -- keyword arguments ----------------------------------------------------------------------
 
     def _common_kwargs(self) -> tuple[dict[str, Any], dict[str, str]]:
-        kwargs: dict[str, Any] = {
-            "output_dir": OUTPUT_DIR,
-            "per_device_train_batch_size": self.batch_size,
-            "use_liger_kernel": self.use_liger,
-        }
-        comments = {
-            "per_device_train_batch_size": "as measured",
-            "use_liger_kernel": f"kernels={self.kernels!r}",
-        }
-        if self.use_liger:
-            kwargs["liger_kernel_config"] = self.liger_kernel_config()
-            comments["liger_kernel_config"] = "the Liger switches that were on"
+        kwargs: dict[str, Any] = {"output_dir": OUTPUT_DIR, "per_device_train_batch_size": self.batch_size}
+        comments = {"per_device_train_batch_size": "as measured"}
+        backend_kwargs, backend_comments = training_kwargs(self.kernels, self.config.get("liger_kernels") or ())
+        kwargs.update(backend_kwargs)  # use_liger_kernel, liger_kernel_config, torch_compile, ... from the table
+        comments.update(backend_comments)
         kwargs["bf16"] = self.dtype in ("bf16", "bf16-autocast")
         comments["bf16"] = f"dtype={self.dtype!r}"
-        kwargs["torch_compile"] = self.use_compile
         sampling = _sampling_kwargs(self.padding == "bucketed")
         kwargs.update(sampling)
         for key in sampling:

@@ -12,10 +12,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbhelpers.kernels.liger import LIGER_KERNELS
+from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS
+
 PADDING_STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budget")
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "flash_attention_2", "torch_varlen")
-KERNEL_BACKENDS = ("eager", "liger", "compile", "liger+compile")
-LIGER_KERNELS = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
 DTYPES = ("auto", "fp32", "bf16-autocast", "bf16")
 TIMINGS = ("steps", "epoch")
 DEVICES = ("auto", "cpu", "cuda")
@@ -66,7 +67,7 @@ class RunConfig:
     num_buckets: int = 4  # used by padding="bucketed"
     token_budget: int = 0  # tokens per step for padding="token_budget" (0 = batch_size * max_length)
     attn_implementation: str = "sdpa"  # one of ATTENTION_IMPLEMENTATIONS
-    kernels: str = "eager"  # one of KERNEL_BACKENDS
+    kernels: str = BASELINE_BACKEND  # one of KERNEL_BACKENDS (the table in nbhelpers.kernels.registry)
     liger_kernels: tuple[str, ...] = LIGER_KERNELS[:4]  # Liger switches that are on
     steps: int = 5  # timed steps
     warmup: int = 2  # untimed steps before timing

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.data.collate import PACKED_STRATEGIES as PACKED
+from nbhelpers.kernels.registry import BASELINE_BACKEND, uses_liger_switches
 from nbhelpers.measure.store import RunRecord
 
 REAL_COLOR = "#3b7dd8"
@@ -195,9 +196,9 @@ def kernels_label(record: RunRecord) -> str:
     """The record's kernel backend, with its Liger switches when they are not the default set."""
     from nbhelpers.measure.config import RunConfig
 
-    kernels, default = str(record.config.get("kernels", "eager")), RunConfig().liger_kernels
+    kernels, default = str(record.config.get("kernels", BASELINE_BACKEND)), RunConfig().liger_kernels
     switches = tuple(record.config.get("liger_kernels") or default)
-    if "liger" not in kernels or switches == default:
+    if not uses_liger_switches(kernels) or switches == default:
         return kernels
     return f"{kernels} ({', '.join(switches)})"
 
@@ -242,7 +243,7 @@ def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None =
                 row["static from"] = record.label
             if padding == "packed":
                 row["packed attention ms/step"] = _attention_ms(record)
-        if padding == "static" and kernels == "eager":
+        if padding == "static" and kernels == BASELINE_BACKEND:
             kept = reference.get(workload)
             if kept is None or (attention == "sdpa" and kept.config["attn_implementation"] != "sdpa"):
                 reference[workload] = record

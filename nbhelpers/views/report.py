@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.store import RunRecord, RunStore, runs_root
 
 STEP_KIND = "step"
@@ -180,7 +181,7 @@ def default_baseline(records: Sequence[RunRecord]) -> RunRecord | None:
     """The first measured record with kernels "eager" and padding "static", else the first measured one."""
     measured = [r for r in records if is_measured(r)]
     for record in measured:
-        if record.config.get("kernels") == "eager" and record.config.get("padding") == "static":
+        if record.config.get("kernels") == BASELINE_BACKEND and record.config.get("padding") == "static":
             return record
     return measured[0] if measured else None
 
