@@ -15,8 +15,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbhelpers.kernels.attention import (
+    ATTENTION_TABLE,
+    DEFAULT_ATTENTION,
+    attention_setup_code,
+    keeps_packed_apart,
+)
 from nbhelpers.kernels.registry import BASELINE_BACKEND, training_kwargs
-from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.views.report import (
     CrossMachineError,
@@ -37,7 +42,6 @@ from nbhelpers.views.report import (
 )
 
 OUTPUT_DIR = "outputs"
-PADDING_FREE_ATTENTION = ("flash_attention_2", "flex_attention", VARLEN_ATTENTION)
 
 
 @functools.lru_cache(maxsize=1)
@@ -127,7 +131,7 @@ class Recommendation:
 
     @property
     def attn_implementation(self) -> str:
-        return str(self.config.get("attn_implementation", "sdpa"))
+        return str(self.config.get("attn_implementation", DEFAULT_ATTENTION))
 
     @property
     def dtype(self) -> str:
@@ -234,10 +238,11 @@ class Recommendation:
         """Executable where TRL is installed: builds ``sft_config``."""
         kwargs, comments = self._sft()
         lines = ["from trl import SFTConfig", ""]
-        if kwargs["padding_free"] and self.attn_implementation not in PADDING_FREE_ATTENTION:
+        if kwargs["padding_free"] and not keeps_packed_apart(self.attn_implementation):
+            apart = ", ".join(name for name in ATTENTION_TABLE if keeps_packed_apart(name))
             lines.append(
                 f"# note: measured with attn_implementation={self.attn_implementation!r}; TRL's padding-free "
-                "batches keep sequences apart only with flash_attention_2 (or flex) attention"
+                f"batches keep sequences apart only with one of: {apart}"
             )
         lines.append(_call("sft_config", "SFTConfig", kwargs, comments))
         return "\n".join(lines)
@@ -257,12 +262,7 @@ class Recommendation:
             "token_budget": "DataCollatorWithFlattening()  # with batches cut to a token budget",
         }.get(self.padding, 'DataCollatorForSeq2Seq(tokenizer, padding="longest")')
         lines = ["from transformers import AutoModelForCausalLM", ""]
-        if self.attn_implementation == VARLEN_ATTENTION:
-            lines += [
-                "from nbhelpers.kernels.varlen_attention import register",
-                "",
-                'register()  # attn_implementation="torch_varlen": PyTorch\'s FlashAttention varlen kernel',
-            ]
+        lines += attention_setup_code(self.attn_implementation)  # e.g. torch_varlen's register()
         lines += [
             f"MODEL_ID = {_literal(hub)}  # {note}; use your checkpoint",
             f"model = AutoModelForCausalLM.from_pretrained(MODEL_ID, {args})",

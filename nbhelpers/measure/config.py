@@ -12,11 +12,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
 from nbhelpers.kernels.liger import LIGER_KERNELS
 from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS
 
 PADDING_STRATEGIES = ("static", "dynamic", "multiple", "bucketed", "packed", "token_budget")
-ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "flash_attention_2", "torch_varlen")
 DTYPES = ("auto", "fp32", "bf16-autocast", "bf16")
 TIMINGS = ("steps", "epoch")
 DEVICES = ("auto", "cpu", "cuda")
@@ -66,7 +66,7 @@ class RunConfig:
     pad_to_multiple_of: int = 8  # used by padding="multiple"
     num_buckets: int = 4  # used by padding="bucketed"
     token_budget: int = 0  # tokens per step for padding="token_budget" (0 = batch_size * max_length)
-    attn_implementation: str = "sdpa"  # one of ATTENTION_IMPLEMENTATIONS
+    attn_implementation: str = DEFAULT_ATTENTION  # one of ATTENTION_IMPLEMENTATIONS (nbhelpers.kernels.attention)
     kernels: str = BASELINE_BACKEND  # one of KERNEL_BACKENDS (the table in nbhelpers.kernels.registry)
     liger_kernels: tuple[str, ...] = LIGER_KERNELS[:4]  # Liger switches that are on
     steps: int = 5  # timed steps

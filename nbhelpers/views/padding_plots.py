@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.data.collate import PACKED_STRATEGIES as PACKED
+from nbhelpers.kernels.attention import DEFAULT_ATTENTION
 from nbhelpers.kernels.registry import BASELINE_BACKEND, uses_liger_switches
 from nbhelpers.measure.store import RunRecord
 
@@ -245,7 +246,8 @@ def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None =
                 row["packed attention ms/step"] = _attention_ms(record)
         if padding == "static" and kernels == BASELINE_BACKEND:
             kept = reference.get(workload)
-            if kept is None or (attention == "sdpa" and kept.config["attn_implementation"] != "sdpa"):
+            default = DEFAULT_ATTENTION
+            if kept is None or (attention == default and kept.config["attn_implementation"] != default):
                 reference[workload] = record
     for key, row in rows.items():
         base = reference.get(key[:3])
