@@ -31,38 +31,6 @@ COMPILED_CACHES = {"triton": "TRITON_CACHE_DIR", "inductor": "TORCHINDUCTOR_CACH
 # Parity tolerance classes, tightest first; a composite backend takes the loosest class of its parts.
 TOLERANCE_CLASSES = (BASELINE_BACKEND, COMPILE_BACKEND, LIGER_BACKEND)
 
-ELEMENTARY_BACKENDS: tuple[KernelBackend, ...] = (
-    KernelBackend(BASELINE_BACKEND, "PyTorch's own kernels, as transformers calls them (the baseline)"),
-    KernelBackend(
-        LIGER_BACKEND,
-        "Liger's Triton kernels (RoPE, RMSNorm, SwiGLU, (fused linear) cross-entropy) patched into the model",
-        apply=apply_liger,
-        report=liger_report,
-        checks=LIGER_CHECKS,
-        requested=requested_liger_kernels,
-        cpu_env=LIGER_CPU_ENV,
-        caches=("triton",),
-        uses_liger_switches=True,
-        tolerance_class=LIGER_BACKEND,
-        combines_with=(COMPILE_BACKEND,),
-        training_flag="use_liger_kernel",
-        training_options=liger_kernel_config,
-        training_options_comment="the Liger switches that were on",
-    ),
-    KernelBackend(
-        COMPILE_BACKEND,
-        "torch.compile: Inductor fuses the model's operators (compiled on the first step)",
-        apply=apply_compile,
-        report=compile_report,
-        checks=COMPILE_CHECKS,
-        requested=requested_compile,
-        caches=("inductor", "triton"),
-        tolerance_class=COMPILE_BACKEND,
-        combines_with=(LIGER_BACKEND,),
-        training_flag="torch_compile",
-    ),
-)
-
 
 def compose(*parts: KernelBackend) -> KernelBackend:
     """One backend that applies ``parts`` in order (named ``a+b``); each part must combine with the others."""
@@ -92,12 +60,41 @@ def compose(*parts: KernelBackend) -> KernelBackend:
     )
 
 
-def _elementary(name: str) -> KernelBackend:
-    return next(b for b in ELEMENTARY_BACKENDS if b.name == name)
+EAGER = KernelBackend(BASELINE_BACKEND, "PyTorch's own kernels, as transformers calls them (the baseline)")
+LIGER = KernelBackend(
+    LIGER_BACKEND,
+    "Liger's Triton kernels (RoPE, RMSNorm, SwiGLU, (fused linear) cross-entropy) patched into the model",
+    apply=apply_liger,
+    report=liger_report,
+    checks=LIGER_CHECKS,
+    requested=requested_liger_kernels,
+    cpu_env=LIGER_CPU_ENV,
+    caches=("triton",),
+    uses_liger_switches=True,
+    tolerance_class=LIGER_BACKEND,
+    combines_with=(COMPILE_BACKEND,),
+    training_flag="use_liger_kernel",
+    training_options=liger_kernel_config,
+    training_options_comment="the Liger switches that were on",
+)
+COMPILE = KernelBackend(
+    COMPILE_BACKEND,
+    "torch.compile: Inductor fuses the model's operators (compiled on the first step)",
+    apply=apply_compile,
+    report=compile_report,
+    checks=COMPILE_CHECKS,
+    requested=requested_compile,
+    caches=("inductor", "triton"),
+    tolerance_class=COMPILE_BACKEND,
+    combines_with=(LIGER_BACKEND,),
+    training_flag="torch_compile",
+)
 
-
-COMPOSITE_BACKENDS: tuple[KernelBackend, ...] = (compose(_elementary(LIGER_BACKEND), _elementary(COMPILE_BACKEND)),)
-KERNEL_BACKEND_TABLE: dict[str, KernelBackend] = {b.name: b for b in (*ELEMENTARY_BACKENDS, *COMPOSITE_BACKENDS)}
+# The table, in the order tables and error messages list the backends. A new backend is one line here.
+KERNEL_BACKEND_TABLE: dict[str, KernelBackend] = {
+    backend.name: backend for backend in (EAGER, LIGER, COMPILE, compose(LIGER, COMPILE))
+}
+ELEMENTARY_BACKENDS = tuple(b for b in KERNEL_BACKEND_TABLE.values() if not b.composite)
 KERNEL_BACKENDS = tuple(KERNEL_BACKEND_TABLE)  # the values RunConfig.kernels allows
 # The patch report: every key some backend verifies, and what is checked for it.
 KERNEL_CHECKS: dict[str, str] = {key: text for b in ELEMENTARY_BACKENDS for key, text in b.checks.items()}
@@ -157,4 +154,3 @@ def training_kwargs(name: str, liger_kernels: Iterable[str]) -> tuple[dict[str, 
             kwargs.update(options)
             comments.update(dict.fromkeys(options, part.training_options_comment))
     return kwargs, comments
-
