@@ -24,6 +24,7 @@ from nbhelpers.analysis.parity import check_against_first
 from nbhelpers.data.strategies import PADDING_STRATEGIES
 from nbhelpers.data.synthetic import make, write_jsonl
 from nbhelpers.kernels.cache import cold_vs_warm
+from nbhelpers.kernels.registry import KERNEL_BACKENDS
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_isolated
 from nbhelpers.measure.store import RunRecord, RunStore
@@ -150,7 +151,7 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
         ],  # fmt: skip
         "kernels": [
             dynamic.replace(label=f"{k}, pad to longest, sdpa", kernels=k, profile=True)
-            for k in ("eager", "liger", "compile", "liger+compile")
+            for k in KERNEL_BACKENDS
         ],
         "compile-static": [
             base.replace(label=f"{k}, static pad 2048, sdpa", kernels=k, timeout_s=400)

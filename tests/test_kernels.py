@@ -11,9 +11,6 @@ from pathlib import Path
 import pytest
 
 from nbhelpers.kernels.backends import (
-    KERNEL_CHECKS,
-    REPORT_KEYS,
-    BackendUnavailable,
     apply_backend,
     backend_configs,
     best_other_backend,
@@ -22,8 +19,9 @@ from nbhelpers.kernels.backends import (
     kernel_diff,
     patch_report_frame,
     patch_reports_frame,
-    requested_kernels,
 )
+from nbhelpers.kernels.registry import KERNEL_CHECKS, REPORT_KEYS, requested_kernels
+from nbhelpers.kernels.spec import BackendUnavailable
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_config
 from nbhelpers.validation import ConfigError

@@ -11,8 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nbhelpers.data.samplers import attention_status, strategy_configs
+from nbhelpers.data.samplers import strategy_configs
 from nbhelpers.kernels import varlen_attention
+from nbhelpers.kernels.attention import attention_status
 from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION, sequence_boundaries, varlen_attention_forward
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.validation import ConfigError

@@ -19,6 +19,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from nbhelpers.kernels.liger import LIGER_BACKEND
+from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.jsonl import read_lines
 from nbhelpers.measure.store import RunRecord, records_frame
 from nbhelpers.resources import GPU_RESULTS_DIR
@@ -178,7 +180,7 @@ def liger_switch_table(records: list[RunRecord]) -> Any:
     rows = []
     for record in records:
         kernels = str(record.config.get("kernels", ""))
-        if record.kind != "step" or not record.ok or kernels not in ("eager", "liger"):
+        if record.kind != "step" or not record.ok or kernels not in (BASELINE_BACKEND, LIGER_BACKEND):
             continue
         if not is_valid(record, validity):
             continue
@@ -195,8 +197,10 @@ def liger_switch_table(records: list[RunRecord]) -> Any:
         return pd.DataFrame(columns=columns)
     keys = ["machine", "workload", "padding", "attention"]
     frame = frame.drop_duplicates(subset=[*keys, "kernels"])
-    eager = frame[frame["kernels"] == "eager"].set_index(keys)["real tok/s"]
-    kept = frame.groupby(keys, sort=False)["kernels"].transform(lambda k: (k == "eager").any() and (k != "eager").any())
+    eager = frame[frame["kernels"] == BASELINE_BACKEND].set_index(keys)["real tok/s"]
+    kept = frame.groupby(keys, sort=False)["kernels"].transform(
+        lambda k: (k == BASELINE_BACKEND).any() and (k != BASELINE_BACKEND).any()
+    )
     frame = frame[kept.astype(bool)].copy()
     frame["vs eager"] = [row["real tok/s"] / eager.loc[tuple(row[keys])] for _, row in frame.iterrows()]
     return frame[columns].sort_values(keys, kind="stable").reset_index(drop=True)

@@ -10,6 +10,8 @@ from typing import Any
 
 from nbhelpers.analysis.records import is_valid, kernels_label, metric_value, workload_of
 from nbhelpers.data.strategies import BASELINE_STRATEGY, PACKED_STRATEGIES, STRATEGIES
+from nbhelpers.kernels.attention import DEFAULT_ATTENTION
+from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.store import RunRecord
 
 MEASURED_COLUMNS = (
@@ -124,9 +126,10 @@ def packing_gain(records: Iterable[RunRecord], validity: dict[str, str] | None =
                 row["static from"] = record.label
             if padding in PACKED_STRATEGIES:
                 row[f"{padding} attention ms/step"] = _attention_ms(record)
-        if padding == BASELINE_STRATEGY and kernels == "eager":
+        if padding == BASELINE_STRATEGY and kernels == BASELINE_BACKEND:
             kept = reference.get(workload)
-            if kept is None or (attention == "sdpa" and kept.config["attn_implementation"] != "sdpa"):
+            default = DEFAULT_ATTENTION
+            if kept is None or (attention == default and kept.config["attn_implementation"] != default):
                 reference[workload] = record
     for key, row in rows.items():
         base = reference.get(key[:3])

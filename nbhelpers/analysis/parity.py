@@ -14,6 +14,7 @@ from typing import Any
 
 from nbhelpers.analysis.records import metric_value
 from nbhelpers.data.strategies import SAME_FIRST_BATCH_STRATEGIES
+from nbhelpers.kernels.registry import BASELINE_BACKEND, tolerance_class, uses_liger_switches
 from nbhelpers.measure.store import RunRecord
 
 PASS, FAIL, NOT_CHECKED, BASELINE = "pass", "fail", "not checked", "baseline"
@@ -57,16 +58,14 @@ def _device_type(record: RunRecord) -> str:
 
 
 def tolerance_for(record: RunRecord) -> Tolerance:
-    """The tolerance a record's parity is judged by: bf16 anywhere, else by device and backend."""
+    """The tolerance a record's parity is judged by: bf16 anywhere, else by device and the backend's
+    tolerance class (nbhelpers.kernels.registry)."""
     dtype = str(record.metrics.get("compute_dtype") or record.config.get("dtype", "fp32"))
     if "bf16" in dtype:
         return TOLERANCES[("any", "bf16")]
     if _device_type(record) == "cuda":
         return TOLERANCES[("cuda", "fp32")]
-    kernels = str(record.config.get("kernels", "eager"))
-    if "liger" in kernels:
-        return TOLERANCES[("cpu", "liger")]
-    return TOLERANCES[("cpu", "compile" if "compile" in kernels else "eager")]
+    return TOLERANCES[("cpu", tolerance_class(str(record.config.get("kernels", BASELINE_BACKEND))))]
 
 
 def rel_diff(value: float, reference: float) -> float:
@@ -153,7 +152,7 @@ def _row(record: RunRecord, baseline: RunRecord) -> dict[str, Any]:
     return {
         "backend": record.label,
         "kernels": kernels,
-        "liger kernels": ", ".join(record.config.get("liger_kernels") or ()) if "liger" in kernels else "",
+        "liger kernels": ", ".join(record.config.get("liger_kernels") or ()) if uses_liger_switches(kernels) else "",
         "loss": metric_value(record, "loss_first", None, finite=False),
         "grad norm": metric_value(record, "grad_norm_first", None, finite=False),
         "loss rel diff": verdict["loss_rel_diff"],
@@ -183,10 +182,10 @@ def parity_against_eager(records: Iterable[RunRecord]) -> Any:
     import pandas as pd
 
     records = list(records)
-    eager = [r for r in records if r.ok and r.config.get("kernels") == "eager"]
+    eager = [r for r in records if r.ok and r.config.get("kernels") == BASELINE_BACKEND]
     rows = []
     for record in records:
-        if record.config.get("kernels", "eager") == "eager":
+        if record.config.get("kernels", BASELINE_BACKEND) == BASELINE_BACKEND:
             continue
         candidates = [e for e in eager if not comparable(record, e)]
 

@@ -31,13 +31,17 @@ from nbhelpers.analysis.records import (
 )
 from nbhelpers.data.strategies import STRATEGIES, PaddingSettings, Strategy, collator_code, sft_config_settings
 from nbhelpers.formatting import fmt_gib, fmt_rate, fmt_speedup
-from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION
+from nbhelpers.kernels.attention import (
+    ATTENTION_TABLE,
+    DEFAULT_ATTENTION,
+    attention_setup_code,
+    keeps_packed_apart,
+)
+from nbhelpers.kernels.registry import BASELINE_BACKEND, training_kwargs
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.models.families import hub_id
 
-ALL_LIGER_SWITCHES = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
 OUTPUT_DIR = "outputs"
-PADDING_FREE_ATTENTION = ("flash_attention_2", "flex_attention", VARLEN_ATTENTION)
 
 
 @functools.lru_cache(maxsize=1)
@@ -129,23 +133,15 @@ class Recommendation:
 
     @property
     def kernels(self) -> str:
-        return str(self.config.get("kernels", "eager"))
+        return str(self.config.get("kernels", BASELINE_BACKEND))
 
     @property
     def attn_implementation(self) -> str:
-        return str(self.config.get("attn_implementation", "sdpa"))
+        return str(self.config.get("attn_implementation", DEFAULT_ATTENTION))
 
     @property
     def dtype(self) -> str:
         return _resolved_dtype(self.config, self.device_type)
-
-    @property
-    def use_liger(self) -> bool:
-        return "liger" in self.kernels
-
-    @property
-    def use_compile(self) -> bool:
-        return "compile" in self.kernels
 
     @property
     def batch_size(self) -> int:
@@ -163,10 +159,6 @@ class Recommendation:
     def token_budget(self) -> int:
         return self.padding_settings.effective_token_budget
 
-    def liger_kernel_config(self) -> dict[str, bool]:
-        switches = set(self.config.get("liger_kernels") or ())
-        return {name: name in switches for name in ALL_LIGER_SWITCHES}
-
     def summary(self) -> str:
         extra = ", ".join(f"{n} {why}" for why, n in self.excluded.items() if n)
         return (
@@ -182,21 +174,13 @@ class Recommendation:
     # -- keyword arguments ----------------------------------------------------------------------
 
     def _common_kwargs(self) -> tuple[dict[str, Any], dict[str, str]]:
-        kwargs: dict[str, Any] = {
-            "output_dir": OUTPUT_DIR,
-            "per_device_train_batch_size": self.batch_size,
-            "use_liger_kernel": self.use_liger,
-        }
-        comments = {
-            "per_device_train_batch_size": "as measured",
-            "use_liger_kernel": f"kernels={self.kernels!r}",
-        }
-        if self.use_liger:
-            kwargs["liger_kernel_config"] = self.liger_kernel_config()
-            comments["liger_kernel_config"] = "the Liger switches that were on"
+        kwargs: dict[str, Any] = {"output_dir": OUTPUT_DIR, "per_device_train_batch_size": self.batch_size}
+        comments = {"per_device_train_batch_size": "as measured"}
+        backend_kwargs, backend_comments = training_kwargs(self.kernels, self.config.get("liger_kernels") or ())
+        kwargs.update(backend_kwargs)  # use_liger_kernel, liger_kernel_config, torch_compile, ... from the table
+        comments.update(backend_comments)
         kwargs["bf16"] = self.dtype in ("bf16", "bf16-autocast")
         comments["bf16"] = f"dtype={self.dtype!r}"
-        kwargs["torch_compile"] = self.use_compile
         sampling = _sampling_kwargs(self.strategy.length_grouped)
         kwargs.update(sampling)
         for key in sampling:
@@ -242,10 +226,11 @@ class Recommendation:
         """Executable where TRL is installed: builds ``sft_config``."""
         kwargs, comments = self._sft()
         lines = ["from trl import SFTConfig", ""]
-        if kwargs["padding_free"] and self.attn_implementation not in PADDING_FREE_ATTENTION:
+        if kwargs["padding_free"] and not keeps_packed_apart(self.attn_implementation):
+            apart = ", ".join(name for name in ATTENTION_TABLE if keeps_packed_apart(name))
             lines.append(
                 f"# note: measured with attn_implementation={self.attn_implementation!r}; TRL's padding-free "
-                "batches keep sequences apart only with flash_attention_2 (or flex) attention"
+                f"batches keep sequences apart only with one of: {apart}"
             )
         lines.append(_call("sft_config", "SFTConfig", kwargs, comments))
         return "\n".join(lines)
@@ -257,12 +242,7 @@ class Recommendation:
         args = ", ".join(f"{k}={_literal(v)}" for k, v in self.from_pretrained_kwargs().items())
         collator = collator_code(self.padding_settings)
         lines = ["from transformers import AutoModelForCausalLM", ""]
-        if self.attn_implementation == VARLEN_ATTENTION:
-            lines += [
-                "from nbhelpers.kernels.varlen_attention import register",
-                "",
-                'register()  # attn_implementation="torch_varlen": PyTorch\'s FlashAttention varlen kernel',
-            ]
+        lines += attention_setup_code(self.attn_implementation)  # e.g. torch_varlen's register()
         lines += [
             f"MODEL_ID = {_literal(hub)}  # {note}; use your checkpoint",
             f"model = AutoModelForCausalLM.from_pretrained(MODEL_ID, {args})",

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nbhelpers.data.strategies import BASELINE_STRATEGY
+from nbhelpers.kernels.registry import BASELINE_BACKEND, uses_liger_switches
 from nbhelpers.measure.store import RunRecord
 
 STEP_KIND = "step"
@@ -126,9 +127,9 @@ def kernels_label(record: RunRecord) -> str:
     """The record's kernel backend, with its Liger switches when they are not the default set."""
     from nbhelpers.measure.config import RunConfig
 
-    kernels, default = str(record.config.get("kernels", "eager")), RunConfig().liger_kernels
+    kernels, default = str(record.config.get("kernels", BASELINE_BACKEND)), RunConfig().liger_kernels
     switches = tuple(record.config.get("liger_kernels") or default)
-    if "liger" not in kernels or switches == default:
+    if not uses_liger_switches(kernels) or switches == default:
         return kernels
     return f"{kernels} ({', '.join(switches)})"
 
@@ -182,7 +183,7 @@ def default_baseline(records: Sequence[RunRecord]) -> RunRecord | None:
     """The first measured record with kernels "eager" and the baseline padding (static), else the first one."""
     measured = [r for r in records if is_measured(r)]
     for record in measured:
-        if record.config.get("kernels") == "eager" and record.config.get("padding") == BASELINE_STRATEGY:
+        if record.config.get("kernels") == BASELINE_BACKEND and record.config.get("padding") == BASELINE_STRATEGY:
             return record
     return measured[0] if measured else None
 

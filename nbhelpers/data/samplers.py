@@ -29,8 +29,8 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
-from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION, varlen_status
-from nbhelpers.measure.config import ATTENTION_IMPLEMENTATIONS, RunConfig
+from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, attention_status
+from nbhelpers.measure.config import RunConfig
 from nbhelpers.validation import ConfigError, check_choice
 
 from .collate import collate
@@ -148,28 +148,11 @@ def parse_names(text: str | Sequence[str], allowed: Sequence[str], parameter: st
     return names
 
 
-def attention_status(name: str, device: str = "cpu") -> str:
-    """'' when an attention implementation can be tried here, else why it is left out.
-
-    flex_attention is *not* left out on a CPU: its forward runs and its backward fails, and that
-    failure is a measurement result that the runner records.
-    """
-    import importlib.util
-
-    if name == "flash_attention_2":
-        if importlib.util.find_spec("flash_attn") is None:
-            return "not installed: the flash-attn package is missing"
-        if device != "cuda":
-            return "needs a CUDA GPU"
-    if name == VARLEN_ATTENTION:
-        return varlen_status(device)
-    return ""
-
-
 def strategy_configs(
     base: RunConfig, strategies: Sequence[str], attentions: Sequence[str], device: str = "cpu"
 ) -> tuple[list[RunConfig], dict[str, str]]:
-    """Every strategy x attention configuration that can be tried, and the attentions left out with why."""
+    """Every strategy x attention configuration that can be tried, and the attentions left out with why
+    (read off the attention table, :mod:`nbhelpers.kernels.attention`)."""
     for name in strategies:
         check_choice("padding", name, PADDING_STRATEGIES)
     for name in attentions:

@@ -1,1 +1,1 @@
-"""Kernel backends (eager, Liger, torch.compile), attention implementations, warm caches."""
+"""Kernel backends (one table: registry), attention implementations (one table: attention), warm caches."""

@@ -1,141 +1,50 @@
-"""Kernel backends (eager, Liger, torch.compile) and a patch report verified on the model instance.
+"""Kernel backends applied and verified on the model instance, one config per backend, and their kernel diff.
 
-Liger's patch rebinds module-level names for the whole process and cannot be undone: run each
-backend in its own subprocess (the runner does), never in a notebook's kernel.
+What each backend is and does lives in the table (:mod:`nbhelpers.kernels.registry`). Liger's patch
+rebinds module-level names for the whole process and cannot be undone: run each backend in its own
+subprocess (the runner does), never in a notebook's kernel.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import inspect
-import os
-import sys
 from collections.abc import Iterable
 from typing import Any
 
-from nbhelpers.measure.config import KERNEL_BACKENDS, LIGER_KERNELS, RunConfig
+from nbhelpers.measure.config import RunConfig
 from nbhelpers.validation import ConfigError
 
-# Kernels that Triton's interpreter runs on a CPU (measured: RMSNorm and SwiGLU fail inside it).
-CPU_INTERPRETABLE_LIGER_KERNELS = ("rope", "cross_entropy", "fused_linear_cross_entropy")
-REPORT_KEYS = (*LIGER_KERNELS, "compile")
-BASELINE_BACKEND = "eager"  # parity and speedups are measured against it
-
-# What patch_report checks for each kernel, on the model instance and the names it calls at run time.
-KERNEL_CHECKS: dict[str, str] = {
-    "rope": "the modeling module's apply_rotary_pos_emb (attention looks it up at call time) is Liger's "
-    "liger_rotary_pos_emb",
-    "rms_norm": "every *RMSNorm module of the model (final norm; each layer's input, post-attention, q and k "
-    "norms) runs LigerRMSNorm.forward",
-    "swiglu": "every decoder layer's mlp runs LigerSwiGLUMLP.forward",
-    "fused_linear_cross_entropy": "model.forward is Liger's lce_forward (the lm head and the loss fused; "
-    "no full logits tensor)",
-    "cross_entropy": "torch.nn.functional.cross_entropy (what transformers' loss calls) is Liger's cross-entropy",
-    "compile": "model.compile() set the module's compiled call (model._compiled_call_impl)",
-}
-
-
-class BackendUnavailable(RuntimeError):
-    """The requested kernel backend cannot run here (no Triton driver, unsupported model type, ...)."""
-
-
-def liger_apply_function(model_type: str) -> Any:
-    """Liger's patch function for a model type, or a clear error naming the supported types."""
-    try:
-        from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
-    except ImportError as error:
-        raise BackendUnavailable(f"missing package: liger-kernel is not importable ({error})") from error
-    if model_type not in MODEL_TYPE_TO_APPLY_LIGER_FN:
-        supported = ", ".join(sorted(MODEL_TYPE_TO_APPLY_LIGER_FN))
-        raise BackendUnavailable(f"Liger has no patch for model_type={model_type!r}; supported: {supported}")
-    return MODEL_TYPE_TO_APPLY_LIGER_FN[model_type]
-
-
-def check_triton_driver(device: str) -> None:
-    """Liger's kernels are Triton: a GPU with Triton, or on a CPU the interpreter (TRITON_INTERPRET=1)."""
-    if importlib.util.find_spec("triton") is None:
-        raise BackendUnavailable("missing package: triton is not installed, and Liger's kernels are Triton")
-    if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise BackendUnavailable(
-            "no Triton driver on CPU: Liger needs a GPU, or TRITON_INTERPRET=1 for the kernels the "
-            f"interpreter runs ({', '.join(CPU_INTERPRETABLE_LIGER_KERNELS)})"
-        )
-
-
-def apply_liger(model: Any, switches: tuple[str, ...], device: str) -> None:
-    """Patch a model instance with the chosen Liger kernels (switch names as in RunConfig)."""
-    check_triton_driver(device)
-    apply = liger_apply_function(model.config.model_type)
-    accepted = set(inspect.signature(apply).parameters)
-    ignored = sorted(set(switches) - accepted)
-    if ignored:
-        raise BackendUnavailable(
-            f"Liger's patch for model_type={model.config.model_type!r} has no switch for: {', '.join(ignored)}"
-        )
-    options = {name: name in switches for name in LIGER_KERNELS if name in accepted}
-    apply(model=model, **options)
-
-
-def _bound_to(method: Any, function: Any) -> bool:
-    return getattr(method, "__func__", None) is function
-
-
-def _base_model(model: Any) -> Any:
-    return getattr(model, getattr(model, "base_model_prefix", "model"), model)
-
-
-def _rms_norm_modules(model: Any) -> list[Any]:
-    return [m for m in model.modules() if type(m).__name__.endswith("RMSNorm")]
-
-
-def _is_compiled(model: Any) -> bool:
-    return getattr(model, "_compiled_call_impl", None) is not None
+from .liger import CPU_INTERPRETABLE_LIGER_KERNELS, LIGER_BACKEND, LIGER_KERNELS
+from .registry import (
+    BASELINE_BACKEND,
+    ELEMENTARY_BACKENDS,
+    KERNEL_BACKENDS,
+    KERNEL_CHECKS,
+    REPORT_KEYS,
+    kernel_backend,
+    requested_kernels,
+    uses_liger_switches,
+)
+from .spec import BackendUnavailable
 
 
 def patch_report(model: Any) -> dict[str, bool]:
     """Which kernels are really replaced, read off the model instance and the names it calls.
 
-    A kernel counts as replaced only when every place that runs it is replaced (see KERNEL_CHECKS).
+    Every backend in the table reports its own keys; a kernel counts as replaced only when every place
+    that runs it is replaced (see KERNEL_CHECKS).
     """
-    report = dict.fromkeys(LIGER_KERNELS, False)
-    report["compile"] = _is_compiled(model)
-    try:
-        from liger_kernel.transformers.rms_norm import LigerRMSNorm
-        from liger_kernel.transformers.rope import liger_rotary_pos_emb
-        from liger_kernel.transformers.swiglu import LigerSwiGLUMLP
-    except ImportError:
-        return report
-    modeling = sys.modules[type(model).__module__]
-    report["rope"] = getattr(modeling, "apply_rotary_pos_emb", None) is liger_rotary_pos_emb
-    norms = _rms_norm_modules(model)
-    report["rms_norm"] = bool(norms) and all(_bound_to(m.forward, LigerRMSNorm.forward) for m in norms)
-    mlps = [layer.mlp for layer in getattr(_base_model(model), "layers", []) if hasattr(layer, "mlp")]
-    report["swiglu"] = bool(mlps) and all(_bound_to(m.forward, LigerSwiGLUMLP.forward) for m in mlps)
-    forward = getattr(model.forward, "__func__", None)
-    report["fused_linear_cross_entropy"] = forward is not None and forward.__module__.startswith("liger_kernel")
-    import torch
-
-    loss = getattr(torch.nn.functional.cross_entropy, "__module__", "") or ""
-    report["cross_entropy"] = loss.startswith("liger_kernel")
+    report = dict.fromkeys(REPORT_KEYS, False)
+    for backend in ELEMENTARY_BACKENDS:
+        report.update(backend.report(model))
     return report
 
 
-def requested_kernels(kernels: str, liger_kernels: Iterable[str]) -> tuple[str, ...]:
-    """The report keys a backend asks for: its Liger switches, plus 'compile'."""
-    wanted = tuple(liger_kernels) if "liger" in kernels else ()
-    return wanted + (("compile",) if "compile" in kernels else ())
-
-
 def apply_backend(model: Any, kernels: str, liger_kernels: tuple[str, ...], device: str) -> dict[str, bool]:
-    """Apply a backend ('eager', 'liger', 'compile', 'liger+compile') and return the verified report."""
-    if kernels not in KERNEL_BACKENDS:
-        raise BackendUnavailable(f"kernels={kernels!r}: backends are {', '.join(KERNEL_BACKENDS)}")
-    if "liger" in kernels:
-        apply_liger(model, liger_kernels, device)
-    if "compile" in kernels:
-        model.compile()
+    """Apply a backend of the table (e.g. 'eager', 'liger', 'compile', 'liger+compile'); the verified report."""
+    backend = kernel_backend(kernels)
+    backend.apply(model, liger_kernels, device)
     report = patch_report(model)
-    missing = sorted(k for k in requested_kernels(kernels, liger_kernels) if not report.get(k))
+    missing = sorted(k for k in backend.requested(liger_kernels) if not report.get(k))
     if missing:
         raise BackendUnavailable(f"patch did not replace: {', '.join(missing)} (verified on the model)")
     return report
@@ -167,7 +76,7 @@ def patch_reports_frame(records: Iterable[Any]) -> Any:
     frame = pd.DataFrame({"kernel": list(REPORT_KEYS)})
     for record in records:
         config = record.config
-        requested = requested_kernels(str(config.get("kernels", "eager")), config.get("liger_kernels") or ())
+        requested = requested_kernels(str(config.get("kernels", BASELINE_BACKEND)), config.get("liger_kernels") or ())
         report = record.metrics.get("patch_report")
         if record.ok and isinstance(report, dict):
             column = patch_report_frame(report, requested)["verdict"].tolist()
@@ -202,16 +111,17 @@ def backend_configs(base: RunConfig, backends: str, liger_kernels: str, device: 
         switches = tuple(k for k in switches if k in CPU_INTERPRETABLE_LIGER_KERNELS)
     configs = []
     for name in names:
-        if "liger" in name and not switches:
+        uses_switches = uses_liger_switches(name)
+        if uses_switches and not switches:
             raise ConfigError("LIGER_KERNELS", liger_kernels, "at least one kernel this device can run")
-        configs.append(base.replace(label=name, kernels=name, liger_kernels=switches if "liger" in name else ()))
+        configs.append(base.replace(label=name, kernels=name, liger_kernels=switches if uses_switches else ()))
     return configs
 
 
-def cpu_skipped_kernels(liger_kernels: str, backends: str = "liger", device: str = "cpu") -> tuple[str, ...]:
+def cpu_skipped_kernels(liger_kernels: str, backends: str = LIGER_BACKEND, device: str = "cpu") -> tuple[str, ...]:
     """Requested Liger kernels that Triton's CPU interpreter cannot run (none off a CPU or without Liger)."""
     switches = parse_list("LIGER_KERNELS", liger_kernels, LIGER_KERNELS)
-    if device != "cpu" or "liger" not in backends:
+    if device != "cpu" or not any(uses_liger_switches(name.strip()) for name in backends.split(",")):
         return ()
     return tuple(k for k in switches if k not in CPU_INTERPRETABLE_LIGER_KERNELS)
 
@@ -219,7 +129,9 @@ def cpu_skipped_kernels(liger_kernels: str, backends: str = "liger", device: str
 def cpu_unsupported_configs(base: RunConfig, kernels: Iterable[str]) -> list[RunConfig]:
     """One Liger config per kernel, to run on a CPU and show (by its failed record) why it is not checked."""
     return [
-        base.replace(label=f"liger {k} (CPU interpreter)", kernels="liger", liger_kernels=(k,), profile=False)
+        base.replace(
+            label=f"{LIGER_BACKEND} {k} (CPU interpreter)", kernels=LIGER_BACKEND, liger_kernels=(k,), profile=False
+        )
         for k in kernels
     ]
 
@@ -313,7 +225,7 @@ def kernel_diff_plot(diff: dict[str, Any]) -> Any:
 def describe_backends(configs: Iterable[RunConfig], skipped: Iterable[str], device: str) -> str:
     """Two lines: what is measured where, and which Liger kernels this device leaves unchecked."""
     configs = list(configs)
-    liger = next((c.liger_kernels for c in configs if "liger" in c.kernels), ())
+    liger = next((c.liger_kernels for c in configs if uses_liger_switches(c.kernels)), ())
     return (
         f"device {device}: backends {', '.join(c.label for c in configs)} (baseline {BASELINE_BACKEND}); "
         f"Liger kernels {', '.join(liger) or 'none'}\n"

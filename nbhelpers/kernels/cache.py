@@ -18,6 +18,8 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_isolated
 from nbhelpers.measure.store import RunRecord
 
+from .registry import COMPILED_CACHES, find_backend
+
 STARTUP_KIND = "startup"
 
 
@@ -26,9 +28,9 @@ class UnsafeArchiveError(ValueError):
 
 
 def cache_env(cache_dir: str | Path) -> dict[str, str]:
-    """Environment variables that point Triton's and Inductor's caches into ``cache_dir``."""
+    """Environment variables that point every compiled-kernel cache (Triton, Inductor) into ``cache_dir``."""
     root = Path(cache_dir).resolve()
-    return {"TRITON_CACHE_DIR": str(root / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor")}
+    return {variable: str(root / name) for name, variable in COMPILED_CACHES.items()}
 
 
 def cache_files(cache_dir: str | Path) -> list[Path]:
@@ -43,7 +45,7 @@ def cache_summary(cache_dir: str | Path) -> dict[str, Any]:
     """Files and bytes per cache (triton, inductor) in a cache folder."""
     root = Path(cache_dir)
     summary: dict[str, Any] = {"cache_dir": str(root)}
-    for name in ("triton", "inductor"):
+    for name in COMPILED_CACHES:
         files = cache_files(root / name)
         summary[f"{name}_files"] = len(files)
         summary[f"{name}_bytes"] = sum((root / name / f).stat().st_size for f in files)
@@ -148,7 +150,7 @@ def startup_table(records: Iterable[RunRecord]) -> Any:
                 "first step s": first,
                 "step median s": median,
                 "startup overhead s": first - median if record.ok and first is not None and median else None,
-                "cache files": (m.get("inductor_files") or 0) + (m.get("triton_files") or 0) if record.ok else None,
+                "cache files": sum(m.get(f"{name}_files") or 0 for name in COMPILED_CACHES) if record.ok else None,
                 "reason": record.reason,
             }
         )
@@ -168,19 +170,20 @@ def startup_table(records: Iterable[RunRecord]) -> Any:
 
 
 def startup_backend(backends: Iterable[str]) -> str | None:
-    """The backend whose startup is worth measuring: compile first (Inductor), then any other non-eager."""
-    names = [name.strip() for name in backends if name.strip()]
-    for preferred in ("compile", "liger+compile"):
-        if preferred in names:
-            return preferred
-    return next((name for name in names if name != "eager"), None)
+    """The backend whose startup is worth measuring: one that fills Inductor's cache (the fewest parts first,
+    so plain torch.compile), else the first that fills any compiled-kernel cache; None when none does."""
+    filling = [b for name in backends if (b := find_backend(name.strip())) is not None and b.caches]
+    inductor = [b for b in filling if "inductor" in b.caches]
+    if inductor:
+        return min(inductor, key=lambda b: len(b.components)).name
+    return filling[0].name if filling else None
 
 
 def measure_startup(
     configs: Iterable[RunConfig], workdir: str | Path, enabled: bool = True, notebook: str = ""
 ) -> list[RunRecord]:
     """cold_vs_warm of the backend :func:`startup_backend` picks among ``configs`` (no profiler); [] when
-    disabled or when there is only eager."""
+    disabled or when no backend fills a compiled-kernel cache (eager only)."""
     by_kernels = {c.kernels: c for c in configs}
     backend = startup_backend(by_kernels)
     if not enabled or backend is None:

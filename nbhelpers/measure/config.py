@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbhelpers.data.strategies import PADDING_STRATEGIES, PaddingSettings
+from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
+from nbhelpers.kernels.liger import LIGER_KERNELS
+from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_text
 
-ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "flash_attention_2", "torch_varlen")
-KERNEL_BACKENDS = ("eager", "liger", "compile", "liger+compile")
-LIGER_KERNELS = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
 DTYPES = ("auto", "fp32", "bf16-autocast", "bf16")
 TIMINGS = ("steps", "epoch")
 DEVICES = ("auto", "cpu", "cuda")
@@ -42,8 +42,8 @@ class RunConfig:
     pad_to_multiple_of: int = 8  # used by padding="multiple"
     num_buckets: int = 4  # used by padding="bucketed"
     token_budget: int = 0  # tokens per step for padding="token_budget" (0 = batch_size * max_length)
-    attn_implementation: str = "sdpa"  # one of ATTENTION_IMPLEMENTATIONS
-    kernels: str = "eager"  # one of KERNEL_BACKENDS
+    attn_implementation: str = DEFAULT_ATTENTION  # one of ATTENTION_IMPLEMENTATIONS (nbhelpers.kernels.attention)
+    kernels: str = BASELINE_BACKEND  # one of KERNEL_BACKENDS (the table in nbhelpers.kernels.registry)
     liger_kernels: tuple[str, ...] = LIGER_KERNELS[:4]  # Liger switches that are on
     steps: int = 5  # timed steps
     warmup: int = 2  # untimed steps before timing

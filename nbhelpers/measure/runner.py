@@ -15,6 +15,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from nbhelpers.kernels.registry import kernel_backend
+
 from .config import RunConfig
 from .env import detect_platform
 from .store import RunRecord, RunStore
@@ -25,8 +27,10 @@ def _child_env(config: RunConfig, extra_env: dict[str, str] | None) -> dict[str,
     env = dict(os.environ)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env["NBHELPERS_PLATFORM"] = detect_platform()  # the record says where the user ran it, not "terminal"
-    if "liger" in config.kernels and config.device != "cuda" and not _cuda_available():
-        env.setdefault("TRITON_INTERPRET", "1")  # Liger on a CPU: the Triton interpreter
+    cpu_env = kernel_backend(config.kernels).cpu_env  # e.g. Liger on a CPU: the Triton interpreter
+    if cpu_env and config.device != "cuda" and not _cuda_available():
+        for name, value in cpu_env.items():
+            env.setdefault(name, value)
     env.update(extra_env or {})
     return env
 

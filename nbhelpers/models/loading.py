@@ -34,11 +34,9 @@ def build_model(
     import torch
     from transformers import AutoModelForCausalLM
 
-    from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION
-    from nbhelpers.kernels.varlen_attention import register as register_varlen_attention
+    from nbhelpers.kernels.attention import prepare_attention
 
-    if attn_implementation == VARLEN_ATTENTION:
-        register_varlen_attention()
+    prepare_attention(attn_implementation)  # e.g. torch_varlen registers itself with transformers
     torch.manual_seed(seed)
     if is_preset(name_or_path):
         config = preset_config(name_or_path)

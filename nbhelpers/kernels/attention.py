@@ -1,0 +1,98 @@
+"""The table of attention implementations: the one place that knows each ``attn_implementation`` by name.
+
+Each entry says whether it can run on a device (and why not), whether it keeps the sequences of a packed
+row apart from ``position_ids`` alone, the hook that makes it known to transformers before a model is
+built, and the lines exported code needs for it. Light at import: RunConfig reads
+:data:`ATTENTION_IMPLEMENTATIONS`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .varlen_attention import VARLEN_ATTENTION, varlen_status
+from .varlen_attention import register as register_varlen_attention
+
+DEFAULT_ATTENTION = "sdpa"  # RunConfig's default, and the one preferred where several could serve
+
+
+def runs_anywhere(device: str) -> str:
+    """'' : the implementation can be tried on any device (a failure is a measured result)."""
+    return ""
+
+
+def flash_attention_2_status(device: str) -> str:
+    """'' when the flash-attn package is installed and the device is a CUDA GPU, else why not."""
+    if importlib.util.find_spec("flash_attn") is None:
+        return "not installed: the flash-attn package is missing"
+    if device != "cuda":
+        return "needs a CUDA GPU"
+    return ""
+
+
+@dataclass(frozen=True)
+class AttentionImplementation:
+    """One ``attn_implementation``: where it runs, what it does with a packed row, how to set it up."""
+
+    name: str
+    summary: str
+    status: Callable[[str], str] = runs_anywhere  # device type -> '' when it can be tried there, else why not
+    keeps_packed_apart: bool = False  # keeps a packed row's sequences apart from position_ids alone (no mask)
+    register: Callable[[], None] | None = None  # makes the name known to transformers before a model is built
+    setup_code: tuple[str, ...] = ()  # lines exported code runs before from_pretrained
+
+
+ATTENTION_TABLE: dict[str, AttentionImplementation] = {
+    entry.name: entry
+    for entry in (
+        AttentionImplementation("eager", "transformers' matmul-softmax-matmul in PyTorch operators"),
+        AttentionImplementation(DEFAULT_ATTENTION, "torch's scaled_dot_product_attention (a mask for packed rows)"),
+        # flex_attention is not left out on a CPU: its forward runs and its backward fails, and that
+        # failure is a measurement result that the runner records.
+        AttentionImplementation(
+            "flex_attention", "FlexAttention: a compiled BlockMask that skips fully masked blocks",
+            keeps_packed_apart=True,
+        ),
+        AttentionImplementation(
+            "flash_attention_2", "the flash-attn package's FlashAttention 2 (varlen on packed rows)",
+            status=flash_attention_2_status, keeps_packed_apart=True,
+        ),
+        AttentionImplementation(
+            VARLEN_ATTENTION, "PyTorch's own FlashAttention varlen kernel (torch >= 2.9, CUDA), no flash-attn",
+            status=varlen_status, keeps_packed_apart=True, register=register_varlen_attention,
+            setup_code=(
+                "from nbhelpers.kernels.varlen_attention import register",
+                "",
+                f'register()  # attn_implementation="{VARLEN_ATTENTION}": PyTorch\'s FlashAttention varlen kernel',
+            ),
+        ),
+    )
+}  # fmt: skip
+ATTENTION_IMPLEMENTATIONS = tuple(ATTENTION_TABLE)  # the values RunConfig.attn_implementation allows
+
+
+def attention_status(name: str, device: str = "cpu") -> str:
+    """'' when an attention implementation can be tried here, else why it is left out."""
+    entry = ATTENTION_TABLE.get(name)
+    return entry.status(device) if entry is not None else ""
+
+
+def keeps_packed_apart(name: str) -> bool:
+    """Whether the implementation keeps a packed row's sequences apart from position_ids alone."""
+    entry = ATTENTION_TABLE.get(name)
+    return entry is not None and entry.keeps_packed_apart
+
+
+def prepare_attention(name: str) -> None:
+    """Make ``name`` known to transformers where it needs registering (idempotent); nothing otherwise."""
+    entry = ATTENTION_TABLE.get(name)
+    if entry is not None and entry.register is not None:
+        entry.register()
+
+
+def attention_setup_code(name: str) -> tuple[str, ...]:
+    """The lines exported code runs before loading a model with this implementation (often none)."""
+    entry = ATTENTION_TABLE.get(name)
+    return entry.setup_code if entry is not None else ()

@@ -1,0 +1,156 @@
+"""The table of kernel backends: the one place that knows each backend's name and what it means.
+
+Every module that needs to know something about a backend (how to apply and verify it, the environment of
+its child process, the caches it fills, its parity tolerance class, what it exports to TrainingArguments)
+asks this table; none tests a backend's name. Adding a backend is one entry here plus its own module
+(like :mod:`nbhelpers.kernels.liger`); a composite such as ``liger+compile`` is :func:`compose` of entries.
+
+Light at import (RunConfig reads :data:`KERNEL_BACKENDS`): torch and Liger load inside the functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .compile import COMPILE_BACKEND, COMPILE_CHECKS, apply_compile, compile_report, requested_compile
+from .liger import (
+    LIGER_BACKEND,
+    LIGER_CHECKS,
+    LIGER_CPU_ENV,
+    apply_liger,
+    liger_kernel_config,
+    liger_report,
+    requested_liger_kernels,
+)
+from .spec import BackendUnavailable, KernelBackend
+
+BASELINE_BACKEND = "eager"  # parity and speedups are measured against it
+# Compiled-kernel caches a backend may fill: cache name -> the environment variable that points it at a folder.
+COMPILED_CACHES = {"triton": "TRITON_CACHE_DIR", "inductor": "TORCHINDUCTOR_CACHE_DIR"}
+# Parity tolerance classes, tightest first; a composite backend takes the loosest class of its parts.
+TOLERANCE_CLASSES = (BASELINE_BACKEND, COMPILE_BACKEND, LIGER_BACKEND)
+
+
+def compose(*parts: KernelBackend) -> KernelBackend:
+    """One backend that applies ``parts`` in order (named ``a+b``); each part must combine with the others."""
+    for part in parts:
+        refused = [p.name for p in parts if p is not part and p.name not in part.combines_with]
+        if part.composite or refused:
+            raise ValueError(f"backend {part.name!r} does not combine with {', '.join(refused) or 'composites'}")
+
+    def apply(model: Any, switches: tuple[str, ...], device: str) -> None:
+        for part in parts:
+            part.apply(model, switches, device)
+
+    def requested(switches: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(key for part in parts for key in part.requested(switches))
+
+    return KernelBackend(
+        name="+".join(p.name for p in parts),
+        summary=", then ".join(p.summary for p in parts),
+        apply=apply,
+        checks={key: text for part in parts for key, text in part.checks.items()},
+        requested=requested,
+        cpu_env={key: value for part in parts for key, value in part.cpu_env.items()},
+        caches=tuple(dict.fromkeys(cache for part in parts for cache in part.caches)),
+        uses_liger_switches=any(p.uses_liger_switches for p in parts),
+        tolerance_class=max((p.tolerance_class for p in parts), key=TOLERANCE_CLASSES.index),
+        parts=tuple(p.name for p in parts),
+    )
+
+
+EAGER = KernelBackend(BASELINE_BACKEND, "PyTorch's own kernels, as transformers calls them (the baseline)")
+LIGER = KernelBackend(
+    LIGER_BACKEND,
+    "Liger's Triton kernels (RoPE, RMSNorm, SwiGLU, (fused linear) cross-entropy) patched into the model",
+    apply=apply_liger,
+    report=liger_report,
+    checks=LIGER_CHECKS,
+    requested=requested_liger_kernels,
+    cpu_env=LIGER_CPU_ENV,
+    caches=("triton",),
+    uses_liger_switches=True,
+    tolerance_class=LIGER_BACKEND,
+    combines_with=(COMPILE_BACKEND,),
+    training_flag="use_liger_kernel",
+    training_options=liger_kernel_config,
+    training_options_comment="the Liger switches that were on",
+)
+COMPILE = KernelBackend(
+    COMPILE_BACKEND,
+    "torch.compile: Inductor fuses the model's operators (compiled on the first step)",
+    apply=apply_compile,
+    report=compile_report,
+    checks=COMPILE_CHECKS,
+    requested=requested_compile,
+    caches=("inductor", "triton"),
+    tolerance_class=COMPILE_BACKEND,
+    combines_with=(LIGER_BACKEND,),
+    training_flag="torch_compile",
+)
+
+# The table, in the order tables and error messages list the backends. A new backend is one line here.
+KERNEL_BACKEND_TABLE: dict[str, KernelBackend] = {
+    backend.name: backend for backend in (EAGER, LIGER, COMPILE, compose(LIGER, COMPILE))
+}
+ELEMENTARY_BACKENDS = tuple(b for b in KERNEL_BACKEND_TABLE.values() if not b.composite)
+KERNEL_BACKENDS = tuple(KERNEL_BACKEND_TABLE)  # the values RunConfig.kernels allows
+# The patch report: every key some backend verifies, and what is checked for it.
+KERNEL_CHECKS: dict[str, str] = {key: text for b in ELEMENTARY_BACKENDS for key, text in b.checks.items()}
+REPORT_KEYS = tuple(KERNEL_CHECKS)
+
+
+def kernel_backend(name: str) -> KernelBackend:
+    """The table entry of a backend; BackendUnavailable naming the backends when there is none."""
+    backend = KERNEL_BACKEND_TABLE.get(name)
+    if backend is None:
+        raise BackendUnavailable(f"kernels={name!r}: backends are {', '.join(KERNEL_BACKENDS)}")
+    return backend
+
+
+def find_backend(name: str) -> KernelBackend | None:
+    """The table entry of a backend, or None (a record from elsewhere may name one this table lacks)."""
+    return KERNEL_BACKEND_TABLE.get(name)
+
+
+def uses_liger_switches(name: str) -> bool:
+    """Whether a backend reads RunConfig.liger_kernels (False for a name the table lacks)."""
+    backend = find_backend(name)
+    return backend is not None and backend.uses_liger_switches
+
+
+def requested_kernels(name: str, liger_kernels: Iterable[str]) -> tuple[str, ...]:
+    """The patch-report keys a backend asks for (its Liger switches, 'compile', ...); () for an unknown name."""
+    backend = find_backend(name)
+    return backend.requested(tuple(liger_kernels)) if backend is not None else ()
+
+
+def tolerance_class(name: str) -> str:
+    """The parity tolerance class of a backend (the baseline's for a name the table lacks)."""
+    backend = find_backend(name)
+    return backend.tolerance_class if backend is not None else TOLERANCE_CLASSES[0]
+
+
+def training_kwargs(name: str, liger_kernels: Iterable[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """What TrainingArguments/SFTConfig need for a backend, with a comment per key.
+
+    Every backend's flag appears (on for the backend's parts, off for the others), followed by the
+    options of the parts that are on (Liger's ``liger_kernel_config``).
+    """
+    backend = find_backend(name)
+    parts = backend.components if backend is not None else ()  # a name the table lacks: every flag off
+    switches = tuple(liger_kernels)
+    kwargs: dict[str, Any] = {}
+    comments: dict[str, str] = {}
+    for part in ELEMENTARY_BACKENDS:
+        if not part.training_flag:
+            continue
+        on = part.name in parts
+        kwargs[part.training_flag] = on
+        comments[part.training_flag] = f"kernels={name!r}"
+        if on and part.training_options is not None:
+            options = part.training_options(switches)
+            kwargs.update(options)
+            comments.update(dict.fromkeys(options, part.training_options_comment))
+    return kwargs, comments

@@ -1,0 +1,71 @@
+"""What a kernel backend is: the fields of one entry of the backend table (:mod:`nbhelpers.kernels.registry`).
+
+Light on purpose (no torch, no Liger): :class:`nbhelpers.measure.config.RunConfig` reads the table when a
+configuration is made, and the heavy imports stay inside each backend's functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Patches a model instance in place: (model, Liger switches of the config, device type "cpu"/"cuda").
+ApplyFunction = Callable[[Any, tuple[str, ...], str], None]
+# Reads off a model instance which of the backend's report keys are really replaced.
+ReportFunction = Callable[[Any], dict[str, bool]]
+# The report keys a backend must see replaced, given the config's Liger switches.
+RequestedFunction = Callable[[tuple[str, ...]], tuple[str, ...]]
+# Extra TrainingArguments/SFTConfig keyword arguments a backend exports when it is on, given the switches.
+TrainingOptionsFunction = Callable[[tuple[str, ...]], dict[str, Any]]
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested kernel backend cannot run here (no Triton driver, unsupported model type, ...)."""
+
+
+def _apply_nothing(model: Any, switches: tuple[str, ...], device: str) -> None:
+    """The apply function of a backend that leaves the model as it is."""
+
+
+def _report_nothing(model: Any) -> dict[str, bool]:
+    return {}
+
+
+def _request_nothing(switches: tuple[str, ...]) -> tuple[str, ...]:
+    return ()
+
+
+@dataclass(frozen=True)
+class KernelBackend:
+    """One kernel backend: how to apply it, how to verify it, and what it needs and exports.
+
+    A composite backend (``liger+compile``) is made by :func:`nbhelpers.kernels.registry.compose` from
+    its parts; ``parts`` names them in the order they are applied (an elementary backend is its own part).
+    """
+
+    name: str
+    summary: str  # one line for tables and docs
+    apply: ApplyFunction = _apply_nothing
+    report: ReportFunction = _report_nothing  # the patch-report keys it owns, read off the model
+    checks: Mapping[str, str] = field(default_factory=dict)  # report key -> what the report checks for it
+    requested: RequestedFunction = _request_nothing  # the report keys it must see replaced
+    cpu_env: Mapping[str, str] = field(default_factory=dict)  # its child process's environment without CUDA
+    caches: tuple[str, ...] = ()  # compiled-kernel caches it fills on its first step (keys of COMPILED_CACHES)
+    uses_liger_switches: bool = False  # whether RunConfig.liger_kernels means anything to it
+    tolerance_class: str = "eager"  # parity tolerance class (one of TOLERANCE_CLASSES)
+    combines_with: tuple[str, ...] = ()  # elementary backends it may be composed with
+    training_flag: str = ""  # TrainingArguments/SFTConfig boolean that turns it on in HF Trainer / TRL
+    training_options: TrainingOptionsFunction | None = None  # extra keyword arguments exported when on
+    training_options_comment: str = ""  # the comment beside those keyword arguments in exported code
+    parts: tuple[str, ...] = ()  # the elementary backends it is made of ((name,) when empty)
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """The elementary backends it applies, in order."""
+        return self.parts or (self.name,)
+
+    @property
+    def composite(self) -> bool:
+        """Whether it is made of more than one elementary backend."""
+        return len(self.components) > 1
