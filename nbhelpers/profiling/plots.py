@@ -10,6 +10,8 @@ from typing import Any
 
 import pandas as pd
 
+from nbhelpers.plotting import holoviews
+
 from .analyze import category_summary, kernel_duration_histogram, step_timeline
 from .classify import CATEGORIES
 from .parse import Trace
@@ -39,21 +41,13 @@ BEFORE_COLOR = "#9a9a9a"
 AFTER_COLOR = "#2e9d57"
 
 
-def _hv() -> Any:
-    import holoviews as hv
-
-    if not hv.Store.renderers:
-        hv.extension("bokeh", logo=False)
-    return hv
-
-
 def _unit(frame: pd.DataFrame, default: str = "kernels") -> str:
     return str(frame.attrs.get("unit", default))
 
 
 def category_bars(summary_df: pd.DataFrame, value: str = "time_per_step_us") -> Any:
     """Bars per category of ``category_summary`` (time per step by default), colored by category."""
-    hv = _hv()
+    hv = holoviews()
     frame = summary_df[["category", value, "launches_per_step", "share_of_time"]].copy()
     frame["category"] = frame["category"].astype(str)
     labels = {"time_per_step_us": "time per step (us)", "launches_per_step": "launches per step"}
@@ -74,7 +68,7 @@ def category_bars(summary_df: pd.DataFrame, value: str = "time_per_step_us") -> 
 
 def duration_histogram(trace: Trace, bins: int = 30, weight: str = "launches") -> Any:
     """Histogram of durations on a log x axis; ``weight`` "launches" counts, "time_us" sums time."""
-    hv = _hv()
+    hv = holoviews()
     hist = kernel_duration_histogram(trace, bins=bins)
     edges = list(hist["bin_left_us"]) + list(hist["bin_right_us"].iloc[-1:])
     ylabel = "launches" if weight == "launches" else "time (us)"
@@ -93,7 +87,7 @@ def duration_histogram(trace: Trace, bins: int = 30, weight: str = "launches") -
 
 def step_timeline_plot(trace: Trace, step_index: int = 0) -> Any:
     """One step as rectangles: x = time from the step start, one lane per stream, colored by category."""
-    hv = _hv()
+    hv = holoviews()
     timeline = step_timeline(trace, step_index)
     lanes = {stream: i for i, stream in enumerate(sorted(timeline["stream"].unique()))}
     lane = timeline["stream"].map(lanes).astype(float)
@@ -128,7 +122,7 @@ def step_timeline_plot(trace: Trace, step_index: int = 0) -> Any:
 
 def category_diff_bars(diff_categories_df: pd.DataFrame) -> Any:
     """Grouped bars of time per step per category, before and after (from ``diff_categories``)."""
-    hv = _hv()
+    hv = holoviews()
     frame = diff_categories_df
     long = pd.concat(
         [

@@ -14,25 +14,17 @@ from nbhelpers.analysis.padding import measured_table, padding_records
 from nbhelpers.analysis.records import is_valid
 from nbhelpers.data.strategies import PACKED_STRATEGIES
 from nbhelpers.measure.store import RunRecord
+from nbhelpers.plotting import holoviews
 
 REAL_COLOR = "#3b7dd8"
 PAD_COLOR = "#e07b54"
-
-
-def _hv() -> Any:
-    import holoviews as hv
-    import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh backend)
-
-    if hv.Store.current_backend != "bokeh":
-        hv.Store.set_current_backend("bokeh")
-    return hv
 
 
 def length_histogram(lengths: Sequence[int], max_length: int | None = None, bins: int = 40) -> Any:
     """Histogram of token lengths, with the max-length cut as a dashed line."""
     import numpy as np
 
-    hv = _hv()
+    hv = holoviews()
     counts, edges = np.histogram(np.asarray(lengths), bins=bins)
     plot = hv.Histogram((edges, counts), kdims="tokens", vdims="sequences").opts(
         title=f"token lengths ({len(lengths):,} sequences)", width=460, height=260, color=REAL_COLOR, tools=["hover"]
@@ -46,7 +38,7 @@ def step_waste_bars(table: Any, title: str = "", max_steps: int = 120) -> Any:
     """Stacked bars per step: real tokens and padding positions (the first ``max_steps`` steps)."""
     import pandas as pd
 
-    hv = _hv()
+    hv = holoviews()
     shown = table.head(max_steps)
     long = pd.concat(
         [
@@ -78,7 +70,7 @@ def explorer_plot(lengths: Sequence[int], table: Any, max_length: int, title: st
 
 def throughput_bars(table: Any, title: str = "real tokens per second") -> Any:
     """Bars of real tok/s per measured configuration (failed ones left out); None when nothing ran."""
-    hv = _hv()
+    hv = holoviews()
     measured = table[table["real tok/s"].notna()]
     if measured.empty:
         return None

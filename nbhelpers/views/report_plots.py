@@ -8,19 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from nbhelpers.plotting import holoviews
+
 OK_COLOR = "#3b7dd8"
 UP_COLOR = "#2e9d57"
 DOWN_COLOR = "#c8553d"
 BASE_COLOR = "#888888"
-
-
-def _hv() -> Any:
-    import holoviews as hv
-    import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh backend)
-
-    if hv.Store.current_backend != "bokeh":
-        hv.Store.set_current_backend("bokeh")
-    return hv
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -42,7 +35,7 @@ def _x_names(frame: Any) -> list[str]:
 
 def waterfall_plot(steps: Any, title: str = "") -> Any:
     """Bars of real tok/s per waterfall stage with the cumulative speedup written above each."""
-    hv = _hv()
+    hv = holoviews()
     measured = steps[steps["real tok/s"].notna()]
     if measured.empty:
         return None
@@ -84,7 +77,7 @@ def waterfall_plot(steps: Any, title: str = "") -> Any:
 
 
 def _bars(table: Any, column: str, ylabel: str, title: str, color: str = OK_COLOR) -> Any:
-    hv = _hv()
+    hv = holoviews()
     rows = table[table["status"] == "ok"]
     rows = rows[rows[column].notna()]
     if rows.empty:
@@ -122,7 +115,7 @@ def memory_plot(table: Any) -> Any:
 
 def machine_plots(table: Any, steps: Any, machine: str = "") -> Any:
     """Waterfall(s), throughput and memory of one machine as one column, or None if nothing measured."""
-    hv = _hv()
+    hv = holoviews()
     if machine:
         table = table[table["machine"] == machine]
         steps = steps[steps["machine"] == machine]
@@ -147,7 +140,7 @@ def report_plots(table: Any, steps: Any) -> Any:
 
     The notebook loads the plotting extension once (``hv.extension("bokeh")``) before this.
     """
-    hv = _hv()
+    hv = holoviews()
     layouts = []
     for machine in dict.fromkeys(table["machine"]):
         plot = machine_plots(table, steps, machine)
@@ -163,5 +156,5 @@ def report_plots(table: Any, steps: Any) -> Any:
 
 def to_bokeh(plot: Any) -> Any:
     """The Bokeh model of a HoloViews object (for embedding in the HTML report)."""
-    hv = _hv()
+    hv = holoviews()
     return hv.render(plot, backend="bokeh")
