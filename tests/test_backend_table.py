@@ -34,7 +34,8 @@ from nbhelpers.kernels.registry import (
     training_kwargs,
 )
 from nbhelpers.kernels.spec import BackendUnavailable
-from nbhelpers.measure.config import ConfigError, RunConfig
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.validation import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "nbhelpers"
