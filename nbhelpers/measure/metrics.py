@@ -33,17 +33,65 @@ def matmul_flops_per_token(shape: ModelShape) -> float:
 def attention_flops(shape: ModelShape, sequence_lengths: Sequence[int]) -> float:
     """Training FLOPs of causal attention scores and values over the real tokens of each sequence.
 
-    Per layer and head, QK^T and AV each cost 2 x L x L x head_dim FLOPs over a full square;
-    causal masking keeps half; backward costs twice forward: 3 x 2 x 2 x L^2 x d / 2 = 6 x L^2 x d.
+    Per full-attention layer and head, QK^T and AV each cost 2 x L x L x head_dim FLOPs over a full
+    square; causal masking keeps half; backward costs twice forward: 3 x 2 x 2 x L^2 x d / 2 = 6 x L^2 x d.
+    A hybrid's linear-attention layers are not counted here (see ``linear_attention_flops``).
     """
-    per_square = 6.0 * shape.num_layers * shape.num_heads * shape.head_dim
+    per_square = 6.0 * shape.full_attention_layers * shape.num_heads * shape.head_dim
     return per_square * float(sum(length * length for length in sequence_lengths))
 
 
+# Chunk length of the chunked gated delta rule (flash-linear-attention's chunk_gated_delta_rule and
+# transformers' torch_chunk_gated_delta_rule both use 64).
+GATED_DELTA_CHUNK = 64
+
+
+def gated_delta_chunk_flops(chunk: int, key_dim: int, value_dim: int) -> float:
+    """Forward FLOPs of one head over one chunk of ``chunk`` tokens in the chunked gated delta rule.
+
+    With C = chunk, dk, dv the head dimensions and S the dk x dv state carried between chunks
+    (Yang et al., "Gated Delta Networks", ICLR 2025, sec. 3.3; the WY/UT form of DeltaNet's chunkwise
+    algorithm, Yang et al. 2024), as flash-linear-attention's ``chunk_gated_delta_rule`` computes it:
+      (beta K) K^T and Q K^T, C x C each:                   2 x 2 C^2 dk
+      inverse of the unit lower-triangular C x C system:      C^3 / 3
+      W = A (beta K) and U = A (beta V):                      2 C^2 dk + 2 C^2 dv
+      V_new = U - W S and the inter-chunk read Q S:           2 x 2 C dk dv
+      intra-chunk output (Q K^T masked) V_new:                2 C^2 dv
+      state update S += K^T V_new:                            2 C dk dv
+    = 6 C^2 dk + 4 C^2 dv + 6 C dk dv + C^3 / 3. Elementwise work (decays, gates, l2norm) is not counted.
+    """
+    c = float(chunk)
+    return 6 * c * c * key_dim + 4 * c * c * value_dim + 6 * c * key_dim * value_dim + c**3 / 3
+
+
+def linear_attention_flops(shape: ModelShape, sequence_lengths: Sequence[int]) -> float:
+    """Training FLOPs of a hybrid's Gated DeltaNet layers (the chunked delta rule, not their projections,
+    which ``matmul_flops_per_token`` counts) over the real tokens of each sequence.
+
+    Each sequence is cut into chunks of ``GATED_DELTA_CHUNK`` tokens (the last one shorter); each value head
+    runs ``gated_delta_chunk_flops`` per chunk (query/key heads are shared across value heads); backward
+    costs twice forward, as for attention. Zero for a dense decoder.
+    """
+    if not shape.linear_attention_layers:
+        return 0.0
+    dk, dv = shape.linear_key_head_dim, shape.linear_value_head_dim
+    full = gated_delta_chunk_flops(GATED_DELTA_CHUNK, dk, dv)
+    forward = 0.0
+    for length in sequence_lengths:
+        chunks, rest = divmod(int(length), GATED_DELTA_CHUNK)
+        forward += chunks * full + (gated_delta_chunk_flops(rest, dk, dv) if rest else 0.0)
+    return 3.0 * shape.linear_attention_layers * shape.linear_num_value_heads * forward
+
+
 def model_flops(shape: ModelShape, sequence_lengths: Sequence[int]) -> float:
-    """Useful training FLOPs of one step over these sequences (padding does no useful work)."""
+    """Useful training FLOPs of one step over these sequences (padding does no useful work): weight matmuls,
+    softmax attention of the full-attention layers, and the delta rule of the linear-attention layers."""
     real_tokens = sum(sequence_lengths)
-    return matmul_flops_per_token(shape) * real_tokens + attention_flops(shape, sequence_lengths)
+    return (
+        matmul_flops_per_token(shape) * real_tokens
+        + attention_flops(shape, sequence_lengths)
+        + linear_attention_flops(shape, sequence_lengths)
+    )
 
 
 def mfu(flops_per_step: float, step_time_s: float, peak_flops_per_s: float) -> float:

@@ -35,6 +35,12 @@ def compute_dtype(config: RunConfig, device: str) -> str:
     return "fp32" if device == "cpu" else "bf16-autocast"
 
 
+def packing_mode(config: RunConfig) -> str:
+    """How this configuration's rows keep packed sequences apart (a key of ``PACKING_MODES``), '' when unpacked:
+    the collator hands a packed row ``position_ids`` that restart at every sequence."""
+    return "position_ids" if config.padding_settings.entry.packed else ""
+
+
 def prepare_batches(config: RunConfig, tokenizer: Any, device: str) -> list[dict[str, Any]]:
     """The step batches on the device, in plan order: the whole plan when timing an epoch, else as many as
     the first step, warm-up and timed steps take (they cycle when the plan is shorter)."""
@@ -133,7 +139,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     weights_dtype = torch.bfloat16 if dtype == "bf16" else None
     model = build_model(config.model, config.attn_implementation, config.seed, weights_dtype, device)
     model.train()
-    if refusal := unsupported(model.config.model_type, kernels=config.kernels):
+    if refusal := unsupported(model.config.model_type, kernels=config.kernels, packing=packing_mode(config)):
         raise ValueError(f"model={config.model!r}: {refusal}")
     shape = model_shape(model.config)
     report = apply_backend(model, config.kernels, config.liger_kernels, device)

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import qwen3
+from . import qwen3, qwen3_5
 from .shape import ModelShape
 
-# How a packed row keeps its sequences apart; a family lists the ones its attention layers honour.
+# How a packed row keeps its sequences apart; a family lists the ones its token-mixing layers honour.
 PACKING_MODES = {
     "position_ids": "padding-free packed rows; position_ids restart at 0 at every sequence",
+    "cu_seqlens": "packed rows that also hand the linear-attention layers their sequence boundaries "
+    "(cu_seqlens, and seq_idx for the causal convolution)",
 }
 
 
@@ -41,18 +43,27 @@ class ModelFamily:
     tokenizer: str  # the embedded tokenizer of its presets (a key of data.tokenizer.EMBEDDED_TOKENIZERS)
     attention_implementations: tuple[str, ...]
     kernel_backends: tuple[str, ...]
-    packing: tuple[str, ...]
+    packing: tuple[str, ...]  # packing modes on the reference path (any kernel backend)
+    kernel_packing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # backend -> modes it adds
+    packing_hint: str = ""  # what to install for packing the family cannot do yet, said in the refusal
+
+    def packing_modes(self, kernels: str = "") -> tuple[str, ...]:
+        """The packing modes this family keeps apart with the kernel backend ``kernels``."""
+        return self.packing + tuple(self.kernel_packing.get(kernels, ()))
 
     def refusal(self, attn_implementation: str = "", kernels: str = "", packing: str = "") -> str:
         """Why this family cannot run these settings, or '' when it can (empty arguments are not checked)."""
         for parameter, value, allowed in (
             ("attn_implementation", attn_implementation, self.attention_implementations),
             ("kernels", kernels, self.kernel_backends),
-            ("packing", packing, self.packing),
+            ("packing", packing, self.packing_modes(kernels)),
         ):
             if value and value not in allowed:
                 supported = ", ".join(repr(a) for a in allowed) or "none"
-                return f"{parameter}={value!r} is not supported by the {self.name} family (supported: {supported})"
+                reason = f"{parameter}={value!r} is not supported by the {self.name} family (supported: {supported})"
+                if parameter == "packing" and self.packing_hint:
+                    reason += f": {self.packing_hint}"
+                return reason
         return ""
 
 
@@ -72,6 +83,26 @@ FAMILIES: dict[str, ModelFamily] = {
             attention_implementations=("eager", "sdpa", "flex_attention", "flash_attention_2", "torch_varlen"),
             kernel_backends=("eager", "liger", "compile", "liger+compile"),
             packing=("position_ids",),
+        ),
+        ModelFamily(
+            name="qwen3_5",
+            description="Qwen3.5/3.6/3.8 hybrids: 3 Gated DeltaNet layers to 1 gated attention layer; 0.8B-27B",
+            presets=qwen3_5.PRESETS,
+            hub_ids=qwen3_5.HUB_IDS,
+            config_class="Qwen3_5TextConfig",
+            model_types=(qwen3_5.MODEL_TYPE, qwen3_5.CHECKPOINT_MODEL_TYPE),
+            build_config=qwen3_5.build_config,
+            shape=qwen3_5.shape,
+            tokenizer="qwen3.5",
+            # of the full-attention layers; flex_attention is refused by transformers for this model class
+            attention_implementations=("eager", "sdpa", "flash_attention_2", "torch_varlen"),
+            kernel_backends=("eager", "liger", "compile", "liger+compile"),
+            # transformers' PyTorch Gated DeltaNet runs a packed row as one sequence (measured: the second
+            # sequence's logits off by up to 0.107): no packing on the reference path.
+            packing=(),
+            packing_hint="transformers' reference Gated DeltaNet layers run a packed row as one sequence and "
+            "would mix its sequences; install flash-linear-attention (pip install flash-linear-attention), whose "
+            "kernels take the sequence boundaries (cu_seqlens), or use a padded strategy",
         ),
     )
 }

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 from typing import Any
 
-from .families import MODEL_PRESETS, is_preset, preset_config, unsupported
+from .families import MODEL_PRESETS, family_of_preset, is_preset, preset_config, unsupported
 
 
 def model_source(name_or_path: str) -> str:
@@ -41,6 +43,8 @@ def build_model(
     if is_preset(name_or_path):
         config = preset_config(name_or_path)
         _refuse(name_or_path, unsupported(config.model_type, attn_implementation))
+        weights = "bf16" if dtype in (torch.bfloat16, torch.float16) else "fp32"
+        _refuse(name_or_path, memory_refusal(name_or_path, weights, device_memory_bytes(device)))
         config._attn_implementation = attn_implementation
         with torch.device(device):  # initialise where it will run: seconds, not minutes, for 1.7B on a GPU
             model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
@@ -60,6 +64,33 @@ def _refuse(model: str, refusal: str) -> None:
     """A model whose family cannot run the requested settings is an error that names the model."""
     if refusal:
         raise ValueError(f"model={model!r}: {refusal}")
+
+
+def device_memory_bytes(device: str) -> int:
+    """Memory of one device: the current CUDA GPU's total, or the machine's physical memory for a CPU."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def memory_refusal(preset: str, weights: str, capacity_bytes: int) -> str:
+    """Why a preset cannot be trained on one device of ``capacity_bytes``, or '' when its training state fits.
+
+    Counts weights, gradients and AdamW moments in the weights' dtype ("fp32" or "bf16"), not activations,
+    so a preset that passes may still run out of memory, but one refused here cannot fit.
+    """
+    shape = family_of_preset(preset).shape(preset_config(preset))
+    need = shape.training_state_bytes(weights)
+    if need <= capacity_bytes:
+        return ""
+    return (
+        f"training it needs at least {need / 2**30:,.0f} GiB ({shape.total_parameters:,} parameters: {weights} "
+        f"weights, gradients and AdamW moments, before activations) and one device here has "
+        f"{capacity_bytes / 2**30:,.0f} GiB: shard it over at least {math.ceil(need / capacity_bytes)} GPUs "
+        "(FSDP2), or pick a smaller preset; meta_model() builds it without memory"
+    )
 
 
 def disable_kv_cache(model: Any) -> None:
