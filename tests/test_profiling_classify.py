@@ -194,6 +194,33 @@ KERNELS = [
         "other",
     ),
     ("some_unknown_kernel", "other"),
+    # Hybrid (Gated DeltaNet) fused path: flash-linear-attention's Triton kernels, TileLang, causal-conv1d
+    ("chunk_gated_delta_rule_fwd_kernel_h_blockdim64", "linear attention"),
+    ("chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", "linear attention"),
+    ("chunk_gated_delta_rule_fwd_kkt_solve_kernel", "linear attention"),
+    ("chunk_fwd_kernel_o", "linear attention"),
+    ("chunk_bwd_kernel_dqkwg", "linear attention"),
+    ("chunk_bwd_kernel_dv_local", "linear attention"),
+    ("chunk_scaled_dot_kkt_fwd_kernel", "linear attention"),
+    ("recompute_w_u_fwd_kernel", "linear attention"),
+    ("prepare_wy_repr_bwd_kernel", "linear attention"),
+    ("solve_tril_16x16_kernel", "linear attention"),
+    ("merge_16x16_to_64x64_inverse_kernel", "linear attention"),
+    ("chunk_local_cumsum_scalar_kernel", "linear attention"),
+    ("gdn_gate_fwd_kernel", "linear attention"),
+    ("fused_recurrent_gated_delta_rule_fwd_kernel", "linear attention"),
+    ("chunk_bwd_dqkwg_tilelang", "linear attention"),
+    ("kernel_kernel", "linear attention"),
+    ("causal_conv1d_fwd_kernel", "linear attention"),
+    ("causal_conv1d_bwd_kernel", "linear attention"),
+    (
+        "void causal_conv1d_channellast_fwd_kernel<Causal_conv1d_channellast_fwd_kernel_traits<128, 4, 64, true, 8, c10::BFloat16, c10::BFloat16> >(ConvParamsBase)",
+        "linear attention",
+    ),
+    ("l2norm_fwd_kernel", "normalization"),
+    ("l2norm_bwd_kernel1", "normalization"),
+    ("layer_norm_gated_fwd_kernel", "normalization"),
+    ("parallel_attn_fwd_tilelang", "attention"),
 ]
 
 CPU_OPS = [
@@ -258,7 +285,7 @@ def test_classify_cpu_op(name: str, category: str) -> None:
 
 def test_every_category_is_reachable() -> None:
     assert {c for _, c in KERNELS} == set(CATEGORIES)
-    assert len(CATEGORIES) == 11
+    assert len(CATEGORIES) == 12
 
 
 H200_TRACE = Path(__file__).resolve().parents[1] / "data" / "h200_qwen3-1.7b_baseline.trace.json.gz"

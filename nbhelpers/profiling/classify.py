@@ -16,6 +16,16 @@ Decisions where a name could fit two categories:
   and fused Adam/AdamW kernels.
 - GEMM split-K reductions (``splitKreduce_kernel``) are "GEMM"; sorting and de-duplication (cub radix
   sort, ``DeviceUniqueByKey``, which the embedding backward runs on token ids) are "other".
+- **linear attention** holds the kernels of a hybrid's Gated DeltaNet layers on the fused path:
+  flash-linear-attention's chunked gated delta rule (``chunk_gated_delta_rule_*``, ``chunk_fwd_kernel_o``,
+  ``chunk_bwd_kernel_dqkwg``, ``chunk_fwd_kernel_h``, ``recompute_w_u_fwd_kernel``, ``prepare_wy_repr_*``,
+  ``chunk_scaled_dot_kkt_fwd_kernel``, ``solve_tril_*``, ``merge_16x16_to_*_inverse_kernel``, chunk cumsums,
+  ``gdn_gate_*``, ``fused_recurrent_*``), its TileLang kernels (``*_tilelang``, ``*_tl``; TileLang names a
+  kernel after its function, ``kernel_kernel``/``main_kernel`` for anonymous ones, which in this workbook
+  only fla launches) and the short causal convolution (fla's or the ``causal-conv1d`` package's
+  ``causal_conv1d_*``). fla's ``l2norm_*`` (query/key normalization) and ``layer_norm_gated_*`` (the gated
+  output RMSNorm) are "normalization". The reference PyTorch path of the same layers runs as ordinary
+  torch kernels (GEMMs, elementwise, triangular solves) and is classified as those.
 - cuDNN's SDPA backward helpers (``cudnn::fusion::compute_dot_do_o_specialized``, ``convert_dq_to_16bits``)
   are "attention"; ``lpnorm_cleanup`` (the last pass of the gradient-norm reduction) is "reduction".
 """
@@ -27,6 +37,7 @@ from functools import lru_cache
 
 GEMM = "GEMM"
 ATTENTION = "attention"
+LINEAR_ATTENTION = "linear attention"
 NORMALIZATION = "normalization"
 ELEMENTWISE = "elementwise"
 REDUCTION = "reduction"
@@ -40,6 +51,7 @@ OTHER = "other"
 CATEGORIES: tuple[str, ...] = (
     GEMM,
     ATTENTION,
+    LINEAR_ATTENTION,
     NORMALIZATION,
     ELEMENTWISE,
     REDUCTION,
@@ -56,6 +68,15 @@ _LIGER = (
     r"|^_layer_norm_\w*kernel|^_group_norm_\w*kernel|^_poly_norm\w*|^_dyt_\w*|^_swiglu_\w*|^_geglu_\w*"
     r"|^element_mul_kernel|^_fused_linear_cross_entropy\w*|^_cross_entropy\w*kernel|^_kldiv_kernel\w*"
     r"|^_jsd_kernel\w*|^_tvd_kernel\w*|^_selective_log_softmax\w*|^_softmax_\w*kernel|^_sparsemax\w*"
+)
+
+# flash-linear-attention's Gated DeltaNet kernels (fla/ops/gated_delta_rule, fla/ops/common, fla/ops/utils,
+# fla/modules/convolution), TileLang kernels, and the causal-conv1d package's kernels.
+_LINEAR_ATTENTION = (
+    r"gated_delta|delta_rule|^chunk_(fwd|bwd)_|^chunk_scaled_dot_kkt|^chunk_(local|global)_cumsum|"
+    r"recompute_w_u|prepare_wy_repr|wy_fast|solve_tril|merge_16x16_to_\w*inverse|^gdn_gate|^fused_recurrent_|"
+    r"^fused_chunk_|^compute_dh0|fused_beta_sigmoid|causal_conv1d|_tilelang\b|_tl(_kernel)?$|"
+    r"^(kernel|main)_kernel$"
 )
 
 # Ordered, matched (re.search, case-insensitive) against the whole name: strong signals that may sit in
@@ -76,6 +97,7 @@ FULL_NAME_RULES: tuple[tuple[str, str], ...] = (
 # when none matches, against the whole name.
 KERNEL_RULES: tuple[tuple[str, str], ...] = (
     (TRITON, _LIGER),
+    (LINEAR_ATTENTION, _LINEAR_ATTENTION),
     (GEMM, r"^triton_tem_\w*?(mm|gemm)"),
     (TRITON, r"^triton_"),
     (OPTIMIZER, r"multi_tensor_apply|fused_?adam|adamw|_fused_sgd|fusedsgd|lamb_|adagrad|foreach"),
@@ -86,7 +108,7 @@ KERNEL_RULES: tuple[tuple[str, str], ...] = (
     ),
     (
         NORMALIZATION,
-        r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|rowwisemoments|gammabeta|"
+        r"layer_?norm|rms_?norm|l2_?norm|batch_?norm|group_?norm|instance_?norm|rowwisemoments|gammabeta|"
         r"cuapplylayernorm|cuapplyrmsnorm|cucomputegradinput|cucomputepartgradgammabeta|"
         r"cucomputegradgammabeta|welford",
     ),

@@ -24,6 +24,7 @@ CATEGORY_COLORS: dict[str, str] = dict(
         (
             "#1f77b4",  # GEMM
             "#d62728",  # attention
+            "#ff9896",  # linear attention
             "#9467bd",  # normalization
             "#ff7f0e",  # elementwise
             "#8c564b",  # reduction
