@@ -133,7 +133,8 @@ def shape(config: Any) -> ModelShape:
         num_heads=dense.num_heads,
         num_kv_heads=dense.num_kv_heads,
         head_dim=dense.head_dim,
-        tie_word_embeddings=dense.tie_word_embeddings,
+        # a released checkpoint ties (or not) by its top-level flag, which transformers follows when loading
+        tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", dense.tie_word_embeddings)),
         num_attention_layers=types.count("full_attention"),
         attention_output_gate=True,
         linear_num_key_heads=text.linear_num_key_heads,
