@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers.profiling import category_summary, diff_categories, load_trace
+from nbhelpers.profiling import CATEGORIES, category_summary, diff_categories, load_trace
 
 hv = pytest.importorskip("holoviews")
 from nbhelpers.profiling.plots import (  # noqa: E402
@@ -68,4 +68,4 @@ def test_category_diff_bars() -> None:
 
 
 def test_category_colors_cover_every_category() -> None:
-    assert len(CATEGORY_COLORS) == 11 and len(set(CATEGORY_COLORS.values())) == 11
+    assert len(CATEGORY_COLORS) == len(CATEGORIES) and len(set(CATEGORY_COLORS.values())) == len(CATEGORIES)
