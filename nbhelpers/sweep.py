@@ -192,18 +192,18 @@ def _size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
-def _attempt_marker(run_folder: Path, notebook: str) -> Path:
+def attempt_marker(run_folder: Path, notebook: str) -> Path:
     """Written before a notebook runs (with the store's size), removed once it is journaled."""
     return run_folder / f"{ATTEMPT_PREFIX}{notebook}.json"
 
 
-def _set_aside_earlier_attempt(run_folder: Path, notebook: str, entry: dict[str, Any] | None) -> None:
+def set_aside_earlier_attempt(run_folder: Path, notebook: str, entry: dict[str, Any] | None) -> None:
     """Move the records an unfinished (killed) or failed earlier attempt wrote into ``interrupted-records.jsonl``.
 
     A killed attempt left its marker: its records are the store's bytes after the marker's size. A failed
     attempt's journal entry holds the store's size before and after it.
     """
-    store, marker = run_folder / "records.jsonl", _attempt_marker(run_folder, notebook)
+    store, marker = run_folder / "records.jsonl", attempt_marker(run_folder, notebook)
     span: tuple[int, int | None] | None = None
     if marker.exists():
         try:
@@ -287,8 +287,8 @@ def run_points(
                     output = runs_root / name / nb.name
                     store = runs_root / name / "records.jsonl"
                     if resume:
-                        _set_aside_earlier_attempt(runs_root / name, nb.name, journal_all.get((name, nb.name)))
-                    marker = _attempt_marker(runs_root / name, nb.name)
+                        set_aside_earlier_attempt(runs_root / name, nb.name, journal_all.get((name, nb.name)))
+                    marker = attempt_marker(runs_root / name, nb.name)
                     before = _size(store)
                     marker.parent.mkdir(parents=True, exist_ok=True)
                     marker.write_text(json.dumps({"store_bytes": before}))

@@ -57,7 +57,7 @@ def _die_with_parent() -> None:
 _PROGRESS = re.compile(r"\d+%\||it/s\]|s/it\]|\|\s*\d+/\d+\s*\[")
 
 
-def _tail(text: str, lines: int = 6) -> str:
+def stderr_tail(text: str, lines: int = 6) -> str:
     """The last lines of a worker's stderr without progress bars (tqdm redraws with carriage returns)."""
     kept = [part.strip() for line in text.splitlines() for part in line.split("\r")]
     kept = [line for line in kept if line and not _PROGRESS.search(line)]
@@ -91,7 +91,7 @@ def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str
             reason = f"killed by {name}{hint}"
         else:
             reason = f"exited with status {child.returncode}"
-        return failed_record(config, f"{reason}: {_tail(stderr)}", notebook)
+        return failed_record(config, f"{reason}: {stderr_tail(stderr)}", notebook)
 
 
 def _kill_group(child: subprocess.Popen) -> None:
