@@ -272,5 +272,6 @@ def test_10_smaller_cases(tmp_path, tokenizer):
     (tmp_path / "s.json").write_text(json.dumps("just a string"))
     with pytest.raises(DataError, match="must hold a list of objects.*holds a str"):
         load_rows(str(tmp_path / "s.json"))
-    stderr = "Traceback\nRuntimeError: boom\n" + "\r".join(f"steps: {i}0%|###| {i}/10 [00:01<00:02, 3.1it/s]" for i in range(9))
+    bars = "\r".join(f"steps: {i}0%|###| {i}/10 [00:01<00:02, 3.1it/s]" for i in range(9))
+    stderr = "Traceback\nRuntimeError: boom\n" + bars
     assert runner.stderr_tail(stderr) == "Traceback | RuntimeError: boom"
