@@ -176,6 +176,10 @@ def test_data_params_validate_and_feed_load_examples(tmp_path, tokenizer):
         "prompt_field", "response_field", "use_chat_template", "data_format", "prompt_template"
     }  # fmt: skip
     assert len(load_examples(params.dataset, tokenizer, 2, 64, **params.kwargs())) == 2
+    from nbhelpers.measure.config import RunConfig
+
+    config = RunConfig(**DataParams("x.jsonl", "sharegpt", prompt_template="{a}").config_fields())
+    assert (config.dataset, config.data_format, config.prompt_template) == ("x.jsonl", "sharegpt", "{a}")
     with pytest.raises(ConfigError, match="data_format='csv'"):
         DataParams(data_format="csv")
     with pytest.raises(ConfigError, match="use_chat_template"):

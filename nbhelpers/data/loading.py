@@ -54,6 +54,10 @@ class DataParams:
     def fields(self) -> Fields:
         return Fields(self.prompt_field, self.response_field, self.prompt_template)
 
+    def config_fields(self) -> dict[str, Any]:
+        """The RunConfig fields these parameters set: ``RunConfig(**data.config_fields(), ...)``."""
+        return {"dataset": self.dataset, **self.kwargs()}
+
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`load_examples` and :func:`token_lengths` (all but the dataset)."""
         return {
