@@ -7,6 +7,7 @@ when a wheel is built, so a notebook copied alone into Colab or Databricks finds
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -24,3 +25,15 @@ def shipped_dir(repo_relative: str, package_name: str, marker: str = "") -> Path
 
 DATA_DIR = shipped_dir("data", "_data", marker="default_sft.jsonl.gz")
 GPU_RESULTS_DIR = shipped_dir("benchmarks/gpu", "_gpu_results")
+
+
+def runs_folder() -> Path:
+    """Where runs go: ``$NBHELPERS_RUNS``; in a clone of the workbook its ``runs/`` (wherever the notebook or
+    command runs); for a notebook copied alone (an installed package), ``runs/`` in the working folder,
+    which Jupyter, Colab and Databricks set to the notebook's folder."""
+    configured = os.environ.get("NBHELPERS_RUNS", "").strip()
+    if configured:
+        return Path(configured).expanduser().resolve()
+    if (REPO_ROOT / "notebooks").is_dir() and (REPO_ROOT / "pyproject.toml").is_file():
+        return REPO_ROOT / "runs"
+    return Path("runs").resolve()

@@ -17,11 +17,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import fcntl
-import hashlib
-import itertools
 import json
 import os
-import re
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -30,171 +27,31 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.measure.jsonl import append_line, read_lines
+from nbhelpers.sweep_grid import (
+    check_grid,
+    default_sweep_name,
+    find_notebooks,
+    grid_points,
+    list_notebooks,
+    notebook_parameters,
+    parameters_for,
+    parse_grid,
+    parse_value,
+    point_name,
+    split_values,
+)
+from nbhelpers.validation import check_run_name, check_timeout
+
+__all__ = [  # the grid helpers live in nbhelpers.sweep_grid; these names stay importable from here
+    "check_grid", "default_sweep_name", "find_notebooks", "grid_points", "list_notebooks", "notebook_parameters",
+    "parameters_for", "parse_grid", "parse_value", "point_name", "split_values", "run_sweep", "run_all",
+    "run_points", "check_points", "Journal", "SweepResult", "execute_notebook",
+]  # fmt: skip
 
 JOURNAL_NAME = "sweep.jsonl"
 LOCK_NAME = ".sweep.lock"
 KERNEL_NAME = "python3"
-RUN_NAME_PARAMETER = "RUN_NAME"
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _PACKAGE_PARENT = Path(__file__).resolve().parents[1]
-
-
-# ----------------------------------------------------------------------------------------------
-# Grid
-
-
-def parse_value(text: str) -> Any:
-    """A grid value: int, float, true/false, else the string itself."""
-    text = text.strip()
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
-    """``["batch_size=2,4", "padding=dynamic,packed"]`` -> ``{"batch_size": [2, 4], "padding": [...]}``."""
-    grid: dict[str, list[Any]] = {}
-    for item in items:
-        key, sep, values = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"grid item {item!r} must look like name=value1,value2")
-        if key in grid:
-            raise ValueError(f"grid parameter {key!r} is given twice")
-        parsed = [parse_value(v) for v in values.split(",") if v.strip()]
-        if not parsed:
-            raise ValueError(f"grid parameter {key!r} has no values")
-        grid[key] = parsed
-    return grid
-
-
-def grid_points(grid: dict[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
-    """Every combination, first key slowest; an empty grid is one point with no values."""
-    if not grid:
-        return [{}]
-    keys = list(grid)
-    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(grid[k] for k in keys))]
-
-
-def _short_hash(data: Any) -> str:
-    return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:8]
-
-
-def point_name(point: dict[str, Any]) -> str:
-    """Deterministic run name of a grid point: ``batch_size-2_padding-dynamic``.
-
-    Characters a run name may not hold become "-" and a short hash of the point is appended, as it is
-    when the name would pass 100 characters, so two points never share a name.
-    """
-    if not point:
-        return "default"
-    raw = "_".join(f"{k}-{v}" for k, v in point.items())
-    name = _SAFE.sub("-", raw).strip("-._") or "point"
-    if name != raw or len(name) > 100:
-        name = f"{name[:90].rstrip('-._')}-{_short_hash(point)}"
-    return name
-
-
-def default_sweep_name(grid: dict[str, Sequence[Any]] | None, notebooks: Sequence[Path]) -> str:
-    """Same grid and notebooks -> same name, so running the same command again resumes."""
-    return "sweep-" + _short_hash({"grid": grid or {}, "notebooks": [Path(n).name for n in notebooks]})
-
-
-# ----------------------------------------------------------------------------------------------
-# Notebooks and their parameters
-
-
-def list_notebooks(notebooks_dir: str | Path = "notebooks") -> list[Path]:
-    """Every notebook of a folder in name order (01_..., 02_...), checkpoints and outputs left out."""
-    folder = Path(notebooks_dir)
-    candidates = (p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
-    found = sorted(p for p in candidates if ".partial" not in p.name)
-    if not found:
-        raise FileNotFoundError(f"no notebooks (*.ipynb) in {folder.resolve()}")
-    return found
-
-
-def find_notebooks(spec: str | Sequence[str] | None, notebooks_dir: str | Path = "notebooks") -> list[Path]:
-    """Notebooks named by number prefix ("01,02"), file name or path; None or "" means all of them."""
-    if not spec:
-        return list_notebooks(notebooks_dir)
-    items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s).strip() for s in spec]
-    found: list[Path] = []
-    for item in filter(None, items):
-        path = Path(item)
-        if path.suffix == ".ipynb" and path.exists():
-            found.append(path)
-            continue
-        matches = [p for p in list_notebooks(notebooks_dir) if p.name == item or p.name.startswith(item)]
-        if len(matches) != 1:
-            names = ", ".join(p.name for p in list_notebooks(notebooks_dir))
-            problem = "matches no notebook" if not matches else "matches several notebooks"
-            raise ValueError(f"notebook {item!r} {problem} in {notebooks_dir}: {names}")
-        found.append(matches[0])
-    return found
-
-
-def notebook_parameters(path: str | Path) -> dict[str, dict[str, Any]]:
-    """The parameters a notebook's ``parameters`` cell declares (papermill.inspect_notebook)."""
-    import papermill
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return dict(papermill.inspect_notebook(str(path)))
-
-
-def _coerce(value: Any, type_name: str, notebook: str, name: str) -> Any:
-    type_name = (type_name or "").strip().lower()
-    try:
-        if type_name == "int" and not isinstance(value, bool):
-            return int(value)
-        if type_name == "float" and not isinstance(value, bool):
-            return float(value)
-        if type_name == "bool":
-            return value if isinstance(value, bool) else parse_value(str(value)) is True
-        if type_name == "str":
-            return str(value)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{notebook}: parameter {name} is {type_name}, cannot take {value!r}") from error
-    return value
-
-
-def _declared_name(key: str, declared: dict[str, Any]) -> str | None:
-    for candidate in (key, key.upper()):
-        if candidate in declared:
-            return candidate
-    return None
-
-
-def parameters_for(
-    notebook: Path, declared: dict[str, dict[str, Any]], point: dict[str, Any], run_name: str
-) -> dict[str, Any]:
-    """Only what the notebook declares: RUN_NAME and the grid values, typed as its parameters cell says."""
-    params: dict[str, Any] = {}
-    if RUN_NAME_PARAMETER in declared:
-        params[RUN_NAME_PARAMETER] = run_name
-    for key, value in point.items():
-        name = _declared_name(key, declared)
-        if name is not None:
-            info = declared[name]
-            params[name] = _coerce(value, str(info.get("inferred_type_name", "")), notebook.name, name)
-    return params
-
-
-def check_grid(grid: dict[str, Sequence[Any]] | None, declared: dict[Path, dict[str, Any]]) -> None:
-    """Every grid key must be a parameter of at least one notebook (as is, or upper-cased)."""
-    for key in grid or {}:
-        if not any(_declared_name(key, params) for params in declared.values()):
-            names = sorted({n for params in declared.values() for n in params})
-            raise ValueError(
-                f"grid parameter {key!r} is declared by none of the notebooks "
-                f"({', '.join(p.name for p in declared)}); their parameters are: {', '.join(names)}"
-            )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -327,6 +184,59 @@ class SweepResult:
         return not self.failed
 
 
+ATTEMPT_PREFIX = ".attempt-"
+SET_ASIDE_NAME = "interrupted-records.jsonl"
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def attempt_marker(run_folder: Path, notebook: str) -> Path:
+    """Written before a notebook runs (with the store's size), removed once it is journaled."""
+    return run_folder / f"{ATTEMPT_PREFIX}{notebook}.json"
+
+
+def set_aside_earlier_attempt(run_folder: Path, notebook: str, entry: dict[str, Any] | None) -> None:
+    """Move the records an unfinished (killed) or failed earlier attempt wrote into ``interrupted-records.jsonl``.
+
+    A killed attempt left its marker: its records are the store's bytes after the marker's size. A failed
+    attempt's journal entry holds the store's size before and after it.
+    """
+    store, marker = run_folder / "records.jsonl", attempt_marker(run_folder, notebook)
+    span: tuple[int, int | None] | None = None
+    if marker.exists():
+        try:
+            span = (int(json.loads(marker.read_text())["store_bytes"]), None)
+        except (ValueError, KeyError, TypeError):
+            warnings.warn(f"{marker}: unreadable attempt marker; the store is left as it is", stacklevel=3)
+    elif entry is not None and entry.get("status") != "ok" and len(entry.get("store_bytes") or []) == 2:
+        span = (int(entry["store_bytes"][0]), int(entry["store_bytes"][1]))
+    if span is not None and store.exists():
+        data = store.read_bytes()
+        start, end = span[0], len(data) if span[1] is None else span[1]
+        if 0 <= start < end <= len(data):
+            with open(run_folder / SET_ASIDE_NAME, "ab") as handle:
+                handle.write(data[start:end])
+            staging = store.with_name(store.name + ".tmp")
+            staging.write_bytes(data[:start] + data[end:])
+            os.replace(staging, store)
+    marker.unlink(missing_ok=True)
+
+
+def check_points(
+    points: Sequence[tuple[str, dict[str, Any]]], notebooks: Sequence[Path]
+) -> dict[Path, dict[str, Any]]:
+    """Every point's run name and parameters, checked against the notebooks before anything runs."""
+    declared = {nb: notebook_parameters(nb) for nb in notebooks}
+    check_grid({k: [] for _, point in points for k in point}, declared)
+    for name, point in points:
+        check_run_name(name, "run name of a grid point")
+        for nb in notebooks:
+            parameters_for(nb, declared[nb], point, name)
+    return declared
+
+
 def run_points(
     points: Sequence[tuple[str, dict[str, Any]]],
     notebooks: Sequence[str | Path],
@@ -343,19 +253,23 @@ def run_points(
     """Run every notebook for every (run name, point); run folders live under ``runs_root``.
 
     ``runs_root`` becomes the kernels' NBHELPERS_RUNS, so run ``name`` writes ``runs_root/name``; the
-    journal and lock live in ``journal_dir`` (default: ``runs_root``).
+    journal and lock live in ``journal_dir`` (default: ``runs_root``). Every point's parameters are checked
+    before anything runs. A (point, notebook) rerun after a kill (or with ``retry_failed``) first sets aside
+    the records its earlier attempt wrote (into ``interrupted-records.jsonl``), so the store keeps exactly one
+    record per configuration and nothing measured is lost.
     """
     from tqdm.auto import tqdm
 
+    timeout = check_timeout(timeout)
     runs_root = Path(runs_root).resolve()
     sweep_dir = Path(journal_dir).resolve() if journal_dir is not None else runs_root
     notebooks = [Path(n).resolve() for n in notebooks]
-    declared = {nb: notebook_parameters(nb) for nb in notebooks}
-    check_grid({k: [] for _, point in points for k in point}, declared)
+    declared = check_points(points, notebooks)
     journal = Journal(sweep_dir / JOURNAL_NAME)
     result = SweepResult(sweep_dir=sweep_dir, journal=journal.path, points=[name for name, _ in points])
     with _exclusive(sweep_dir / LOCK_NAME), _kernel_environment(runs_root):
-        done = journal.finished() if resume else {}
+        journal_all = journal.finished()
+        done = journal_all if resume else {}
         if retry_failed:
             done = {key: entry for key, entry in done.items() if entry.get("status") == "ok"}
         complete = sum(all((name, nb.name) in done for nb in notebooks) for name, _ in points)
@@ -371,6 +285,13 @@ def run_points(
                     bar.set_postfix_str(f"{name} / {nb.name}")
                     params = parameters_for(nb, declared[nb], point, name)
                     output = runs_root / name / nb.name
+                    store = runs_root / name / "records.jsonl"
+                    if resume:
+                        set_aside_earlier_attempt(runs_root / name, nb.name, journal_all.get((name, nb.name)))
+                    marker = attempt_marker(runs_root / name, nb.name)
+                    before = _size(store)
+                    marker.parent.mkdir(parents=True, exist_ok=True)
+                    marker.write_text(json.dumps({"store_bytes": before}))
                     started, t0 = _now(), time.perf_counter()
                     status, error = "ok", ""
                     try:
@@ -390,8 +311,10 @@ def run_points(
                         "finished_at": _now(),
                         "duration_s": round(time.perf_counter() - t0, 3),
                         "pid": os.getpid(),
+                        "store_bytes": [before, _size(store)],
                     }
                     journal.append(entry)
+                    marker.unlink(missing_ok=True)
                     result.ran.append(entry)
                 bar.update(1)
         finally:
@@ -418,11 +341,13 @@ def run_sweep(
     ``report`` writes ``out/<sweep name>/report.html`` over every point's records at the end.
     """
     notebooks = [Path(n) for n in notebooks]
-    name = name or default_sweep_name(grid, notebooks)
+    name = check_run_name(name, "name") if name is not None else default_sweep_name(grid, notebooks)
+    timeout = check_timeout(timeout)
     points = [(point_name(p), p) for p in grid_points(grid)]
     names = [n for n, _ in points]
     if len(set(names)) != len(names):
         raise ValueError(f"grid points share a run name: {names}")
+    check_points(points, [n.resolve() for n in notebooks])  # a rejected grid writes nothing
     sweep_dir = Path(out) / name
     sweep_dir.mkdir(parents=True, exist_ok=True)
     manifest = sweep_dir / "sweep.json"
@@ -468,6 +393,8 @@ def run_all(
     from nbhelpers.measure.store import RunStore
     from nbhelpers.views.report import write_html_report
 
+    check_run_name(run_name, "run_name")
+    timeout = check_timeout(timeout)
     out = Path(out).resolve()
     notebooks = list_notebooks(notebooks_dir)
     report = out / run_name / "report.html"

@@ -94,8 +94,11 @@ def test_guarded_install_cell_comes_second(path):
     source = cell.source
     assert 'importlib.util.find_spec("nbhelpers") is None' in source, "install is not guarded by find_spec"
     assert "NBHELPERS_SOURCE" in source, "the install source must come from NBHELPERS_SOURCE"
-    installs = re.search(r"^\s*%pip install", source, re.M) or re.search(r"run_line_magic\(\s*[\"']pip", source)
-    assert installs, "no %pip install in the guarded cell"
+    installs = '[sys.executable, "-m", "pip", "install", "-q", NBHELPERS_SOURCE]' in source
+    assert installs, "the guarded cell must install through an argument list (no shell)"
+    assert "%pip" not in source and "run_line_magic" not in source and "shell=True" not in source, (
+        "NBHELPERS_SOURCE must never reach a shell"
+    )
     body = ast.parse(_code(cell)).body
     assert all(isinstance(n, (ast.Import, ast.ImportFrom, ast.If)) for n in body), (
         "the install cell must do nothing outside its guard (imports and one if)"

@@ -16,6 +16,7 @@ from typing import Any
 
 from nbhelpers.analysis.records import metric_value
 from nbhelpers.formatting import MISSING, fmt_num, fmt_per_step, fmt_percent, fmt_us, is_missing
+from nbhelpers.measure.advice import advice_for, raise_if_failed
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.profiling.analyze import SHORT_US
@@ -137,6 +138,7 @@ def baseline_record(config: RunConfig, plan: TracePlan, notebook: str = NOTEBOOK
     if plan.run_model:
         from nbhelpers.measure.runner import run_config
 
+        RunStore.for_run(config.run_name).check_writable()  # fail before measuring, not after
         return run_config(config, notebook=notebook)
     return gpu_baseline_record()
 
@@ -153,7 +155,7 @@ def key_metrics(record: RunRecord | None) -> Any:
         return pd.DataFrame({"measure": ["record"], "value": ["none: no run here and no H200 record found"]})
     rows: list[tuple[str, str]] = [("configuration", record.label), ("machine", record.machine)]
     if not record.ok:
-        rows += [("status", record.status), ("reason", record.reason)]
+        rows += [("status", record.status), ("reason", record.reason), ("what to do", advice_for(record.reason))]
         return pd.DataFrame(rows, columns=["measure", "value"])
     m = record.metrics
     cfg = record.config
@@ -425,4 +427,6 @@ def write_records(
         columns=["kind", "label", "status", "machine", "kernels/step", "record_id"],
     )
     frame.attrs["store"] = str(store.path)
+    if plan.run_model:  # after writing: the notebook (and a sweep) fails visibly, nothing is lost
+        raise_if_failed([record], str(store.path))
     return frame

@@ -9,6 +9,7 @@ from typing import Any
 from nbhelpers.analysis.records import STEP_KIND, group_key, record_label, run_name_of, step_records
 from nbhelpers.formatting import MISSING
 from nbhelpers.measure.store import RunRecord, RunStore, runs_root
+from nbhelpers.validation import check_run_name
 
 
 def _split_dirs(run_dirs: str | Sequence[str | Path] | None) -> list[str]:
@@ -24,6 +25,7 @@ def store_for(spec: str) -> RunStore:
     path = Path(spec).expanduser()
     if path.exists():
         return RunStore(path)
+    check_run_name(spec, "run folder")  # not an existing path: a run name, one folder inside the runs root
     candidate = runs_root() / spec
     if candidate.exists():
         return RunStore(candidate)
@@ -39,7 +41,7 @@ def load_report_records(
     """
     stores: list[RunStore] = []
     if run_name:
-        stores.append(RunStore(runs_root() / run_name))
+        stores.append(RunStore(runs_root() / check_run_name(run_name)))
     stores.extend(store_for(spec) for spec in _split_dirs(run_dirs))
     seen: set[str] = set()
     records: list[RunRecord] = []

@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbhelpers.data.formats import FORMAT_NAMES
 from nbhelpers.data.strategies import PADDING_STRATEGIES, PaddingSettings
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
 from nbhelpers.kernels.liger import LIGER_KERNELS
 from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS
-from nbhelpers.validation import ConfigError, check_choice, check_int, check_text
+from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
 
 DTYPES = ("auto", "fp32", "bf16-autocast", "bf16")
 TIMINGS = ("steps", "epoch")
 DEVICES = ("auto", "cpu", "cuda")
-_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 @dataclass(frozen=True)
@@ -35,6 +34,8 @@ class RunConfig:
     prompt_field: str = "prompt"  # field with the instruction (masked out of the loss)
     response_field: str = "response"  # field with the answer (the loss tokens)
     use_chat_template: bool = False  # wrap prompt/response in the tokenizer's chat template
+    data_format: str = "auto"  # "auto" (detected) or a format of nbhelpers.data.formats.DATA_FORMATS
+    prompt_template: str = ""  # joins several prompt fields, e.g. "{instruction}\n\n{input}"
     num_samples: int = 64  # samples taken from the dataset, same ones in the same order everywhere
     batch_size: int = 4  # sequences per step (packed: sequences flattened into one row)
     max_length: int = 128  # longest sequence kept; longer ones are truncated
@@ -58,16 +59,16 @@ class RunConfig:
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the record
 
     def __post_init__(self) -> None:
-        if not isinstance(self.run_name, str) or not _RUN_NAME.match(self.run_name):
-            raise ConfigError(
-                "run_name", self.run_name, "1-100 letters, digits, '.', '_' or '-', starting alphanumeric"
-            )
+        check_run_name(self.run_name, "run_name")
         if not isinstance(self.label, str):
             raise ConfigError("label", self.label, "a string")
         for name in ("model", "dataset", "prompt_field", "response_field"):
             check_text(name, getattr(self, name))
         if not isinstance(self.use_chat_template, bool):
             raise ConfigError("use_chat_template", self.use_chat_template, "True or False")
+        check_choice("data_format", self.data_format, FORMAT_NAMES)
+        if not isinstance(self.prompt_template, str):
+            raise ConfigError("prompt_template", self.prompt_template, "a string")
         check_int("num_samples", self.num_samples, 1, 10_000_000)
         check_int("batch_size", self.batch_size, 1, 4096)
         check_int("max_length", self.max_length, 8, 131_072)

@@ -2,7 +2,8 @@
 
 Used by ``RunStore`` (``runs/<name>/records.jsonl``), the sweep journal and the reader of shipped GPU
 records. Each append is one ``write`` of a whole line to a file opened with O_APPEND under an exclusive
-lock, then fsync: concurrent writers never interleave, a crash leaves at most one torn last line, and
+lock, then fsync (NaN and infinity written as null, so any JSON parser reads the file): concurrent
+writers never interleave, a crash leaves at most one torn last line, and
 the next append seals that line with a newline so its own line stays whole. Reading skips a torn or
 corrupt line with a warning that names the file and the line number.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import warnings
 from collections.abc import Callable, Mapping
@@ -20,10 +22,27 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+def finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity (in nested dicts, lists, tuples) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """Standard JSON (sorted keys): NaN and infinity become null, never the bare ``NaN`` parsers reject."""
+    kwargs.setdefault("sort_keys", True)
+    return json.dumps(finite(value), allow_nan=False, default=str, **kwargs)
+
+
 def append_line(path: str | Path, entry: Mapping[str, Any]) -> None:
-    """Append ``entry`` as one JSON line (sorted keys), creating the file and its folder if needed."""
+    """Append ``entry`` as one JSON line (sorted keys, NaN as null), creating the file and its folder if needed."""
     path = Path(path)
-    line = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
+    line = (dumps(entry) + "\n").encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:

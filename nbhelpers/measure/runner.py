@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,8 +54,14 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
-def _tail(text: str, lines: int = 6) -> str:
-    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+_PROGRESS = re.compile(r"\d+%\||it/s\]|s/it\]|\|\s*\d+/\d+\s*\[")
+
+
+def stderr_tail(text: str, lines: int = 6) -> str:
+    """The last lines of a worker's stderr without progress bars (tqdm redraws with carriage returns)."""
+    kept = [part.strip() for line in text.splitlines() for part in line.split("\r")]
+    kept = [line for line in kept if line and not _PROGRESS.search(line)]
+    return " | ".join(kept[-lines:]) or "no error text"
 
 
 def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str] | None = None) -> RunRecord:
@@ -84,7 +91,7 @@ def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str
             reason = f"killed by {name}{hint}"
         else:
             reason = f"exited with status {child.returncode}"
-        return failed_record(config, f"{reason}: {_tail(stderr)}", notebook)
+        return failed_record(config, f"{reason}: {stderr_tail(stderr)}", notebook)
 
 
 def _kill_group(child: subprocess.Popen) -> None:
@@ -123,6 +130,8 @@ def run_configs(
     append-only), e.g. :func:`nbhelpers.analysis.parity.check_against_first`.
     """
     configs = list(configs)
+    if store is not None and configs:
+        store.check_writable()  # a read-only or vanished runs folder fails before anything is measured
     iterator: Iterable[RunConfig] = configs
     bar = None
     if progress:

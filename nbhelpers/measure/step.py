@@ -47,6 +47,7 @@ def prepare_batches(config: RunConfig, tokenizer: Any, device: str) -> list[dict
     examples = load_examples(
         config.dataset, tokenizer, config.num_samples, config.max_length,
         config.prompt_field, config.response_field, config.use_chat_template,
+        data_format=config.data_format, prompt_template=config.prompt_template, min_rows=config.batch_size,
     )  # fmt: skip
     settings = config.padding_settings
     plan = plan_batches([len(e["input_ids"]) for e in examples], settings)

@@ -4,28 +4,64 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import os
+import tempfile
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbhelpers.measure.jsonl import append_line, read_lines
+from nbhelpers.measure.jsonl import append_line, dumps, read_lines
+from nbhelpers.resources import runs_folder
+from nbhelpers.validation import check_run_name
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 
 
+class RunsFolderError(OSError):
+    """The runs folder cannot be written: said before measuring, or with the unsaved record in hand."""
+
+
+class RecordNotSaved(RunsFolderError):
+    """A finished record that could not be written anywhere: it travels in ``.record`` and in the message."""
+
+    def __init__(self, message: str, record: RunRecord) -> None:
+        super().__init__(message)
+        self.record = record
+
+
 def runs_root() -> Path:
-    """Folder that holds every run (``$NBHELPERS_RUNS`` or ``./runs``)."""
-    return Path(os.environ.get("NBHELPERS_RUNS", "runs")).resolve()
+    """Folder that holds every run (``nbhelpers.resources.runs_folder``: ``$NBHELPERS_RUNS``, a clone's runs/...)."""
+    return runs_folder()
 
 
 def run_dir(run_name: str, root: str | Path | None = None) -> Path:
-    """The folder of one run, created if needed."""
+    """The folder of one run (``run_name`` validated: one folder inside the root), created if needed."""
+    check_run_name(run_name)
     path = (Path(root) if root is not None else runs_root()) / run_name
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise RunsFolderError(
+            f"cannot create the run folder {path} ({error}); set NBHELPERS_RUNS to a writable folder"
+        ) from error
     return path
+
+
+def check_writable(folder: str | Path) -> Path:
+    """Create ``folder`` and write a probe file in it, before anything is measured; RunsFolderError if not."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as error:
+        raise RunsFolderError(
+            f"the runs folder {folder} is not writable ({error.strerror or error}): nothing was measured; "
+            "make it writable or set NBHELPERS_RUNS to a writable folder"
+        ) from error
+    return folder
 
 
 @dataclass
@@ -91,8 +127,30 @@ class RunStore:
     def for_run(cls, run_name: str, root: str | Path | None = None) -> RunStore:
         return cls(run_dir(run_name, root) / cls.FILENAME)
 
+    def check_writable(self) -> RunStore:
+        """Fail before measuring when the store's folder cannot be written (RunsFolderError)."""
+        check_writable(self.path.parent)
+        return self
+
     def append(self, record: RunRecord) -> RunRecord:
-        append_line(self.path, record.to_dict())
+        """Append ``record``; if the store cannot be written, a fallback file beside the run folder; else
+        RecordNotSaved carrying the record (``.record``) and its JSON in the message: never dropped."""
+        try:
+            append_line(self.path, record.to_dict())
+            return record
+        except OSError as error:
+            first = error
+        fallback = self.path.parent.parent / f"unsaved-{self.path.parent.name}-{record.record_id}.jsonl"
+        try:
+            append_line(fallback, record.to_dict())
+        except OSError:
+            raise RecordNotSaved(
+                f"could not write the record to {self.path} ({first}) nor to {fallback}; the record "
+                f"(also in this error's .record): {dumps(record.to_dict())}",
+                record,
+            ) from first
+        warnings.warn(f"could not write to {self.path} ({first}); the record was saved to {fallback}", stacklevel=2)
+        record.artifacts["saved_to"] = str(fallback)
         return record
 
     def load(self) -> list[RunRecord]:

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from nbhelpers.validation import check_hub_name
+
 from .families import MODEL_PRESETS, family_of_preset, is_preset, preset_config, unsupported
 
 
@@ -21,7 +23,9 @@ def model_source(name_or_path: str) -> str:
         )
     if path.exists() and not (path / "config.json").exists():
         raise ValueError(f"model={name_or_path!r}: the folder exists but holds no config.json")
-    return str(path) if path.exists() else name_or_path
+    if path.exists():
+        return str(path)
+    return check_hub_name("model", name_or_path, MODEL_PRESETS)  # fails at once offline or for a typo
 
 
 def build_model(

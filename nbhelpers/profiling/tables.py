@@ -20,8 +20,8 @@ def _no_trace() -> Any:
     from IPython.display import Markdown
 
     return Markdown(
-        "**No trace to analyse**: the baseline run failed (its reason is in section 1) and no shipped trace "
-        'was used. Lower `BATCH_SIZE` or `MAX_LENGTH`, or set `TRACE_SOURCE = "shipped"`.'
+        "**No trace to analyse**: the baseline run failed (its reason and what to change are in section 1) and "
+        'no shipped trace was used; `TRACE_SOURCE = "shipped"` studies the recorded H200 trace instead.'
     )
 
 

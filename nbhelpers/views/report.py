@@ -7,7 +7,6 @@ with ``formatting``, as in the notebooks; this module only writes the HTML.
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from nbhelpers.analysis.recommend import recommend
 from nbhelpers.analysis.records import choose_baselines, machines_of, record_label, run_name_of, step_records
 from nbhelpers.analysis.speedup import build_table, waterfall_steps
 from nbhelpers.formatting import format_table, format_waterfall
+from nbhelpers.measure.jsonl import dumps
 from nbhelpers.measure.store import RunRecord
 
 _CSS = """
@@ -199,5 +199,5 @@ def _inline_bokeh(models: list[Any]) -> str:
 
 def _json_for_script(records: list[RunRecord]) -> str:
     """The records themselves, embedded so the report is self-describing (``</`` escaped)."""
-    text = json.dumps([r.to_dict() for r in records], sort_keys=True, default=str)
+    text = dumps([r.to_dict() for r in records])  # NaN and infinity as null: standard JSON
     return text.replace("</", "<\\/")
