@@ -14,12 +14,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nbhelpers.data.collate import collate, count_tokens, sequence_lengths
+from nbhelpers.data.collate import collate, count_tokens, sequence_lengths, to_device
 from nbhelpers.data.loading import load_examples
 from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
-from nbhelpers.models.families import model_shape, unsupported
+from nbhelpers.models.families import model_shape, packs_with_boundaries, unsupported
 from nbhelpers.models.loading import build_model, count_parameters, model_source
 
 from .config import RunConfig
@@ -45,10 +45,11 @@ def prepare_batches(config: RunConfig, tokenizer: Any, device: str) -> list[dict
     settings = config.padding_settings
     plan = plan_batches([len(e["input_ids"]) for e in examples], settings)
     needed = len(plan) if config.timing == "epoch" else min(1 + config.warmup + config.steps, len(plan))
+    boundaries = packs_with_boundaries(config.model)  # a hybrid's packed rows carry cu_seqlens and seq_idx
     batches = []
     for step in range(needed):
-        tensors = collate([examples[i] for i in plan[step]], settings, tokenizer.pad_token_id)
-        batches.append({k: v.to(device) for k, v in tensors.items()})
+        tensors = collate([examples[i] for i in plan[step]], settings, tokenizer.pad_token_id, boundaries)
+        batches.append(to_device(tensors, device))
     return batches
 
 

@@ -16,9 +16,13 @@ from typing import Any
 from . import qwen3
 from .shape import ModelShape
 
+BOUNDARIES_PACKING = "boundaries"
 # How a packed row keeps its sequences apart; a family lists the ones its attention layers honour.
 PACKING_MODES = {
     "position_ids": "padding-free packed rows; position_ids restart at 0 at every sequence",
+    BOUNDARIES_PACKING: "padding-free packed rows that also carry the sequence boundaries as model keyword "
+    "arguments (cu_seq_lens_q/k, max_length_q/k, seq_idx): linear-attention layers and their convolution "
+    "see no position_ids",
 }
 
 
@@ -128,6 +132,13 @@ def family_of_model(name_or_path: str) -> ModelFamily | None:
         return _BY_HUB_ID[name_or_path]
     model_type = model_type_of(name_or_path)
     return family_of_model_type(model_type) if model_type else None
+
+
+def packs_with_boundaries(name_or_path: str) -> bool:
+    """Whether the family of a model hands packed rows their boundaries as keyword arguments (its packing
+    modes list ``BOUNDARIES_PACKING``); False when no family covers the model."""
+    family = family_of_model(name_or_path)
+    return family is not None and BOUNDARIES_PACKING in family.packing
 
 
 def preset_config(name: str, **overrides: Any) -> Any:
