@@ -125,3 +125,15 @@ def test_a_dense_model_has_no_hybrid_report():
     assert paths.layer_paths(model) == [] and fla_report(model) == {"fla_delta_rule": False, "fused_conv1d": False}
     with pytest.raises(BackendUnavailable, match="no Gated DeltaNet"):
         use_fla(model)
+
+
+def test_the_per_layer_frame_reads_a_model_its_rows_or_a_record():
+    model = tiny_hybrid()
+    paths.use_reference(model)
+    rows = paths.layer_paths(model)
+    record = type("Record", (), {"metrics": {"layer_paths": rows}})()
+    for source in (model, rows, record):
+        frame = paths.layer_paths_frame(source)
+        assert frame["type"].tolist() == ["linear_attention"] * 3 + ["full_attention"]
+        assert frame["conv"].tolist()[:3] == [paths.TORCH] * 3
+    assert paths.layer_paths_frame([]).empty

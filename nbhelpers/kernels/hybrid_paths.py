@@ -249,12 +249,19 @@ def linear_layers(model: Any) -> list[dict[str, Any]]:
     return [row for row in layer_paths(model) if row["delta_rule"]]
 
 
-def layer_paths_frame(model: Any) -> Any:
-    """:func:`layer_paths` as a DataFrame (notebook 02): one row per decoder layer."""
+def layer_paths_frame(source: Any) -> Any:
+    """:func:`layer_paths` as a DataFrame (notebook 02): one row per decoder layer. ``source`` is a model, a
+    RunRecord (its ``metrics["layer_paths"]``, as the measured step stores them) or the rows themselves."""
     import pandas as pd
 
+    if hasattr(source, "metrics"):
+        rows = source.metrics.get("layer_paths") or []
+    elif isinstance(source, list):
+        rows = source
+    else:
+        rows = layer_paths(source)
     columns = ["layer", "type", "delta_rule", "delta_rule_boundaries", "conv", "conv_boundaries", "attention"]
-    return pd.DataFrame(layer_paths(model), columns=columns)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def runs_reference(model: Any) -> bool:

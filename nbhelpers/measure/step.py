@@ -19,6 +19,7 @@ from nbhelpers.data.loading import load_examples
 from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
+from nbhelpers.kernels.hybrid_paths import layer_paths
 from nbhelpers.models.families import model_shape, packs_with_boundaries, unsupported
 from nbhelpers.models.loading import build_model, count_parameters, model_source
 
@@ -208,6 +209,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         "num_parameters": count_parameters(model),
         "flop_parameters": shape.flop_parameters,
         "patch_report": report,
+        "layer_paths": layer_paths(model),  # a hybrid's per-layer implementations, read off the live model
         "timed_batches": len(counts),
         "real_tokens_per_s_median_step": statistics.median(c.real / t for c, t in zip(counts, times)),
         **allocator,
