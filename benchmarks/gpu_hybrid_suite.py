@@ -1,10 +1,10 @@
 """The hybrid table on a GPU: padding strategy x reference / fused kernels x Liger on/off, one subprocess each.
 
 Usage (GPU machine with fla and tilelang, see ../shared/gpu/hybrid_wheels.sh):
-    PYTHONPATH=. python benchmarks/gpu_hybrid_suite.py --out DIR [--model PRESET] [--samples 64] [GROUP ...]
+    PYTHONPATH=. python benchmarks/gpu_hybrid_suite.py --out DIR --model PRESET [--samples 64] [GROUP ...]
 Groups: table (default; every row below), startup (cold vs warm first step of fla on packed rows).
 
-The ~2B hybrid preset, batch 8 x 2048, one timed epoch of the default data after one untimed pass (few samples,
+PRESET: the hybrid family's ~2B preset (hidden 2048, 24 layers, 18 Gated DeltaNet). Batch 8 x 2048, one timed epoch of the default data after one untimed pass (few samples,
 so the whole table fits in about eight minutes once the kernel caches are warm). Rows: static / dynamic (pad to
 the longest) / packed / token budget, each with kernels eager (transformers' PyTorch reference), liger, fla and
 fla+liger. Every configuration runs in its own subprocess through nbhelpers.measure.runner, so an out-of-memory
@@ -31,7 +31,6 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_isolated
 from nbhelpers.measure.store import RunRecord, RunStore
 
-MODEL = "qwen3.5-2b"  # the family's ~2B preset (hidden 2048, 24 layers, 18 Gated DeltaNet)
 STRATEGIES = ("static", "dynamic", "packed", "token_budget")
 BACKENDS = ("eager", "liger", "fla", "fla+liger")
 LIGER_KERNELS = ("rms_norm", "swiglu", "fused_linear_cross_entropy")  # Liger has no RoPE for Qwen3.5
@@ -68,7 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("groups", nargs="*", default=["table"])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--model", default=MODEL)
+    parser.add_argument("--model", required=True, help="the hybrid family's ~2B preset")
     parser.add_argument("--samples", type=int, default=64)
     args = parser.parse_args()
     out = Path(args.out)

@@ -58,14 +58,12 @@ def test_fla_on_this_cpu_is_unavailable_before_anything_is_patched():
     assert "flash-linear-attention" in str(error.value) or "no GPU" in str(error.value)
 
 
-def test_eager_forces_the_reference_and_the_report_says_so_per_layer():
+def test_eager_forces_the_reference_and_the_report_says_so_per_layer(monkeypatch):
     model = tiny_hybrid()
+    paths.use_reference(model)  # remembers what transformers bound at import
     modeling = sys.modules[type(model).__module__]
-    modeling.torch_chunk_gated_delta_rule = lambda *a, **k: None  # stands in for a kernel picked at import
-    try:
-        report = apply_backend(model, "eager", (), "cpu")
-    finally:
-        paths.use_reference(model)
+    monkeypatch.setattr(modeling, "torch_chunk_gated_delta_rule", lambda *a, **k: None)  # a kernel picked at import
+    report = apply_backend(model, "eager", (), "cpu")
     assert report["reference_linear_attention"] is True
     assert report["fla_delta_rule"] is False and report["fused_conv1d"] is False
     frame = paths.layer_paths_frame(model)

@@ -35,6 +35,7 @@ FLA_DELTA_RULE = "fla chunk_gated_delta_rule"
 FLA_CONV = "fla causal_conv1d"
 CAUSAL_CONV1D_PACKAGE = "causal_conv1d package"
 OTHER = "other"
+FLA_PACKAGE, CONV_PACKAGE = "fla", "causal_conv1d"  # top-level package names of the fused kernels
 # How an implementation treats the boundaries of a packed row.
 KEEPS_APART = "cu_seqlens"  # a fused kernel given the boundaries
 PER_SEQUENCE = "one call per sequence"  # the reference run sequence by sequence
@@ -200,9 +201,9 @@ def describe_hook(function: Any, part: str) -> tuple[str, str]:
     target = _package_implementation(function)
     module = getattr(target, "__module__", "") or ""
     root = module.split(".")[0]
-    if root == "fla":
+    if root == FLA_PACKAGE:
         return (FLA_DELTA_RULE, KEEPS_APART) if part == "delta_rule" else (FLA_CONV, KEEPS_APART)
-    if root == "causal_conv1d":
+    if root == CONV_PACKAGE:
         return CAUSAL_CONV1D_PACKAGE, SEQ_IDX  # given seq_idx by the packed row's collator
     if root == "transformers":
         return TORCH, IGNORES
