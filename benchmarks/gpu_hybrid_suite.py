@@ -4,7 +4,8 @@ Usage (GPU machine with fla and tilelang, see ../shared/gpu/hybrid_wheels.sh):
     PYTHONPATH=. python benchmarks/gpu_hybrid_suite.py --out DIR --model PRESET [--samples 64] [GROUP ...]
 Groups: table (default; every row below), startup (cold vs warm first step of fla on packed rows).
 
-PRESET: the hybrid family's ~2B preset (hidden 2048, 24 layers, 18 Gated DeltaNet). Batch 8 x 2048, one timed epoch of the default data after one untimed pass (few samples,
+PRESET: the hybrid family's ~2B preset (hidden 2048, 24 layers, 18 Gated DeltaNet). Batch 8 x 2048,
+one timed epoch of the default data after one untimed pass (few samples,
 so the whole table fits in about eight minutes once the kernel caches are warm). Rows: static / dynamic (pad to
 the longest) / packed / token budget, each with kernels eager (transformers' PyTorch reference), liger, fla and
 fla+liger. Every configuration runs in its own subprocess through nbhelpers.measure.runner, so an out-of-memory
