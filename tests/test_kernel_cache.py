@@ -37,6 +37,7 @@ def test_cache_env_points_into_the_folder(tmp_path):
     assert cache_env(tmp_path / "c") == {
         "TRITON_CACHE_DIR": str(tmp_path / "c" / "triton"),
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c" / "inductor"),
+        "TILELANG_CACHE_DIR": str(tmp_path / "c" / "tilelang"),
     }
 
 

@@ -131,12 +131,15 @@ def test_patch_report_frame_verdicts():
     assert frame["kernel"].tolist() == list(REPORT_KEYS)
     verdicts = dict(zip(frame["kernel"], frame["verdict"]))
     assert verdicts == {
+        "reference_linear_attention": "off",
         "rope": "replaced",
         "rms_norm": "off",
         "swiglu": "NOT replaced",
         "fused_linear_cross_entropy": "off",
         "cross_entropy": "extra",
         "compile": "off",
+        "fla_delta_rule": "off",
+        "fused_conv1d": "off",
     }
     assert frame.loc[frame["kernel"] == "rms_norm", "checked"].item() == KERNEL_CHECKS["rms_norm"]
     assert requested_kernels("liger+compile", ("rope",)) == ("rope", "compile")

@@ -3,7 +3,10 @@
 Which samples form a step, and how wide a padded row is, come from the strategy table
 (:mod:`nbhelpers.data.strategies`); this module builds the tensors: padded rows with an
 ``attention_mask``, or for a packed strategy one flat row with ``position_ids`` restarting at 0 for each
-sequence (transformers' ``DataCollatorWithFlattening``).
+sequence (transformers' ``DataCollatorWithFlattening``). A model whose layers cannot see boundaries in
+``position_ids`` (a hybrid's Gated DeltaNet layers and their convolution) also gets them as keyword arguments
+(``boundaries=True``): ``cu_seq_lens_q``/``cu_seq_lens_k`` (int32 offsets), ``max_length_q``/``max_length_k``
+(ints) and ``seq_idx`` (int32, the sequence of each position), all passed on to the model by ``model(**batch)``.
 
 Labels never cross a sequence boundary: padded positions and the first token of each packed
 sequence carry -100, so no token is trained to predict the next sequence's first token.
@@ -32,8 +35,14 @@ class TokenCounts:
         return 1.0 - self.real / self.positions if self.positions else 0.0
 
 
-def collate(examples: Sequence[Example], settings: PaddingSettings, pad_token_id: int) -> dict[str, Any]:
-    """Tensors for one step: input_ids, labels and attention_mask (padded) or position_ids (packed)."""
+BOUNDARY_KEYS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx")
+
+
+def collate(
+    examples: Sequence[Example], settings: PaddingSettings, pad_token_id: int, boundaries: bool = False
+) -> dict[str, Any]:
+    """Tensors for one step: input_ids, labels and attention_mask (padded) or position_ids (packed), and for
+    a packed row with ``boundaries`` the sequence boundaries (:data:`BOUNDARY_KEYS`)."""
     import torch
 
     cut = settings.max_length
@@ -41,7 +50,10 @@ def collate(examples: Sequence[Example], settings: PaddingSettings, pad_token_id
     if settings.entry.packed:
         from transformers import DataCollatorWithFlattening
 
-        flat = DataCollatorWithFlattening(return_position_ids=True, separator_id=IGNORE_INDEX)
+        flat = DataCollatorWithFlattening(
+            return_position_ids=True, separator_id=IGNORE_INDEX,
+            return_flash_attn_kwargs=boundaries, return_seq_idx=boundaries,
+        )  # fmt: skip
         return dict(flat(rows, return_tensors="pt"))
     width = row_width([len(r["input_ids"]) for r in rows], settings)
     input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
@@ -62,6 +74,11 @@ def count_tokens(batch: dict[str, Any]) -> TokenCounts:
     real = int(mask.sum()) if mask is not None else positions
     loss = int((batch["labels"][..., 1:] != IGNORE_INDEX).sum())
     return TokenCounts(positions=positions, real=real, loss=loss)
+
+
+def to_device(batch: dict[str, Any], device: str) -> dict[str, Any]:
+    """A collated batch on a device (tensors moved; ints such as ``max_length_q`` kept as they are)."""
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in batch.items()}
 
 
 def sequence_lengths(batch: dict[str, Any]) -> list[int]:

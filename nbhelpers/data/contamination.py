@@ -241,3 +241,161 @@ def proof_record(checks: Sequence[ContaminationCheck], config: Any, notebook: st
         metrics={"parity": parity},
         environment=environment("cpu"),
     )
+
+
+# -- the hybrid family: packed vs alone, per path of the Gated DeltaNet layers ----------------------------------
+
+HYBRID_LOSS_TOLERANCE = 1e-5  # relative, fp32 on CPU: the reference run per sequence matches running it alone
+HYBRID_LOGIT_TOLERANCE = 1e-4  # absolute, fp32 on CPU; mixing paths move logits by >= 1e-2 (tiny preset)
+
+
+@dataclass(frozen=True)
+class HybridPath:
+    """One way of running a hybrid's Gated DeltaNet layers on a packed row, and whether it must keep the
+    sequences apart (the proof passes iff every keeping path passes and every mixing path fails)."""
+
+    name: str
+    bind: Any  # (model) -> None: binds the path into the model's modeling module (process-wide)
+    boundaries: bool  # the packed row carries cu_seq_lens/seq_idx (else position_ids only)
+    keeps_apart: bool
+    needs_cuda: bool = False
+
+
+def _reference(model: Any) -> None:
+    from nbhelpers.kernels.hybrid_paths import use_reference
+
+    use_reference(model)
+
+
+def _reference_conv_mixed(model: Any) -> None:
+    from nbhelpers.kernels.hybrid_paths import use_reference
+
+    use_reference(model, keep_apart=("delta_rule",))
+
+
+def _fla(model: Any) -> None:
+    from nbhelpers.kernels.fla import use_fla
+
+    use_fla(model)
+
+
+def _fla_conv_mixed(model: Any) -> None:
+    from nbhelpers.kernels.fla import use_fla
+
+    use_fla(model, conv=False)
+
+
+HYBRID_PATHS = (
+    HybridPath("reference, boundaries", _reference, boundaries=True, keeps_apart=True),
+    HybridPath("reference, position_ids only", _reference, boundaries=False, keeps_apart=False),
+    HybridPath("reference delta rule apart, conv mixed", _reference_conv_mixed, boundaries=True, keeps_apart=False),
+    HybridPath("fla, boundaries", _fla, boundaries=True, keeps_apart=True, needs_cuda=True),
+    HybridPath("fla delta rule, PyTorch conv", _fla_conv_mixed, boundaries=True, keeps_apart=False, needs_cuda=True),
+)
+
+
+def hybrid_paths_for(device: str) -> tuple[HybridPath, ...]:
+    """The paths a device can run (fla's only with CUDA)."""
+    return tuple(p for p in HYBRID_PATHS if device == "cuda" or not p.needs_cuda)
+
+
+def _sequence_outputs(logits: Any, labels: Any, ids: Any) -> tuple[list[tuple[float, int]], list[Any]]:
+    pairs = per_sequence_loss(logits, labels, ids)
+    return pairs, [logits[ids == s].float() for s in range(len(pairs))]
+
+
+def alone_outputs(model: Any, examples: Sequence[Example], max_length: int) -> list[tuple[float, Any]]:
+    """(loss, logits) of each sequence run alone (batch of one, no padding, no boundaries needed)."""
+    import torch
+
+    device = next(model.parameters()).device
+    results = []
+    for example in examples:
+        ids = torch.tensor([example["input_ids"][:max_length]], device=device)
+        labels = torch.tensor(example["labels"][:max_length], device=device)
+        with torch.no_grad():
+            logits = model(input_ids=ids, use_cache=False).logits[0]
+        (loss, _), = per_sequence_loss(logits, labels, torch.zeros_like(labels))
+        results.append((loss, logits.float()))
+    return results
+
+
+def check_packed_vs_alone(
+    model: Any,
+    examples: Sequence[Example],
+    pad_token_id: int,
+    max_length: int,
+    path: HybridPath,
+    reference: Sequence[tuple[float, Any]] | None = None,
+    loss_tolerance: float = HYBRID_LOSS_TOLERANCE,
+    logit_tolerance: float = HYBRID_LOGIT_TOLERANCE,
+) -> ContaminationCheck:
+    """Bind ``path``, then compare each sequence of one packed row with running it alone: loss (relative)
+    and logits (largest absolute difference); a sequence is within tolerance only when both are.
+
+    ``reference`` reuses :func:`alone_outputs`; compute it on a path that runs each sequence correctly
+    (alone, every path does: a lone sequence has no boundary to cross).
+    """
+    import pandas as pd
+    import torch
+
+    from .collate import to_device
+
+    if len(examples) < 2:
+        raise ValueError("at least two sequences are needed to test a boundary")
+    model.eval()
+    path.bind(model)
+    if reference is None:
+        reference = alone_outputs(model, examples, max_length)
+    device = next(model.parameters()).device
+    batch = to_device(collate(examples, PaddingSettings("packed", max_length=max_length), pad_token_id,
+                              boundaries=path.boundaries), str(device))  # fmt: skip
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    with torch.no_grad():
+        logits = model(**inputs, use_cache=False).logits[0]
+    ids = sequence_ids(batch["position_ids"])
+    pairs, pieces = _sequence_outputs(logits, batch["labels"][0], ids)
+    rows = []
+    for index, ((ref_loss, ref_logits), (got, count), piece) in enumerate(zip(reference, pairs, pieces)):
+        difference = abs(got - ref_loss) / abs(ref_loss) if ref_loss else abs(got)
+        logit_difference = float((piece - ref_logits).abs().max())
+        rows.append({
+            "sequence": index, "tokens": len(piece), "loss_tokens": count, "alone_loss": ref_loss,
+            "packed_loss": got, "relative_difference": difference, "max_logit_difference": logit_difference,
+            "within_tolerance": difference <= loss_tolerance and logit_difference <= logit_tolerance,
+        })  # fmt: skip
+    return ContaminationCheck(table=pd.DataFrame(rows), mode=path.name, tolerance=loss_tolerance)
+
+
+def hybrid_checks(
+    model: Any,
+    examples: Sequence[Example],
+    pad_token_id: int,
+    max_length: int,
+    paths: Sequence[HybridPath] = HYBRID_PATHS[:3],
+    loss_tolerance: float = HYBRID_LOSS_TOLERANCE,
+    logit_tolerance: float = HYBRID_LOGIT_TOLERANCE,
+) -> list[ContaminationCheck]:
+    """:func:`check_packed_vs_alone` for each path; each sequence alone is run once, on the first path."""
+    paths[0].bind(model)
+    reference = alone_outputs(model.eval(), examples, max_length)
+    return [
+        check_packed_vs_alone(model, examples, pad_token_id, max_length, path, reference, loss_tolerance,
+                              logit_tolerance)  # fmt: skip
+        for path in paths
+    ]
+
+
+def require_hybrid_proof(checks: Sequence[ContaminationCheck], paths: Sequence[HybridPath] = HYBRID_PATHS) -> str:
+    """The verdicts, one per line; AssertionError unless every path that must keep sequences apart passes and
+    every mixing path fails (a check that cannot fail proves nothing)."""
+    keeps = {p.name: p.keeps_apart for p in paths}
+    leaking = [c.mode for c in checks if keeps[c.mode] and not c.passed]
+    if leaking:
+        raise AssertionError(f"packed and alone differ on {leaking}: these paths leak across sequence boundaries")
+    undetected = [c.mode for c in checks if not keeps[c.mode] and c.passed]
+    if undetected:
+        raise AssertionError(f"the check did not catch the mixing paths {undetected}: it proves nothing")
+    if not any(keeps[c.mode] for c in checks) or all(keeps[c.mode] for c in checks):
+        raise AssertionError("the proof needs a path that keeps sequences apart and one that mixes them")
+    return "\n".join(c.verdict() for c in checks)

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .compile import COMPILE_BACKEND, COMPILE_CHECKS, apply_compile, compile_report, requested_compile
+from .fla import FLA_BACKEND, FLA_CHECKS, apply_fla, fla_report, requested_fla
+from .hybrid_paths import REFERENCE_CHECKS, apply_reference, reference_report
 from .liger import (
     LIGER_BACKEND,
     LIGER_CHECKS,
@@ -27,7 +29,11 @@ from .spec import BackendUnavailable, KernelBackend
 
 BASELINE_BACKEND = "eager"  # parity and speedups are measured against it
 # Compiled-kernel caches a backend may fill: cache name -> the environment variable that points it at a folder.
-COMPILED_CACHES = {"triton": "TRITON_CACHE_DIR", "inductor": "TORCHINDUCTOR_CACHE_DIR"}
+COMPILED_CACHES = {
+    "triton": "TRITON_CACHE_DIR",
+    "inductor": "TORCHINDUCTOR_CACHE_DIR",
+    "tilelang": "TILELANG_CACHE_DIR",  # fla's tilelang kernels (the gated backward on Hopper)
+}
 # Parity tolerance classes, tightest first; a composite backend takes the loosest class of its parts.
 TOLERANCE_CLASSES = (BASELINE_BACKEND, COMPILE_BACKEND, LIGER_BACKEND)
 
@@ -60,7 +66,14 @@ def compose(*parts: KernelBackend) -> KernelBackend:
     )
 
 
-EAGER = KernelBackend(BASELINE_BACKEND, "PyTorch's own kernels, as transformers calls them (the baseline)")
+EAGER = KernelBackend(
+    BASELINE_BACKEND,
+    "PyTorch's own kernels, as transformers calls them (the baseline); a hybrid runs transformers' PyTorch "
+    "Gated DeltaNet reference even where fla is installed, packed rows one sequence at a time",
+    apply=apply_reference,
+    report=reference_report,
+    checks=REFERENCE_CHECKS,
+)
 LIGER = KernelBackend(
     LIGER_BACKEND,
     "Liger's Triton kernels (RoPE, RMSNorm, SwiGLU, (fused linear) cross-entropy) patched into the model",
@@ -72,7 +85,7 @@ LIGER = KernelBackend(
     caches=("triton",),
     uses_liger_switches=True,
     tolerance_class=LIGER_BACKEND,
-    combines_with=(COMPILE_BACKEND,),
+    combines_with=(COMPILE_BACKEND, FLA_BACKEND),
     training_flag="use_liger_kernel",
     training_options=liger_kernel_config,
     training_options_comment="the Liger switches that were on",
@@ -89,10 +102,22 @@ COMPILE = KernelBackend(
     combines_with=(LIGER_BACKEND,),
     training_flag="torch_compile",
 )
+FLA = KernelBackend(
+    FLA_BACKEND,
+    "flash-linear-attention's chunk gated delta rule and a fused causal conv1d (causal-conv1d, else fla's) in "
+    "every Gated DeltaNet layer, given a packed row's boundaries; hybrid families only",
+    apply=apply_fla,
+    report=fla_report,
+    checks=FLA_CHECKS,
+    requested=requested_fla,
+    caches=("triton", "tilelang"),
+    tolerance_class=LIGER_BACKEND,  # fused Triton kernels summing in another order, like Liger's
+    combines_with=(LIGER_BACKEND,),
+)
 
 # The table, in the order tables and error messages list the backends. A new backend is one line here.
 KERNEL_BACKEND_TABLE: dict[str, KernelBackend] = {
-    backend.name: backend for backend in (EAGER, LIGER, COMPILE, compose(LIGER, COMPILE))
+    backend.name: backend for backend in (EAGER, LIGER, COMPILE, compose(LIGER, COMPILE), FLA, compose(FLA, LIGER))
 }
 ELEMENTARY_BACKENDS = tuple(b for b in KERNEL_BACKEND_TABLE.values() if not b.composite)
 KERNEL_BACKENDS = tuple(KERNEL_BACKEND_TABLE)  # the values RunConfig.kernels allows

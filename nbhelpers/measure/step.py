@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nbhelpers.data.collate import collate, count_tokens, sequence_lengths
+from nbhelpers.data.collate import collate, count_tokens, sequence_lengths, to_device
 from nbhelpers.data.loading import load_examples
 from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
-from nbhelpers.models.families import model_shape, unsupported
+from nbhelpers.kernels.hybrid_paths import layer_paths
+from nbhelpers.models.families import BOUNDARIES_PACKING, model_shape, packs_with_boundaries, unsupported
 from nbhelpers.models.loading import build_model, count_parameters, model_source
 
 from .config import RunConfig
@@ -37,8 +38,11 @@ def compute_dtype(config: RunConfig, device: str) -> str:
 
 def packing_mode(config: RunConfig) -> str:
     """How this configuration's rows keep packed sequences apart (a key of ``PACKING_MODES``), '' when unpacked:
-    the collator hands a packed row ``position_ids`` that restart at every sequence."""
-    return "position_ids" if config.padding_settings.entry.packed else ""
+    the collator hands a packed row ``position_ids`` that restart at every sequence, and the sequence
+    boundaries too where the model's family needs them (``BOUNDARIES_PACKING``)."""
+    if not config.padding_settings.entry.packed:
+        return ""
+    return BOUNDARIES_PACKING if packs_with_boundaries(config.model) else "position_ids"
 
 
 def prepare_batches(config: RunConfig, tokenizer: Any, device: str) -> list[dict[str, Any]]:
@@ -52,10 +56,11 @@ def prepare_batches(config: RunConfig, tokenizer: Any, device: str) -> list[dict
     settings = config.padding_settings
     plan = plan_batches([len(e["input_ids"]) for e in examples], settings)
     needed = len(plan) if config.timing == "epoch" else min(1 + config.warmup + config.steps, len(plan))
+    boundaries = packs_with_boundaries(config.model)  # a hybrid's packed rows carry cu_seqlens and seq_idx
     batches = []
     for step in range(needed):
-        tensors = collate([examples[i] for i in plan[step]], settings, tokenizer.pad_token_id)
-        batches.append({k: v.to(device) for k, v in tensors.items()})
+        tensors = collate([examples[i] for i in plan[step]], settings, tokenizer.pad_token_id, boundaries)
+        batches.append(to_device(tensors, device))
     return batches
 
 
@@ -214,6 +219,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         "num_parameters": count_parameters(model),
         "flop_parameters": shape.flop_parameters,
         "patch_report": report,
+        "layer_paths": layer_paths(model),  # a hybrid's per-layer implementations, read off the live model
         "timed_batches": len(counts),
         "real_tokens_per_s_median_step": statistics.median(c.real / t for c, t in zip(counts, times)),
         **allocator,

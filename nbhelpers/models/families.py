@@ -16,11 +16,13 @@ from typing import Any
 from . import qwen3, qwen3_5
 from .shape import ModelShape
 
+BOUNDARIES_PACKING = "cu_seqlens"
 # How a packed row keeps its sequences apart; a family lists the ones its token-mixing layers honour.
 PACKING_MODES = {
     "position_ids": "padding-free packed rows; position_ids restart at 0 at every sequence",
-    "cu_seqlens": "packed rows that also hand the linear-attention layers their sequence boundaries "
-    "(cu_seqlens, and seq_idx for the causal convolution)",
+    BOUNDARIES_PACKING: "padding-free packed rows that also carry the sequence boundaries as model keyword "
+    "arguments (cu_seq_lens_q/k, max_length_q/k, seq_idx), so linear-attention layers and their causal "
+    "convolution keep the sequences apart",
 }
 
 
@@ -96,13 +98,11 @@ FAMILIES: dict[str, ModelFamily] = {
             tokenizer="qwen3.5",
             # of the full-attention layers; flex_attention is refused by transformers for this model class
             attention_implementations=("eager", "sdpa", "flash_attention_2", "torch_varlen"),
-            kernel_backends=("eager", "liger", "compile", "liger+compile"),
-            # transformers' PyTorch Gated DeltaNet runs a packed row as one sequence (measured: the second
-            # sequence's logits off by up to 0.107): no packing on the reference path.
-            packing=(),
-            packing_hint="transformers' reference Gated DeltaNet layers run a packed row as one sequence and "
-            "would mix its sequences; install flash-linear-attention (pip install flash-linear-attention), whose "
-            "kernels take the sequence boundaries (cu_seqlens), or use a padded strategy",
+            kernel_backends=("eager", "liger", "compile", "liger+compile", "fla", "fla+liger"),
+            # Packed rows carry their boundaries: fla's kernels take cu_seqlens, and the reference path
+            # (kernels.hybrid_paths) runs the delta rule and the convolution once per sequence. With position_ids
+            # alone transformers' Gated DeltaNet mixes the sequences (measured: logits off by up to 0.107 on CPU).
+            packing=(BOUNDARIES_PACKING,),
         ),
     )
 }
@@ -159,6 +159,13 @@ def family_of_model(name_or_path: str) -> ModelFamily | None:
         return _BY_HUB_ID[name_or_path]
     model_type = model_type_of(name_or_path)
     return family_of_model_type(model_type) if model_type else None
+
+
+def packs_with_boundaries(name_or_path: str) -> bool:
+    """Whether the family of a model hands packed rows their boundaries as keyword arguments (its packing
+    modes list ``BOUNDARIES_PACKING``); False when no family covers the model."""
+    family = family_of_model(name_or_path)
+    return family is not None and BOUNDARIES_PACKING in family.packing
 
 
 def preset_config(name: str, **overrides: Any) -> Any:

@@ -1,0 +1,107 @@
+"""The hybrid table on a GPU: padding strategy x reference / fused kernels x Liger on/off, one subprocess each.
+
+Usage (GPU machine with fla and tilelang, see ../shared/gpu/hybrid_wheels.sh):
+    PYTHONPATH=. python benchmarks/gpu_hybrid_suite.py --out DIR --model PRESET [--samples 64] [GROUP ...]
+Groups: table (default; every row below), startup (cold vs warm first step of fla on packed rows).
+
+PRESET: the hybrid family's ~2B preset (hidden 2048, 24 layers, 18 Gated DeltaNet). Batch 8 x 2048,
+one timed epoch of the default data after one untimed pass (few samples,
+so the whole table fits in about eight minutes once the kernel caches are warm). Rows: static / dynamic (pad to
+the longest) / packed / token budget, each with kernels eager (transformers' PyTorch reference), liger, fla and
+fla+liger. Every configuration runs in its own subprocess through nbhelpers.measure.runner, so an out-of-memory
+or a refused environment is a failed record; static and packed rows are profiled (kernel launches per step
+from a one-step profiler window). Parity: each record's first-step loss and gradient norm against the group's
+first record (eager, static). Records append to DIR/hybrid-<group>.jsonl as each finishes (the format of
+benchmarks/gpu_suite.py, whose console line this reuses), console lines to DIR/logs/hybrid-<group>.log. One
+shared kernel cache (Triton, tilelang) serves the table: only the first fla row pays the compile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from gpu_suite import report
+
+from nbhelpers.analysis.parity import check_against_first
+from nbhelpers.kernels.cache import cache_env, cold_vs_warm
+from nbhelpers.kernels.registry import uses_liger_switches
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.runner import run_isolated
+from nbhelpers.measure.store import RunRecord, RunStore
+
+STRATEGIES = ("static", "dynamic", "packed", "token_budget")
+BACKENDS = ("eager", "liger", "fla", "fla+liger")
+LIGER_KERNELS = ("rms_norm", "swiglu", "fused_linear_cross_entropy")  # Liger has no RoPE for Qwen3.5
+PROFILED = ("static", "packed")
+
+
+def base_config(model: str, samples: int) -> RunConfig:
+    return RunConfig(
+        run_name="h200-hybrid", model=model, batch_size=8, max_length=2048, num_samples=samples, timing="epoch",
+        attn_implementation="sdpa", kernels="eager", padding="static", profile_steps=1, timeout_s=420,
+    )  # fmt: skip
+
+
+def table(base: RunConfig) -> list[RunConfig]:
+    """Every strategy x backend; the first (eager, static) is the parity reference."""
+    return [
+        base.replace(
+            label=f"{kernels}, {strategy}, sdpa", kernels=kernels, padding=strategy, profile=strategy in PROFILED,
+            liger_kernels=LIGER_KERNELS if uses_liger_switches(kernels) else (),
+            token_budget=16384 if strategy == "token_budget" else 0,
+        )
+        for kernels in BACKENDS
+        for strategy in STRATEGIES
+    ]  # fmt: skip
+
+
+def startup(base: RunConfig) -> list[RunConfig]:
+    """fla on packed rows, timed by steps: its first step is the startup cost (cold, then warm)."""
+    return [base.replace(label="fla, packed, sdpa", kernels="fla", padding="packed", timing="steps", steps=3,
+                         warmup=1, profile=False, timeout_s=480)]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("groups", nargs="*", default=["table"])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--model", required=True, help="the hybrid family's ~2B preset")
+    parser.add_argument("--samples", type=int, default=64)
+    args = parser.parse_args()
+    out = Path(args.out)
+    os.environ["NBHELPERS_RUNS"] = str(out)
+    cache = Path(os.environ.get("NBHELPERS_KERNEL_CACHE", "/tmp/nbh-kernel-cache"))
+    env = cache_env(cache)  # Triton, Inductor and tilelang caches shared by every row
+    for path in env.values():
+        Path(path).mkdir(parents=True, exist_ok=True)
+    base = base_config(args.model, args.samples)
+    groups = {"table": table(base), "startup": startup(base)}
+    for name in args.groups:
+        store = RunStore(out / f"hybrid-{name}.jsonl")
+        log = out / "logs" / f"hybrid-{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        measured: list[RunRecord] = []
+        for config in groups[name]:
+            start = time.perf_counter()
+            notebook = f"benchmarks/gpu_hybrid_suite.py {name}"
+            if name == "startup":
+                records = cold_vs_warm(config, out / "kernel-caches", notebook=notebook)
+            else:
+                records = [run_isolated(config, notebook=notebook, extra_env=env)]
+            for record in records:
+                record.config["group"] = f"hybrid-{name}"
+                if name == "table":
+                    check_against_first(record, [r for r in measured if r.ok])
+                measured.append(record)
+                store.append(record)
+                line = report(name, record, time.perf_counter() - start)
+                print(line, flush=True)
+                with open(log, "a", encoding="utf-8") as handle:
+                    handle.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()

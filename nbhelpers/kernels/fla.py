@@ -1,0 +1,203 @@
+"""The fla backend: flash-linear-attention's chunk gated delta rule and a fused causal conv1d, bound into a
+hybrid model's modeling module, both given the sequence boundaries of a packed row.
+
+The convolution is the ``causal-conv1d`` package's where it imports (given ``seq_idx``), else fla's own
+Triton ``causal_conv1d`` through an adapter (given ``cu_seqlens``). transformers left the convolution on its
+PyTorch fallback on the H200 (no causal-conv1d build), and that fallback ignores boundaries: a packed row's
+sequences mixed there even with the fused delta rule. Before anything is bound, :func:`fla_refusal` checks
+the environment: fla refuses its gated backward on Hopper with Triton >= 3.4 and < 3.7.1 (wrong results)
+unless tilelang is installed. fla's kernels are Triton and do not run in Triton's CPU interpreter, so
+without CUDA the backend is unavailable (the reference path keeps packed rows apart on a CPU).
+
+Light at import: torch, fla and triton load inside the functions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+from typing import Any
+
+from . import hybrid_paths as paths
+from .spec import BackendUnavailable
+
+FLA_BACKEND = "fla"  # the backend's name in the table (nbhelpers.kernels.registry)
+# Triton versions whose gated chunk backward is wrong on Hopper (fla/ops/common/chunk_o.py): [first, fixed).
+BROKEN_TRITON_ON_HOPPER = ((3, 4, 0), (3, 7, 1))
+HOPPER = (9, 0)
+FLA_CHECKS: dict[str, str] = {
+    "fla_delta_rule": "every Gated DeltaNet layer calls flash-linear-attention's chunk_gated_delta_rule, which "
+    "gets the packed row's cu_seqlens (read off the modeling module's hook)",
+    "fused_conv1d": "every Gated DeltaNet layer's causal conv1d is fused (the causal-conv1d package given seq_idx, "
+    "or fla's causal_conv1d given cu_seqlens), not transformers' PyTorch fallback",
+}
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """(3, 6, 0) from "3.6.0+git1234" (missing parts are 0)."""
+    numbers = [int(n) for n in re.findall(r"\d+", text.split("+")[0])[:3]]
+    return tuple(numbers + [0] * (3 - len(numbers)))
+
+
+def fla_refusal(
+    device: str,
+    capability: tuple[int, int] | None,
+    triton_version: str | None,
+    has_fla: bool,
+    has_tilelang: bool,
+) -> str:
+    """Why the fla backend cannot run correctly here ('' when it can), from injected facts.
+
+    ``capability`` is the CUDA compute capability (None without CUDA); ``triton_version`` None when Triton
+    is missing.
+    """
+    if not has_fla:
+        return "missing package: flash-linear-attention is not importable (pip install flash-linear-attention)"
+    if device != "cuda" or capability is None:
+        return ("no GPU: fla's kernels are Triton and need a CUDA GPU (they do not run in Triton's CPU "
+                "interpreter); on a CPU the reference path keeps packed rows apart")  # fmt: skip
+    if triton_version is None:
+        return "missing package: triton is not installed, and fla's kernels are Triton"
+    first, fixed = BROKEN_TRITON_ON_HOPPER
+    if capability[0] == HOPPER[0] and first <= version_tuple(triton_version) < fixed and not has_tilelang:
+        return (
+            f"fla's gated delta rule backward gives wrong results on Hopper (sm{capability[0]}{capability[1]}) "
+            f"with Triton {triton_version} (>= {'.'.join(map(str, first))}, < {'.'.join(map(str, fixed))}), and "
+            "fla refuses it: install tilelang (pip install tilelang) or Triton >= 3.7.1"
+        )
+    return ""
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def environment_facts(device: str) -> dict[str, Any]:
+    """The facts :func:`fla_refusal` decides on, read from this process."""
+    import torch
+
+    capability = torch.cuda.get_device_capability() if device == "cuda" and torch.cuda.is_available() else None
+    triton_version = None
+    if _importable("triton"):
+        triton_version = getattr(importlib.import_module("triton"), "__version__", "0")
+    return {"device": device, "capability": capability, "triton_version": triton_version,
+            "has_fla": _importable("fla"), "has_tilelang": _importable("tilelang")}  # fmt: skip
+
+
+def check_fla_environment(device: str) -> None:
+    """BackendUnavailable saying why and what to install, when fla cannot run correctly here."""
+    if reason := fla_refusal(**environment_facts(device)):
+        raise BackendUnavailable(reason)
+
+
+def fla_delta_rule() -> Any:
+    """fla's chunk gated delta rule behind the reference's signature; cu_seqlens passed on."""
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+    def delta_rule(query: Any, key: Any, value: Any, g: Any, beta: Any, chunk_size: int = 64,
+                   initial_state: Any = None, output_final_state: bool = False,
+                   use_qk_l2norm_in_kernel: bool = False, cu_seqlens: Any = None, **kwargs: Any) -> Any:  # fmt: skip
+        return chunk_gated_delta_rule(
+            query, key, value, g=g, beta=beta, initial_state=initial_state, output_final_state=output_final_state,
+            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+            cu_seqlens=cu_seqlens.long() if cu_seqlens is not None else None,
+        )  # fmt: skip
+
+    return paths.tag(delta_rule, paths.FLA_DELTA_RULE, paths.KEEPS_APART)
+
+
+def fla_conv() -> Any:
+    """fla's Triton causal_conv1d behind transformers' ``causal_conv1d_fn`` signature ([B, D, T] in and out)."""
+    try:
+        from fla.modules.causal_conv1d import causal_conv1d
+    except ImportError:  # older layout
+        from fla.modules.convolution import causal_conv1d
+
+    def conv(hidden_states: Any, weight: Any, bias: Any = None, activation: str | None = None,
+             cu_seq_lens_q: Any = None, seq_idx: Any = None, **kwargs: Any) -> Any:  # fmt: skip
+        import torch
+
+        bounds = cu_seq_lens_q
+        if bounds is None and seq_idx is not None:
+            bounds = torch.tensor(paths.boundaries_of(seq_idx=seq_idx), device=hidden_states.device)
+        out, _ = causal_conv1d(
+            hidden_states.transpose(1, 2), weight=weight, bias=bias, activation=activation,
+            cu_seqlens=bounds.long() if bounds is not None else None,
+        )  # fmt: skip
+        return out.transpose(1, 2)
+
+    return paths.tag(conv, paths.FLA_CONV, paths.KEEPS_APART)
+
+
+def package_conv() -> Any:
+    """The causal-conv1d package's kernel behind ``causal_conv1d_fn``'s signature, given seq_idx.
+
+    Its seq_idx path needs channel-last input, so [B, D, T] is laid out with D contiguous first.
+    """
+    from causal_conv1d import causal_conv1d_fn
+
+    def conv(hidden_states: Any, weight: Any, bias: Any = None, activation: str | None = None,
+             cu_seq_lens_q: Any = None, seq_idx: Any = None, **kwargs: Any) -> Any:  # fmt: skip
+        import torch
+
+        if seq_idx is None and cu_seq_lens_q is not None:
+            lengths = (cu_seq_lens_q[1:] - cu_seq_lens_q[:-1]).long()
+            seq_idx = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)[None]
+        if seq_idx is not None:
+            hidden_states = hidden_states.transpose(1, 2).contiguous().transpose(1, 2)
+            seq_idx = seq_idx.to(torch.int32).contiguous()
+        return causal_conv1d_fn(hidden_states, weight, bias, seq_idx=seq_idx, activation=activation)
+
+    return paths.tag(conv, paths.CAUSAL_CONV1D_PACKAGE, paths.SEQ_IDX)
+
+
+def fused_conv() -> Any:
+    """The causal-conv1d package's kernel where it imports, else fla's."""
+    return package_conv() if _importable("causal_conv1d") else fla_conv()
+
+
+def use_fla(model: Any, conv: bool = True) -> None:
+    """Bind fla's delta rule (and, with ``conv``, the fused convolution) into a hybrid's modeling module.
+
+    ``conv=False`` leaves the convolution on transformers' bare PyTorch reference: what transformers runs on
+    a machine without causal-conv1d, which mixes a packed row's sequences (a path for the contamination proof).
+    """
+    modeling = paths.hybrid_modeling(model)
+    if modeling is None:
+        raise BackendUnavailable(
+            f"model_type={getattr(model.config, 'model_type', '?')!r} has no Gated DeltaNet layers for fla to patch"
+        )
+    paths.use_reference(model, keep_apart=())
+    paths.bind(modeling, "torch_chunk_gated_delta_rule", fla_delta_rule())
+    if conv:
+        paths.bind(modeling, "causal_conv1d_fn", fused_conv())
+
+
+def apply_fla(model: Any, switches: tuple[str, ...], device: str) -> None:
+    """The backend's apply function: the environment check first, then fla bound into the model's module."""
+    check_fla_environment(device)
+    use_fla(model)
+
+
+def fla_report(model: Any) -> dict[str, bool]:
+    """Which of fla's kernels really run, read off the modeling module, layer by layer (see FLA_CHECKS)."""
+    rows = paths.linear_layers(model)
+    fused_convs = (paths.FLA_CONV, paths.CAUSAL_CONV1D_PACKAGE)
+    return {
+        "fla_delta_rule": bool(rows) and all(
+            r["delta_rule"] == paths.FLA_DELTA_RULE and r["delta_rule_boundaries"] in paths.HONOURS_BOUNDARIES
+            for r in rows
+        ),
+        "fused_conv1d": bool(rows) and all(
+            r["conv"] in fused_convs and r["conv_boundaries"] in paths.HONOURS_BOUNDARIES for r in rows
+        ),
+    }  # fmt: skip
+
+
+def requested_fla(switches: tuple[str, ...]) -> tuple[str, ...]:
+    """The report keys fla must see replaced, whatever the Liger switches."""
+    return tuple(FLA_CHECKS)

@@ -1,0 +1,137 @@
+"""The fla backend and the reference path of a hybrid: table entries, the environment decision, the
+per-layer report read off the live modeling module."""
+
+import sys
+
+import pytest
+from hybrid_helpers import tiny_hybrid
+
+from nbhelpers.kernels import hybrid_paths as paths
+from nbhelpers.kernels.backends import apply_backend, patch_report
+from nbhelpers.kernels.fla import FLA_CHECKS, fla_refusal, fla_report, use_fla, version_tuple
+from nbhelpers.kernels.registry import COMPILED_CACHES, kernel_backend
+from nbhelpers.kernels.spec import BackendUnavailable
+
+HOPPER, AMPERE = (9, 0), (8, 0)
+
+
+def test_the_table_has_fla_and_its_liger_composite():
+    fla = kernel_backend("fla")
+    assert fla.requested(()) == tuple(FLA_CHECKS)
+    assert set(fla.caches) == {"triton", "tilelang"} <= set(COMPILED_CACHES)
+    both = kernel_backend("fla+liger")
+    assert both.components == ("fla", "liger") and both.uses_liger_switches
+    assert both.requested(("rms_norm",)) == (*FLA_CHECKS, "rms_norm")
+    assert COMPILED_CACHES["tilelang"] == "TILELANG_CACHE_DIR"
+
+
+@pytest.mark.parametrize(
+    ("capability", "triton", "tilelang", "refused"),
+    [
+        (HOPPER, "3.6.0", False, True),  # the H200 as found: wrong gated backward, fla refuses it
+        (HOPPER, "3.4.0", False, True),
+        (HOPPER, "3.7.0+git", False, True),
+        (HOPPER, "3.6.0", True, False),  # tilelang takes the gated backward
+        (HOPPER, "3.7.1", False, False),
+        (HOPPER, "3.3.1", False, False),
+        (AMPERE, "3.6.0", False, False),  # only Hopper is affected
+    ],
+)
+def test_the_environment_check_refuses_wrong_results_on_hopper(capability, triton, tilelang, refused):
+    reason = fla_refusal("cuda", capability, triton, has_fla=True, has_tilelang=tilelang)
+    assert bool(reason) is refused
+    if refused:
+        assert "tilelang" in reason and "3.7.1" in reason and triton in reason
+
+
+def test_the_environment_check_names_what_is_missing():
+    assert "flash-linear-attention" in fla_refusal("cuda", HOPPER, "3.6.0", has_fla=False, has_tilelang=True)
+    assert fla_refusal("cpu", None, "3.6.0", has_fla=True, has_tilelang=False).startswith("no GPU")
+    assert "triton" in fla_refusal("cuda", AMPERE, None, has_fla=True, has_tilelang=False)
+    assert version_tuple("3.6.0+git1a2b") == (3, 6, 0) and version_tuple("3.7") == (3, 7, 0)
+
+
+def test_fla_on_this_cpu_is_unavailable_before_anything_is_patched():
+    model = tiny_hybrid()
+    with pytest.raises(BackendUnavailable) as error:
+        apply_backend(model, "fla", (), "cpu")
+    assert "flash-linear-attention" in str(error.value) or "no GPU" in str(error.value)
+
+
+def test_eager_forces_the_reference_and_the_report_says_so_per_layer(monkeypatch):
+    model = tiny_hybrid()
+    paths.use_reference(model)  # remembers what transformers bound at import
+    modeling = sys.modules[type(model).__module__]
+    monkeypatch.setattr(modeling, "torch_chunk_gated_delta_rule", lambda *a, **k: None)  # a kernel picked at import
+    report = apply_backend(model, "eager", (), "cpu")
+    assert report["reference_linear_attention"] is True
+    assert report["fla_delta_rule"] is False and report["fused_conv1d"] is False
+    frame = paths.layer_paths_frame(model)
+    linear = frame[frame["type"] == "linear_attention"]
+    assert len(linear) == 3 and (linear["delta_rule"] == paths.TORCH).all() and (linear["conv"] == paths.TORCH).all()
+    assert (linear["delta_rule_boundaries"] == paths.PER_SEQUENCE).all()
+    assert frame.loc[frame["type"] == "full_attention", "attention"].tolist() == ["sdpa"]
+
+
+def test_the_report_shows_a_path_that_drops_boundaries():
+    model = tiny_hybrid()
+    paths.use_reference(model, keep_apart=("delta_rule",))
+    rows = paths.linear_layers(model)
+    assert {r["conv_boundaries"] for r in rows} == {paths.IGNORES}
+    assert patch_report(model)["reference_linear_attention"] is False
+    paths.use_reference(model)
+    assert patch_report(model)["reference_linear_attention"] is True
+
+
+def test_the_report_reads_what_fla_binds(monkeypatch):
+    """fla's functions stand in for the package (not installed here): the report reads the bound hooks."""
+    model = tiny_hybrid()
+    from nbhelpers.kernels import fla
+
+    fake_rule = paths.tag(lambda *a, **k: None, paths.FLA_DELTA_RULE, paths.KEEPS_APART)
+    fake_conv = paths.tag(lambda *a, **k: None, paths.FLA_CONV, paths.KEEPS_APART)
+    monkeypatch.setattr(fla, "fla_delta_rule", lambda: fake_rule)
+    monkeypatch.setattr(fla, "fused_conv", lambda: fake_conv)
+    try:
+        use_fla(model)
+        assert fla_report(model) == {"fla_delta_rule": True, "fused_conv1d": True}
+        use_fla(model, conv=False)  # transformers' choice on the H200: fused delta rule, PyTorch conv
+        assert fla_report(model) == {"fla_delta_rule": True, "fused_conv1d": False}
+        assert {r["conv"] for r in paths.linear_layers(model)} == {paths.TORCH}
+    finally:
+        paths.use_reference(model)
+
+
+def test_a_transformers_wrapper_is_read_through_its_closure():
+    def wrapper_around(implementation):
+        def wrapped(*args, **kwargs):
+            return implementation(*args, **kwargs)
+
+        return wrapped
+
+    fake = type(sys)("fla.ops.fake")
+    exec("def chunk_gated_delta_rule(*a, **k):\n    return None", fake.__dict__)
+    assert paths.describe_hook(wrapper_around(fake.chunk_gated_delta_rule), "delta_rule") == (
+        paths.FLA_DELTA_RULE, paths.KEEPS_APART,
+    )  # fmt: skip
+
+
+def test_a_dense_model_has_no_hybrid_report():
+    from nbhelpers.models.loading import build_model
+
+    model = build_model("qwen3-tiny")
+    assert paths.layer_paths(model) == [] and fla_report(model) == {"fla_delta_rule": False, "fused_conv1d": False}
+    with pytest.raises(BackendUnavailable, match="no Gated DeltaNet"):
+        use_fla(model)
+
+
+def test_the_per_layer_frame_reads_a_model_its_rows_or_a_record():
+    model = tiny_hybrid()
+    paths.use_reference(model)
+    rows = paths.layer_paths(model)
+    record = type("Record", (), {"metrics": {"layer_paths": rows}})()
+    for source in (model, rows, record):
+        frame = paths.layer_paths_frame(source)
+        assert frame["type"].tolist() == ["linear_attention"] * 3 + ["full_attention"]
+        assert frame["conv"].tolist()[:3] == [paths.TORCH] * 3
+    assert paths.layer_paths_frame([]).empty
