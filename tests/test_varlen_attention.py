@@ -165,7 +165,9 @@ def test_boundaries_are_found_once_per_forward_pass(monkeypatch):
     """Every layer gets the same position_ids tensor; a new tensor (the next batch) is read again."""
     found = []
     original = varlen_attention.sequence_boundaries
-    monkeypatch.setattr(varlen_attention, "sequence_boundaries", lambda p, keep=None: found.append(p) or original(p, keep))
+    monkeypatch.setattr(
+        varlen_attention, "sequence_boundaries", lambda p, keep=None: found.append(p) or original(p, keep)
+    )
     monkeypatch.setattr(varlen_attention, "varlen_kernel", lambda: reference_varlen_new)
     q = torch.zeros(1, 2, 4, 8, dtype=torch.bfloat16)
     first, second = torch.tensor([[0, 1, 0, 1]]), torch.tensor([[0, 1, 2, 3]])
@@ -208,7 +210,8 @@ def test_padded_rows_give_each_row_its_own_sequence_and_zero_pads(monkeypatch):
 def test_a_mask_that_is_not_2d_is_refused():
     q = torch.zeros(1, 2, 3, 4, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="2D padding mask"):
-        varlen_attention_forward(None, q, q, q, torch.ones(1, 1, 3, 3, dtype=torch.bool), position_ids=torch.zeros(1, 3))
+        mask = torch.ones(1, 1, 3, 3, dtype=torch.bool)
+        varlen_attention_forward(None, q, q, q, mask, position_ids=torch.zeros(1, 3))
 
 
 @pytest.mark.parametrize("padding", ["static", "dynamic"])
