@@ -52,6 +52,14 @@ def liger_apply_function(model_type: str) -> Any:
     return MODEL_TYPE_TO_APPLY_LIGER_FN[model_type]
 
 
+def liger_status(device: str) -> str:
+    """'' when Liger's packages are importable here, else why it cannot run (the driver is checked when applied)."""
+    for package, name in (("liger_kernel", "liger-kernel"), ("triton", "triton")):
+        if importlib.util.find_spec(package) is None:
+            return f"missing package: {name} is not installed"
+    return ""
+
+
 def check_triton_driver(device: str) -> None:
     """Liger's kernels are Triton: a GPU with Triton, or on a CPU the interpreter (TRITON_INTERPRET=1)."""
     if importlib.util.find_spec("triton") is None:
