@@ -16,7 +16,8 @@ PARAMETERS = {
     "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "PROMPT_FIELD": "str", "RESPONSE_FIELD": "str",
     "STRATEGIES": "str", "ATTENTION": "str", "KERNELS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int",
     "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int", "TIMING": "str", "TOKEN_BUDGET": "int",
-    "PAD_TO_MULTIPLE_OF": "int", "NUM_BUCKETS": "int", "PROFILE": "bool", "PROOF_SEQUENCES": "int", "GPU_RESULTS": "str",
+    "PAD_TO_MULTIPLE_OF": "int", "NUM_BUCKETS": "int", "PROFILE": "bool", "PROOF_SEQUENCES": "int",
+    "GPU_RESULTS": "str",
 }  # fmt: skip
 TINY = {"BATCH_SIZE": 2, "NUM_SAMPLES": 8, "STEPS": 1, "WARMUP": 0, "PROOF_SEQUENCES": 3, "KERNELS": "eager"}
 
