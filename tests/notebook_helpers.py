@@ -9,6 +9,7 @@ import papermill
 
 # The smallest run of notebook 03 that still measures a configuration and proves packing (a few seconds of work).
 TINY_NB03 = {
+    "KERNELS": "eager",
     "STRATEGIES": "packed",
     "ATTENTION": "sdpa",
     "BATCH_SIZE": 2,

@@ -14,8 +14,9 @@ from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_baseline_profile.ipynb"
 PARAMETERS = {
-    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int",
-    "PADDING": "str", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int", "TRACE_SOURCE": "str",
+    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "PROMPT_FIELD": "str", "RESPONSE_FIELD": "str",
+    "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int",
+    "TIMING": "str", "PADDING": "str", "TRACE_SOURCE": "str",
 }  # fmt: skip
 TINY = {"BATCH_SIZE": 2, "MAX_LENGTH": 64, "NUM_SAMPLES": 8, "STEPS": 2, "WARMUP": 1}
 

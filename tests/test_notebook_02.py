@@ -15,9 +15,9 @@ from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_kernel_swap_in.ipynb"
 PARAMETERS = {
-    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "BACKENDS": "str", "LIGER_KERNELS": "str",
-    "BATCH_SIZE": "int", "MAX_LENGTH": "int", "PADDING": "str", "NUM_SAMPLES": "int", "STEPS": "int",
-    "WARMUP": "int", "MEASURE_STARTUP": "bool", "GPU_RESULTS": "str",
+    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "PROMPT_FIELD": "str", "RESPONSE_FIELD": "str",
+    "BACKENDS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int",
+    "STEPS": "int", "WARMUP": "int", "TIMING": "str", "PADDING": "str", "MEASURE_STARTUP": "bool", "GPU_RESULTS": "str",
 }  # fmt: skip
 # Eager and Liger (interpreted rope + cross-entropy: test_parity covers the fused linear one) on one 48-token
 # sequence, and SwiGLU alone to show why it is not checked on a CPU (test_kernels shows it for RMSNorm). No
@@ -33,6 +33,8 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
     params = papermill.inspect_notebook(str(NOTEBOOK))
     assert {name: info["inferred_type_name"] for name, info in params.items()} == PARAMETERS
     assert params["MEASURE_STARTUP"]["default"] == "True"
+    assert params["LIGER_KERNELS"]["default"] == '"rope,rms_norm,swiglu,cross_entropy"'  # no fused linear CE
+    assert params["PADDING"]["default"] == '"static"'  # the baseline's padding: "kernels only" in the waterfall
     headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
     assert [h.split(".")[0] for h in headings] == [f"## {i}" for i in range(1, 8)]
 
@@ -175,6 +177,6 @@ def test_liger_switch_table_compares_switch_sets_with_eager(make_record):
         invalid,
     ]
     table = liger_switch_table(records).set_index("kernels")
-    assert table.index.tolist() == ["eager", "liger", "liger (rope, rms_norm, swiglu, cross_entropy)"]
+    assert table.index.tolist() == ["eager", "liger (rope, rms_norm, swiglu, fused_linear_cross_entropy)", "liger"]
     assert table["vs eager"].tolist() == pytest.approx([1.0, 10000 / 16000, 17600 / 16000])
     assert liger_switch_table([]).empty

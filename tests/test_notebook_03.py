@@ -14,11 +14,12 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_dynamic_paddi
 GSM8K = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"
 PARAMETERS = {
     "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "PROMPT_FIELD": "str", "RESPONSE_FIELD": "str",
-    "STRATEGIES": "str", "ATTENTION": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "TOKEN_BUDGET": "int",
-    "PAD_TO_MULTIPLE_OF": "int", "NUM_BUCKETS": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int",
-    "TIMING": "str", "PROFILE": "bool", "PROOF_SEQUENCES": "int", "GPU_RESULTS": "str",
+    "STRATEGIES": "str", "ATTENTION": "str", "KERNELS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int",
+    "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int", "TIMING": "str", "TOKEN_BUDGET": "int",
+    "PAD_TO_MULTIPLE_OF": "int", "NUM_BUCKETS": "int", "PROFILE": "bool", "PROOF_SEQUENCES": "int",
+    "GPU_RESULTS": "str",
 }  # fmt: skip
-TINY = {"BATCH_SIZE": 2, "NUM_SAMPLES": 8, "STEPS": 1, "WARMUP": 0, "PROOF_SEQUENCES": 3}
+TINY = {"BATCH_SIZE": 2, "NUM_SAMPLES": 8, "STEPS": 1, "WARMUP": 0, "PROOF_SEQUENCES": 3, "KERNELS": "eager"}
 
 
 def test_notebook_is_committed_clean_and_declares_its_parameters():
@@ -48,8 +49,10 @@ def test_notebook_03_measures_proves_and_reads_gpu_results(runs_root, kernel_env
 
     records = RunStore.for_run("nb03").load()
     steps = {r.label: r for r in records if r.kind == "step"}
-    assert list(steps) == ["static, sdpa", "packed, sdpa", "static, flex_attention", "packed, flex_attention"]
-    static, packed = steps["static, sdpa"], steps["packed, sdpa"]
+    assert list(steps) == [
+        "eager, static, sdpa", "eager, packed, sdpa", "eager, static, flex_attention", "eager, packed, flex_attention"
+    ]  # fmt: skip
+    static, packed = steps["eager, static, sdpa"], steps["eager, packed, sdpa"]
     assert static.ok and packed.ok, (static.reason, packed.reason)
     # The timed step is the plan's second batch: samples 2 and 3, of 160 and 159 tokens after truncation.
     assert static.metrics["positions_per_step"] == 320 and static.metrics["padding_fraction"] == pytest.approx(1 / 320)
@@ -57,7 +60,7 @@ def test_notebook_03_measures_proves_and_reads_gpu_results(runs_root, kernel_env
     for record in (static, packed):
         assert record.metrics["real_tokens_per_s"] > 0 and record.metrics["kernels_per_step"] > 100
         assert record.environment["device_type"] == "cpu"
-    for label in ("static, flex_attention", "packed, flex_attention"):
+    for label in ("eager, static, flex_attention", "eager, packed, flex_attention"):
         assert steps[label].status == "failed"
         assert "FlexAttention does not support backward on CPU" in steps[label].reason
     parity = [r for r in records if r.kind == "parity"]
@@ -92,8 +95,8 @@ def test_notebook_03_on_gsm8k(runs_root, kernel_env, tmp_path):
     assert "1319.0" in outputs_text(cells["length-stats"])  # every GSM8K test row
     records = RunStore.for_run("gsm8k").load()
     assert [(r.label, r.status) for r in records] == [
-        ("static, sdpa", "ok"),
-        ("packed, sdpa", "ok"),
+        ("eager, static, sdpa", "ok"),
+        ("eager, packed, sdpa", "ok"),
         ("contamination proof: packed vs padded", "ok"),
     ]
     static, packed = records[0].metrics, records[1].metrics

@@ -80,7 +80,7 @@ def test_html_report_numbers_equal_the_records(h200_and_cpu_records, tmp_path):
         ("baseline", "sdpa, pad to 2048", "1.00x"),
         ("kernels only", "liger, static", "1.38x"),
         ("padding only", "pad to longest", "0.73x"),
-        ("best overall", "packed, flex", "2.37x"),
+        ("kernels + padding", "packed, flex", "2.37x"),
     ]
     failed = sections[0].select("ul.failed-list li")
     assert len(failed) == 1 and "eager attention" in failed[0].get_text()

@@ -36,15 +36,41 @@ def test_table_rows_baselines_and_failed_rows(h200_and_cpu_records):
 def test_waterfall_uses_measured_records_only(h200_and_cpu_records):
     steps = waterfall_steps(h200_and_cpu_records)
     gpu = steps[steps["machine"] == GPU].set_index("stage")
-    assert list(gpu.index) == ["baseline", "kernels only", "padding only", "best overall"]
+    assert list(gpu.index) == ["baseline", "kernels only", "padding only", "kernels + padding"]
     assert gpu.loc["baseline", "label"] == "sdpa, pad to 2048"
     assert gpu.loc["kernels only", "label"] == "liger, static"  # "bad parity" is faster but failed parity
     assert gpu.loc["padding only", "label"] == "pad to longest"  # packed+flex also changed attention
     assert gpu.loc["padding only", "speedup"] == pytest.approx(4624 / 6367)
-    assert gpu.loc["best overall", "label"] == "packed, flex"
-    assert gpu.loc["best overall", "real tok/s"] == 15059.0
-    assert gpu.loc["best overall", "step gain"] == pytest.approx(15059 / 4624)
+    assert gpu.loc["kernels + padding", "label"] == "packed, flex"  # padding and attention both changed
+    assert gpu.loc["kernels + padding", "real tok/s"] == 15059.0
+    assert gpu.loc["kernels + padding", "step gain"] == pytest.approx(15059 / 4624)
+    assert set(gpu["note"]) == {""}
     cpu = steps[steps["machine"] == CPU].set_index("stage")
     assert cpu.loc["kernels only", "label"] == "not measured"
     assert math.isnan(cpu.loc["kernels only", "speedup"])
-    assert cpu.loc["best overall", "label"] == "cpu packed"
+    assert cpu.loc["padding only", "label"] == "cpu packed"
+    assert cpu.loc["kernels only", "note"] == (
+        "not measured: no record in this workload changes only the kernels (kernels, Liger switches or attention) "
+        "at the baseline's padding"
+    )
+
+
+def test_waterfall_says_why_a_stage_is_missing(make_record):
+    """Records of one kind in another workload, or failed ones here, are named; eager's unused Liger switches
+    do not make an eager record a kernel change."""
+    base = make_record("baseline", 100.0, run_name="r")
+    eager_again = make_record("eager", 101.0, run_name="r", liger_kernels=[])
+    liger = make_record("liger", 150.0, kernels="liger", run_name="r", batch_size=1, max_length=64)
+    packed = make_record("packed", 200.0, padding="packed", run_name="r")
+    failed = make_record("liger, packed", status="failed", reason="out of memory", kernels="liger", padding="packed",
+                         run_name="r")  # fmt: skip
+    steps = waterfall_steps([base, eager_again, liger, packed, failed]).set_index("stage")
+    main = steps[steps["workload"] == steps.loc["baseline", "workload"].iloc[0]]
+    assert main["label"].tolist() == ["baseline", "not measured", "packed", "not measured"]
+    kernels_note = main.loc["kernels only", "note"]
+    assert kernels_note.startswith("not measured: no record in this workload changes only the kernels")
+    assert "records of this kind exist in other workloads: qwen3-1.7b on default, b1x64" in kernels_note
+    assert main.loc["kernels + padding", "note"] == (
+        "not measured: every record that changes both the kernels (or attention) and the padding failed or failed "
+        "parity (liger, packed: out of memory)"
+    )

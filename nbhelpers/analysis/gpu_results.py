@@ -204,3 +204,46 @@ def liger_switch_table(records: list[RunRecord]) -> Any:
     frame = frame[kept.astype(bool)].copy()
     frame["vs eager"] = [row["real tok/s"] / eager.loc[tuple(row[keys])] for _, row in frame.iterrows()]
     return frame[columns].sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+FLCE = "fused_linear_cross_entropy"
+
+
+def flce_comparison(records: list[RunRecord]) -> Any:
+    """Liger with its fused linear cross-entropy against Liger without it, where one machine and workload
+    measured both on the same padding and attention (valid ok step records): the evidence behind the default
+    switch set. Columns: machine, workload, padding, attention, with/without FLCE tok/s, without / with."""
+    import pandas as pd
+
+    from nbhelpers.analysis.records import is_valid, workload_of
+
+    validity = {r.record_id: str(r.metrics.get("validity", "")) for r in records}
+    found: dict[tuple[Any, ...], dict[bool, float]] = {}
+    for record in records:
+        tok_s = record.metrics.get("real_tokens_per_s")
+        if record.kind != "step" or not record.ok or record.config.get("kernels") != LIGER_BACKEND or not tok_s:
+            continue
+        if not is_valid(record, validity):
+            continue
+        cfg = record.config
+        key = (record.machine, workload_of(record), cfg.get("padding"), cfg.get("attn_implementation"))
+        found.setdefault(key, {}).setdefault(FLCE in (record.config.get("liger_kernels") or ()), float(tok_s))
+    columns = ["machine", "workload", "padding", "attention", "with FLCE tok/s", "without FLCE tok/s", "without / with"]
+    rows = [
+        [*key, both[True], both[False], both[False] / both[True]]
+        for key, both in found.items()
+        if True in both and False in both
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def describe_flce(comparison: Any) -> str:
+    """One paragraph from :func:`flce_comparison`: where dropping the fused linear cross-entropy was faster."""
+    if comparison.empty:
+        return "No shipped GPU records measure Liger with and without its fused linear cross-entropy side by side."
+    parts = [
+        f"{row['padding']} rows with {row['attention']} on {row['machine']}: {row['with FLCE tok/s']:,.0f} real tok/s "
+        f"with it, {row['without FLCE tok/s']:,.0f} without ({row['without / with']:.2f}x)"
+        for _, row in comparison.iterrows()
+    ]
+    return "Liger with and without its fused linear cross-entropy, measured side by side: " + "; ".join(parts) + "."

@@ -7,7 +7,7 @@ Every row's speedup divides it by its own group's baseline (one machine, one run
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from nbhelpers.analysis.records import (
@@ -22,11 +22,12 @@ from nbhelpers.analysis.records import (
     run_name_of,
     speedup,
     tokens_per_s,
+    workload_of,
 )
 from nbhelpers.formatting import MISSING
+from nbhelpers.kernels.registry import uses_liger_switches
 from nbhelpers.measure.store import RunRecord
 
-KERNEL_FIELDS = ("kernels", "liger_kernels", "attn_implementation")
 PADDING_FIELDS = ("padding", "pad_to_multiple_of", "num_buckets", "token_budget")
 TABLE_COLUMNS = (
     "label",
@@ -44,8 +45,10 @@ TABLE_COLUMNS = (
     "baseline",
     "record_id",
 )
-WATERFALL_STAGES = ("baseline", "kernels only", "padding only", "best overall")
-WATERFALL_COLUMNS = ("machine", "run", "workload", "stage", "label", "real tok/s", "speedup", "step gain", "record_id")
+WATERFALL_STAGES = ("baseline", "kernels only", "padding only", "kernels + padding")
+WATERFALL_COLUMNS = (
+    "machine", "run", "workload", "stage", "label", "real tok/s", "speedup", "step gain", "note", "record_id",
+)  # fmt: skip
 
 
 def build_table(records: Iterable[RunRecord], baseline_label: str | None = None) -> Any:
@@ -83,42 +86,81 @@ def build_table(records: Iterable[RunRecord], baseline_label: str | None = None)
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
-def _same(a: RunRecord, b: RunRecord, fields: Sequence[str]) -> bool:
-    return all(a.config.get(f) == b.config.get(f) for f in fields)
+def _kernel_settings(record: RunRecord) -> tuple[Any, ...]:
+    """What the kernels of a record are: backend, its Liger switches (only where it reads them), attention."""
+    cfg = record.config
+    kernels = cfg.get("kernels")
+    switches = tuple(cfg.get("liger_kernels") or ()) if uses_liger_switches(str(kernels)) else ()
+    return kernels, switches, cfg.get("attn_implementation")
 
 
-def _only(record: RunRecord, base: RunRecord, changed: Sequence[str], kept: Sequence[str]) -> bool:
-    """``record`` differs from ``base`` in some of ``changed`` and in none of ``kept``."""
-    return _same(record, base, kept) and not _same(record, base, changed)
+def _padding_settings(record: RunRecord) -> tuple[Any, ...]:
+    return tuple(record.config.get(f) for f in PADDING_FIELDS)
+
+
+STAGE_CHANGES = {  # stage -> (kernels changed, padding changed) against the baseline
+    "kernels only": (True, False),
+    "padding only": (False, True),
+    "kernels + padding": (True, True),
+}
+STAGE_WHAT = {
+    "kernels only": "changes only the kernels (kernels, Liger switches or attention) at the baseline's padding",
+    "padding only": "changes only the padding with the baseline's kernels and attention",
+    "kernels + padding": "changes both the kernels (or attention) and the padding",
+}
+
+
+def _is_stage(record: RunRecord, base: RunRecord, stage: str) -> bool:
+    kernels, padding = STAGE_CHANGES[stage]
+    return (_kernel_settings(record) != _kernel_settings(base)) == kernels and (
+        _padding_settings(record) != _padding_settings(base)
+    ) == padding
+
+
+def _why_not_measured(stage: str, base: RunRecord, members: list[RunRecord], elsewhere: list[RunRecord]) -> str:
+    """Why a waterfall stage has no record: failed ones of its kind here, or records of its kind in other workloads."""
+    here = [r for r in members if r is not base and _is_stage(r, base, stage)]
+    if here:
+        reasons = "; ".join(
+            f"{record_label(r)}: " + (r.reason or r.status if not r.ok else f"parity {parity_status(r)}")
+            for r in here[:3]
+        )
+        return f"not measured: every record that {STAGE_WHAT[stage]} failed or failed parity ({reasons})"
+    other = sorted({workload_of(r) for r in elsewhere if is_candidate(r) and _is_stage(r, base, stage)})
+    text = f"not measured: no record in this workload {STAGE_WHAT[stage]}"
+    if other:
+        return text + "; records of this kind exist in other workloads: " + " | ".join(other)
+    workloads = sorted({workload_of(r) for r in elsewhere} - {workload_of(base)})
+    if workloads:
+        return text + "; other workloads in this run: " + " | ".join(workloads)
+    return text
 
 
 def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = None) -> Any:
-    """Per (machine, run): baseline -> best kernels-only -> best padding-only -> best overall.
+    """Per (machine, run, workload): baseline -> kernels only -> padding only -> kernels + padding.
 
-    Every stage is a measured record (ok, parity not "fail"); nothing is multiplied or assumed.
-    "Kernels only" means the padding settings equal the baseline's and the kernel settings
-    (kernels, Liger switches, attention) differ; "padding only" is the reverse. A stage with no such
-    record is a row with label "not measured" and no numbers. ``speedup`` is cumulative (over the
-    baseline); ``step gain`` is over the previous measured stage.
+    Every stage is the fastest measured record of its kind (ok, parity not "fail"); nothing is multiplied or
+    assumed. "Kernels only" keeps the baseline's padding settings and changes the kernel settings (backend,
+    its Liger switches, attention); "padding only" is the reverse; "kernels + padding" changes both. A stage
+    with no such record is a row labelled "not measured" whose ``note`` says why (failed records of that
+    kind, or the other workloads of the run that hold some). ``speedup`` is cumulative (over the baseline);
+    ``step gain`` is over the previous measured stage.
     """
     import pandas as pd
 
     records = list(records)
     baselines = choose_baselines(records, baseline_label)
+    groups = group_records(records)
     rows = []
-    for key, members in group_records(records).items():
+    for key, members in groups.items():
         base = baselines[key]
         if base is None:
             continue
-        candidates = [r for r in members if is_candidate(r)]
-        kernels_only = [r for r in candidates if _only(r, base, changed=KERNEL_FIELDS, kept=PADDING_FIELDS)]
-        padding_only = [r for r in candidates if _only(r, base, changed=PADDING_FIELDS, kept=KERNEL_FIELDS)]
-        stages = {
-            "baseline": base,
-            "kernels only": fastest(kernels_only),
-            "padding only": fastest(padding_only),
-            "best overall": fastest(candidates + [base]),
-        }
+        elsewhere = [r for k, rs in groups.items() if k[:2] == key[:2] and k != key for r in rs]
+        candidates = [r for r in members if is_candidate(r) and r is not base]
+        stages: dict[str, RunRecord | None] = {"baseline": base}
+        for stage in STAGE_CHANGES:
+            stages[stage] = fastest([r for r in candidates if _is_stage(r, base, stage)])
         previous = base
         for stage, record in stages.items():
             row: dict[str, Any] = {"machine": key[0], "run": key[1], "workload": key[2], "stage": stage}
@@ -129,6 +171,7 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
                         "real tok/s": math.nan,
                         "speedup": math.nan,
                         "step gain": math.nan,
+                        "note": _why_not_measured(stage, base, members, elsewhere),
                         "record_id": "",
                     }
                 )
@@ -139,6 +182,7 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
                         "real tok/s": tokens_per_s(record),
                         "speedup": speedup(record, base),
                         "step gain": speedup(record, previous),
+                        "note": "",
                         "record_id": record.record_id,
                     }
                 )

@@ -13,7 +13,7 @@ from typing import Any
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.validation import ConfigError
 
-from .liger import CPU_INTERPRETABLE_LIGER_KERNELS, LIGER_BACKEND, LIGER_KERNELS
+from .liger import CPU_INTERPRETABLE_LIGER_KERNELS, LIGER_BACKEND, LIGER_KERNELS, liger_status
 from .registry import (
     BASELINE_BACKEND,
     ELEMENTARY_BACKENDS,
@@ -96,16 +96,18 @@ def parse_list(name: str, text: str, allowed: tuple[str, ...]) -> tuple[str, ...
     return items
 
 
-def backend_configs(base: RunConfig, backends: str, liger_kernels: str, device: str = "cpu") -> list[RunConfig]:
+def backend_configs(
+    base: RunConfig, backends: str, liger_kernels: str, device: str = "cpu", parameter: str = "BACKENDS"
+) -> list[RunConfig]:
     """One config per backend (label = backend; 'eager' required). On a CPU, Liger keeps only the
     kernels Triton's interpreter runs.
 
     The Liger kernels a CPU cannot run are listed by :func:`cpu_skipped_kernels`; the notebook runs
-    them separately to show why.
+    them separately to show why. ``parameter`` names the notebook parameter in errors.
     """
-    names = parse_list("BACKENDS", backends, KERNEL_BACKENDS)
+    names = parse_list(parameter, backends, KERNEL_BACKENDS)
     if BASELINE_BACKEND not in names:
-        raise ConfigError("BACKENDS", backends, "a list that includes 'eager' (the parity and speed baseline)")
+        raise ConfigError(parameter, backends, "a list that includes 'eager' (the parity and speed baseline)")
     switches = parse_list("LIGER_KERNELS", liger_kernels, LIGER_KERNELS)
     if device == "cpu":
         switches = tuple(k for k in switches if k in CPU_INTERPRETABLE_LIGER_KERNELS)
@@ -116,6 +118,40 @@ def backend_configs(base: RunConfig, backends: str, liger_kernels: str, device: 
             raise ConfigError("LIGER_KERNELS", liger_kernels, "at least one kernel this device can run")
         configs.append(base.replace(label=name, kernels=name, liger_kernels=switches if uses_switches else ()))
     return configs
+
+
+def kernel_grid(
+    base: RunConfig, backends: str, liger_kernels: str, device: str = "cpu", parameter: str = "KERNELS"
+) -> tuple[list[RunConfig], dict[str, str]]:
+    """The kernel axis of a measured grid: one config per backend that can run here, and what is left out, with why.
+
+    Like :func:`backend_configs`, but a backend that cannot run on ``device`` (Liger without its packages, or
+    with no requested switch this device runs) is skipped with its reason instead of refused, and the Liger
+    switches a CPU cannot run are listed as skipped too. Keys of the skipped dict say what was left out.
+    """
+    names = parse_list(parameter, backends, KERNEL_BACKENDS)
+    if BASELINE_BACKEND not in names:
+        raise ConfigError(parameter, backends, "a list that includes 'eager' (the parity and speed baseline)")
+    switches = parse_list("LIGER_KERNELS", liger_kernels, LIGER_KERNELS)
+    skipped: dict[str, str] = {}
+    if device == "cpu" and any(uses_liger_switches(name) for name in names):
+        left_out = [k for k in switches if k not in CPU_INTERPRETABLE_LIGER_KERNELS]
+        switches = tuple(k for k in switches if k in CPU_INTERPRETABLE_LIGER_KERNELS)
+        if left_out:
+            skipped[f"Liger switches {', '.join(left_out)}"] = (
+                "Triton's CPU interpreter fails on them (notebook 02 runs them to show it); they run on a GPU"
+            )
+    configs = []
+    for name in names:
+        uses_switches = uses_liger_switches(name)
+        why = liger_status(device) if uses_switches else ""
+        if uses_switches and not why and not switches:
+            why = f"none of LIGER_KERNELS={liger_kernels!r} runs on {device}"
+        if why:
+            skipped[f"kernels {name}"] = why
+            continue
+        configs.append(base.replace(label=name, kernels=name, liger_kernels=switches if uses_switches else ()))
+    return configs, skipped
 
 
 def cpu_skipped_kernels(liger_kernels: str, backends: str = LIGER_BACKEND, device: str = "cpu") -> tuple[str, ...]:

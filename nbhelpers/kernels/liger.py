@@ -18,6 +18,10 @@ from .spec import BackendUnavailable
 LIGER_BACKEND = "liger"  # the backend's name in the table (nbhelpers.kernels.registry)
 # Liger's switches, as RunConfig.liger_kernels names them (the keyword arguments of Liger's patch functions).
 LIGER_KERNELS = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
+# The default switch set: Liger's plain cross-entropy, not its fused linear cross-entropy, which this project
+# measured slower on packed rows (benchmarks/gpu/NOTES.md: every chunk adds into the whole fp32 gradient of the
+# output weight). The fused one stays selectable by name.
+DEFAULT_LIGER_KERNELS = ("rope", "rms_norm", "swiglu", "cross_entropy")
 # Kernels that Triton's interpreter runs on a CPU (measured: RMSNorm and SwiGLU fail inside it).
 CPU_INTERPRETABLE_LIGER_KERNELS = ("rope", "cross_entropy", "fused_linear_cross_entropy")
 # Without CUDA, Liger's Triton kernels run in Triton's interpreter.
@@ -46,6 +50,14 @@ def liger_apply_function(model_type: str) -> Any:
         supported = ", ".join(sorted(MODEL_TYPE_TO_APPLY_LIGER_FN))
         raise BackendUnavailable(f"Liger has no patch for model_type={model_type!r}; supported: {supported}")
     return MODEL_TYPE_TO_APPLY_LIGER_FN[model_type]
+
+
+def liger_status(device: str) -> str:
+    """'' when Liger's packages are importable here, else why it cannot run (the driver is checked when applied)."""
+    for package, name in (("liger_kernel", "liger-kernel"), ("triton", "triton")):
+        if importlib.util.find_spec(package) is None:
+            return f"missing package: {name} is not installed"
+    return ""
 
 
 def check_triton_driver(device: str) -> None:

@@ -2,9 +2,12 @@
 
 ``torch.nn.attention.varlen.varlen_attn`` (CUDA only) takes the tokens of many sequences laid end to end
 with their cumulative boundaries, which is exactly a packed row. :func:`register` adds it to transformers
-as ``attn_implementation="torch_varlen"``; the boundaries come from ``position_ids``, which restart at 0
-at every sequence of a packed row, so no attention mask is built at all. A right-padded batch works too
-(causal attention keeps real tokens from seeing the padding after them).
+as ``attn_implementation="torch_varlen"``. Like flash-attention's varlen path, it unpads: transformers hands it
+the 2D padding mask (``flash_attention_mask``, registered for this name; ``None`` when no row is padded), the
+pad positions are dropped, every row's first real token and every ``position_ids == 0`` start a sequence
+(a packed row's sequences restart their positions), the kernel runs on the real tokens only, and the pad
+positions of the output are zeros. So padded rows (left or right), packed rows and a batch of several rows
+all work, and a pad never reaches the kernel.
 """
 
 from __future__ import annotations
@@ -41,32 +44,62 @@ def varlen_status(device: str) -> str:
     return ""
 
 
-def sequence_boundaries(position_ids: Any) -> tuple[Any, int]:
-    """Cumulative sequence starts (int32, length N+1) and the longest sequence, from restarting position ids.
+def sequence_boundaries(position_ids: Any, keep: Any = None) -> tuple[Any, int]:
+    """Cumulative sequence starts (int32, length N+1) and the longest sequence, over the kept tokens.
 
-    Every row is laid end to end, so each row's first token starts a sequence as well.
+    ``position_ids`` (batch, length) restart at 0 at every packed sequence; ``keep`` (batch, length, bool) marks
+    the real tokens (None: all). Every row is laid end to end, so each row's first kept token starts a
+    sequence as well; N counts kept tokens only.
     """
     import torch
 
-    flat = position_ids.reshape(-1)
-    starts = flat == 0
-    starts[:: position_ids.shape[-1]] = True
-    start_index = torch.nonzero(starts).flatten()
-    total = torch.tensor([flat.numel()], device=flat.device)
+    if keep is None:
+        keep = torch.ones(position_ids.shape, dtype=torch.bool, device=position_ids.device)
+    keep = keep.bool()
+    before = torch.cumsum(keep.int(), dim=-1) - keep.int()  # kept tokens before each position of its row
+    starts = ((position_ids == 0) | (before == 0)) & keep
+    start_index = torch.nonzero(starts[keep]).flatten()
+    total = torch.tensor([int(keep.sum())], device=position_ids.device)
     cu_seqlens = torch.cat([start_index, total]).to(torch.int32)
+    if cu_seqlens.numel() < 2:
+        raise ValueError(f"attn_implementation={VARLEN_ATTENTION!r}: the batch holds no real token")
     return cu_seqlens, int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
 
 
-_last_boundaries: list[Any] = []  # [position_ids, (cu_seqlens, longest)] of the latest forward pass
+def _token_layout(position_ids: Any, attention_mask: Any, batch: int, length: int) -> tuple[Any, Any, int]:
+    """(indices of the real tokens in the flattened batch or None when every token is real, cu_seqlens, longest).
+
+    ``attention_mask`` is the 2D padding mask (batch, length) that ``flash_attention_mask`` passes on, or None.
+    ``position_ids`` may come as (1, length) for a batch of several rows: it is expanded.
+    """
+    import torch
+
+    if attention_mask is not None and attention_mask.dim() != 2:
+        raise ValueError(
+            f"attn_implementation={VARLEN_ATTENTION!r} needs a 2D padding mask, got shape "
+            f"{tuple(attention_mask.shape)}: call nbhelpers.kernels.varlen_attention.register() before loading"
+        )
+    if position_ids is None:
+        position_ids = torch.arange(length, device=attention_mask.device if attention_mask is not None else None)
+    position_ids = position_ids.reshape(-1, length).expand(batch, length)
+    keep = attention_mask.bool() if attention_mask is not None else None
+    cu_seqlens, longest = sequence_boundaries(position_ids, keep)
+    indices = torch.nonzero(keep.reshape(-1)).flatten() if keep is not None and not bool(keep.all()) else None
+    return indices, cu_seqlens, longest
 
 
-def _boundaries_of_this_forward(position_ids: Any) -> tuple[Any, int]:
-    """sequence_boundaries, computed once per forward pass: every layer receives the same position_ids tensor."""
-    if _last_boundaries and _last_boundaries[0] is position_ids:
-        return _last_boundaries[1]
-    boundaries = sequence_boundaries(position_ids)
-    _last_boundaries[:] = [position_ids, boundaries]
-    return boundaries
+_last_layout: list[Any] = []  # [position_ids, attention_mask, batch, layout] of the latest forward pass
+
+
+def _layout_of_this_forward(position_ids: Any, attention_mask: Any, batch: int, length: int) -> tuple[Any, Any, int]:
+    """_token_layout, computed once per forward pass: every layer receives the same position_ids and mask."""
+    if _last_layout and _last_layout[0] is position_ids and _last_layout[1] is attention_mask and _last_layout[2] == (
+        batch, length
+    ):
+        return _last_layout[3]
+    layout = _token_layout(position_ids, attention_mask, batch, length)
+    _last_layout[:] = [position_ids, attention_mask, (batch, length), layout]
+    return layout
 
 
 @functools.lru_cache(maxsize=8)
@@ -118,8 +151,10 @@ def varlen_attention_forward(
     **kwargs: Any,
 ) -> tuple[Any, None]:
     """A transformers attention function: (batch, heads, seq, dim) in, (batch, seq, heads, dim) out."""
-    if position_ids is None:
-        raise ValueError(f"attn_implementation={VARLEN_ATTENTION!r} needs position_ids to find the sequences")
+    if position_ids is None and attention_mask is None:
+        raise ValueError(
+            f"attn_implementation={VARLEN_ATTENTION!r} needs position_ids or a padding mask to find the sequences"
+        )
     if dropout:
         raise ValueError(f"attn_implementation={VARLEN_ATTENTION!r} supports no attention dropout (got {dropout})")
     if sliding_window is not None:
@@ -135,20 +170,27 @@ def varlen_attention_forward(
             key = key.repeat_interleave(heads // key.shape[1], dim=1)
             value = value.repeat_interleave(heads // value.shape[1], dim=1)
     query, key, value = half_precision(query, key, value)
-    cu_seqlens, longest = _boundaries_of_this_forward(position_ids)
+    indices, cu_seqlens, longest = _layout_of_this_forward(position_ids, attention_mask, batch, length)
 
     def tokens_first(t: Any) -> Any:
-        return t.transpose(1, 2).reshape(batch * length, t.shape[1], head_dim)
+        flat = t.transpose(1, 2).reshape(batch * length, t.shape[1], head_dim)
+        return flat if indices is None else flat.index_select(0, indices)
 
     out = kernel(
         tokens_first(query), tokens_first(key), tokens_first(value), cu_seqlens, cu_seqlens, longest, longest,
         scale=scaling, **extra,
     )  # fmt: skip
+    if indices is not None:  # pads get zeros: no real token attends to them, and their labels are -100
+        full = out.new_zeros(batch * length, heads, head_dim)
+        out = full.index_copy(0, indices, out)
     return out.reshape(batch, length, heads, head_dim), None
 
 
 def register() -> None:
-    """Make ``attn_implementation="torch_varlen"`` known to transformers (idempotent)."""
+    """Make ``attn_implementation="torch_varlen"`` known to transformers (idempotent), with flash-attention's
+    mask function, so the attention receives the 2D padding mask (None when no row is padded)."""
     from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
 
     AttentionInterface.register(VARLEN_ATTENTION, varlen_attention_forward)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(VARLEN_ATTENTION, flash_attention_mask)

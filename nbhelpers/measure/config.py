@@ -14,7 +14,7 @@ from typing import Any
 from nbhelpers.data.formats import FORMAT_NAMES
 from nbhelpers.data.strategies import PADDING_STRATEGIES, PaddingSettings
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
-from nbhelpers.kernels.liger import LIGER_KERNELS
+from nbhelpers.kernels.liger import DEFAULT_LIGER_KERNELS, LIGER_KERNELS
 from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
 
@@ -45,7 +45,7 @@ class RunConfig:
     token_budget: int = 0  # tokens per step for padding="token_budget" (0 = batch_size * max_length)
     attn_implementation: str = DEFAULT_ATTENTION  # one of ATTENTION_IMPLEMENTATIONS (nbhelpers.kernels.attention)
     kernels: str = BASELINE_BACKEND  # one of KERNEL_BACKENDS (the table in nbhelpers.kernels.registry)
-    liger_kernels: tuple[str, ...] = LIGER_KERNELS[:4]  # Liger switches that are on
+    liger_kernels: tuple[str, ...] = DEFAULT_LIGER_KERNELS  # Liger switches that are on (no fused linear CE)
     steps: int = 5  # timed steps
     warmup: int = 2  # untimed steps before timing
     timing: str = "steps"  # "steps": warmup then steps; "epoch": one untimed pass over the plan, one timed

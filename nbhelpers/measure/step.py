@@ -7,6 +7,7 @@ a RunRecord; it raises on failure and the caller turns the exception into a fail
 from __future__ import annotations
 
 import contextlib
+import math
 import resource
 import statistics
 import sys
@@ -130,6 +131,18 @@ def allocator_stats(device: str) -> dict[str, int]:
     }
 
 
+class NonFiniteLoss(ArithmeticError):
+    """A step's loss (or gradient norm) was NaN or infinite: the configuration computes garbage, so it failed."""
+
+
+def check_finite_losses(values: list[tuple[str, float]]) -> None:
+    """NonFiniteLoss naming the steps whose value is NaN or infinite (the reason of the failed record)."""
+    bad = [f"{name} {value}" for name, value in values if not math.isfinite(value)]
+    if bad:
+        more = f" (+{len(bad) - 4} more)" if len(bad) > 4 else ""
+        raise NonFiniteLoss(f"non-finite loss: {', '.join(bad[:4])}{more}")
+
+
 def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> RunRecord:
     """Run warmup + timed steps of one configuration and return its record (raises on failure)."""
     import torch
@@ -163,13 +176,14 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     _sync(device)
     first_step_s = time.perf_counter() - start
     untimed, timed = step_schedule(config, len(batches))
-    untimed_times = []
+    untimed_times, untimed_losses = [], []
     for i in untimed:
         _sync(device)
         start = time.perf_counter()
-        step(batch(i))
+        loss, _ = step(batch(i))
         _sync(device)
         untimed_times.append(time.perf_counter() - start)
+        untimed_losses.append(loss)
     times, losses, counts, flops, shapes = [], [float(first_loss)], [], [], []
     iterator: Any = timed
     if progress:
@@ -187,6 +201,11 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         counts.append(count_tokens(b))
         flops.append(model_flops(shape, sequence_lengths(b)))
         shapes.append(list(b["input_ids"].shape))
+    check_finite_losses(
+        [("first step", float(first_loss)), ("first step gradient norm", float(first_grad_norm))]
+        + [(f"untimed step {n + 1}", float(v)) for n, v in enumerate(untimed_losses)]
+        + [(f"timed step {n + 1}", v) for n, v in enumerate(losses[1:])]
+    )
     stats = step_time_stats(times)
     total_time = sum(times)
     real = sum(c.real for c in counts)

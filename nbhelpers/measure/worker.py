@@ -24,7 +24,7 @@ def failure_reason(error: BaseException) -> str:
         return f"out of memory: {first_line[:300]}"
     if isinstance(error, ImportError):
         return f"missing package: {first_line[:300]}"
-    if str(error).startswith("no GPU"):
+    if str(error).startswith(("no GPU", "non-finite loss")):
         return str(error).splitlines()[0][:300]
     return first_line[:400]
 

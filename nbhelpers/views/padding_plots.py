@@ -87,10 +87,10 @@ def gpu_validity(folder: str | Path | None = None) -> dict[str, str]:
 
 
 def skipped_frame(skipped: dict[str, str]) -> Any:
-    """Attention implementations left out of the measured grid, with why."""
+    """What was left out of the measured grid (kernels, Liger switches, attentions), with why."""
     import pandas as pd
 
-    return pd.DataFrame({"attention": list(skipped), "left out because": list(skipped.values())})
+    return pd.DataFrame({"left out": list(skipped), "because": list(skipped.values())})
 
 
 def gpu_overview(
