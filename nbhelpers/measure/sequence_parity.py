@@ -20,7 +20,6 @@ and the gradients are recorded, and the probe says so.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import math
 import time
@@ -39,7 +38,7 @@ from .config import RunConfig
 from .env import resolve_device
 from .step import compute_dtype
 
-PROBE_SAMPLES = 8  # the first samples of the workload; config.extra["parity_probe_samples"] overrides (0 = off)
+PROBE_SAMPLES = 6  # the first samples of the workload; config.extra["parity_probe_samples"] overrides (0 = off)
 PROBE_VERSION = 1
 CE_CHUNK = 4096  # positions per cross-entropy chunk: bounds the float copy of the logits on a long packed row
 LOSS_PATH_TOLERANCE = 1e-3  # the model's loss must equal the sum of per-token CE from its logits
@@ -125,6 +124,47 @@ def _fingerprint_names(model: Any) -> list[str]:
     return [names[round(i * step)] for i in range(FINGERPRINT_TENSORS)]
 
 
+def _accumulate(
+    model: Any,
+    examples: Sequence[Example],
+    plan: list[list[int]],
+    settings: PaddingSettings,
+    pad_token_id: int,
+    dtype: str,
+    device: str,
+    broken: str,
+) -> tuple[float, list[float] | None, list[int] | None]:
+    """Forward + backward of every batch of the plan (gradients add up): total loss, per-sequence sums, tokens."""
+    import torch
+
+    sums: list[float] = [math.nan] * len(examples)
+    counts: list[int] = [0] * len(examples)
+    total, has_logits = 0.0, True
+    for indices in plan:
+        batch = {k: v.to(device) for k, v in collate([examples[i] for i in indices], settings, pad_token_id).items()}
+        inputs = _broken(batch, broken) if broken else batch
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bf16-autocast"):
+            output = model(**inputs, num_items_in_batch=1)
+        output.loss.backward()
+        loss = float(output.loss.detach())
+        total += loss
+        if output.logits is None:
+            has_logits = False
+            continue
+        ids = _row_sequence_ids(batch, settings.entry.packed)
+        batch_sums, batch_counts = sequence_loss_sums(output.logits.detach(), batch["labels"], ids, len(indices))
+        del output
+        summed = math.fsum(batch_sums)
+        if math.isfinite(loss) and abs(summed - loss) > LOSS_PATH_TOLERANCE * max(abs(summed), 1.0):
+            raise RuntimeError(
+                f"the model's loss ({loss:.6g}) is not the sum of its per-token cross-entropy ({summed:.6g}): "
+                "it ignored num_items_in_batch, so the probe cannot take a token-sum loss"
+            )
+        for position, index in enumerate(indices):
+            sums[index], counts[index] = batch_sums[position], batch_counts[position]
+    return total, (sums if has_logits else None), (counts if has_logits else None)
+
+
 def run_probe(
     model: Any,
     examples: Sequence[Example],
@@ -138,61 +178,33 @@ def run_probe(
 
     Returns the per-sequence summed losses and loss-token counts (None without logits), the total loss,
     the gradient norm of the total and a few named parameters' gradient norms. Gradients are reset
-    before and after; nothing else of the model changes. ``broken`` mixes packed sequences on purpose.
+    before and after (also when it raises); nothing else of the model changes. ``broken`` mixes packed
+    sequences on purpose.
     """
     import torch
 
     plan = probe_plan(examples, settings)
-    n = len(examples)
-    sums: list[float | None] = [None] * n
-    counts: list[int | None] = [None] * n
-    total, has_logits = 0.0, True
-    autocast = (
-        torch.autocast(device_type=device, dtype=torch.bfloat16)
-        if dtype == "bf16-autocast"
-        else contextlib.nullcontext()
-    )
     model.zero_grad(set_to_none=True)
-    for indices in plan:
-        batch = {k: v.to(device) for k, v in collate([examples[i] for i in indices], settings, pad_token_id).items()}
-        inputs = _broken(batch, broken) if broken else batch
-        with autocast:
-            output = model(**inputs, num_items_in_batch=1)
-        loss = output.loss
-        output.loss.backward()
-        loss_value = float(loss.detach())
-        total += loss_value
-        if output.logits is None:
-            has_logits = False
-            continue
-        ids = _row_sequence_ids(batch, settings.entry.packed)
-        batch_sums, batch_counts = sequence_loss_sums(output.logits.detach(), batch["labels"], ids, len(indices))
-        del output
-        summed = math.fsum(batch_sums)
-        if math.isfinite(loss_value) and abs(summed - loss_value) > LOSS_PATH_TOLERANCE * max(abs(summed), 1.0):
-            raise RuntimeError(
-                f"the model's loss ({loss_value:.6g}) is not the sum of its per-token cross-entropy ({summed:.6g}): "
-                "it ignored num_items_in_batch, so the probe cannot take a token-sum loss"
-            )
-        for position, index in enumerate(indices):
-            sums[index], counts[index] = batch_sums[position], batch_counts[position]
-    parameters = [p for p in model.parameters() if p.grad is not None]
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(parameters, max_norm=float("inf")))
-    named = dict(model.named_parameters())
-    fingerprint = {
-        name.replace("_orig_mod.", ""): float(named[name].grad.float().norm())
-        for name in _fingerprint_names(model)
-        if named[name].grad is not None
-    }
-    model.zero_grad(set_to_none=True)
+    try:
+        total, sums, counts = _accumulate(model, examples, plan, settings, pad_token_id, dtype, device, broken)
+        parameters = [p for p in model.parameters() if p.grad is not None]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(parameters, max_norm=float("inf")))
+        named = dict(model.named_parameters())
+        fingerprint = {
+            name.replace("_orig_mod.", ""): float(named[name].grad.float().norm())
+            for name in _fingerprint_names(model)
+            if named[name].grad is not None
+        }
+    finally:
+        model.zero_grad(set_to_none=True)
     return {
         "batches": plan,
-        "sequence_loss_sums": sums if has_logits else None,
-        "sequence_loss_tokens": counts if has_logits else None,
+        "sequence_loss_sums": sums,
+        "sequence_loss_tokens": counts,
         "total_loss": total,
         "grad_norm": grad_norm,
         "param_grad_norms": fingerprint,
-        "note": "" if has_logits else NO_LOGITS_NOTE,
+        "note": "" if sums is not None else NO_LOGITS_NOTE,
         "broken": broken,
     }
 
