@@ -195,7 +195,9 @@ def test_only_a_parity_pass_is_recommended_faster_unverified_ones_are_named(make
     rec = recommend(records)
     assert rec.label == "packed" and rec.parity == "pass" and rec.candidates == 2
     assert [(p["label"], p["parity"]) for p in rec.passed_over] == [
-        ("bucketed", "fail"), ("token budget", "not checked"), ("dynamic, no verdict", "not checked"),
+        ("bucketed", "fail"),
+        ("token budget", "not checked"),
+        ("dynamic, no verdict", "not checked"),
     ]
     assert rec.excluded == {"failed": 0, "failed parity": 1, "parity not checked": 2}
     summary = rec.summary()

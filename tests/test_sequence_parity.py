@@ -42,9 +42,15 @@ SETTINGS = {
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def rows_file(tmp_path_factory):
     data = tmp_path_factory.mktemp("probe") / "rows.jsonl"
     data.write_text("\n".join(json.dumps({"prompt": p, "response": r}) for p, r in ROWS) + "\n")
+    return data
+
+
+@pytest.fixture(scope="module")
+def setup(rows_file):
+    data = rows_file
     tokenizer = load_tokenizer(model_source("qwen3-tiny"))
     examples = load_examples(str(data), tokenizer, 6, MAX_LENGTH)
     lengths = [len(e["input_ids"]) for e in examples]
@@ -161,3 +167,26 @@ def test_probe_size():
     assert probe_size(RunConfig(extra={"parity_probe_samples": 0})) == 0
     with pytest.raises(ValueError, match="parity_probe_samples"):
         probe_size(RunConfig(extra={"parity_probe_samples": -1}))
+
+
+@pytest.mark.slow
+def test_the_worker_records_the_probe_and_parity_judges_token_budget_by_it(rows_file, runs_root):
+    """Two real configurations in their own subprocesses: the probe is in each record, and token_budget passes."""
+    from nbhelpers.analysis.parity import check_against_first
+    from nbhelpers.measure.runner import run_configs
+
+    base = RunConfig(
+        run_name="probe", dataset=str(rows_file), num_samples=6, batch_size=2, max_length=MAX_LENGTH, steps=1, warmup=0,
+        padding="static", device="cpu",
+    )  # fmt: skip
+    configs = [
+        base.replace(label="static"),
+        base.replace(label="token budget", padding="token_budget", token_budget=64),
+    ]
+    static, budget = run_configs(configs, progress=False, annotate=check_against_first)
+    assert static.ok and budget.ok, (static.reason, budget.reason)
+    assert budget.metrics["parity_probe"]["batches"] == [[0, 1, 2], [3, 4], [5]]
+    assert budget.metrics["parity_probe"]["method"].startswith("after timing")
+    verdict = budget.metrics["parity"]
+    assert verdict["status"] == "pass" and verdict["method"] == "probe", verdict
+    assert verdict["per_sequence_max_rel_diff"] <= TOLERANCE
