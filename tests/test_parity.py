@@ -153,3 +153,66 @@ def test_packed_rows_are_judged_against_padded_ones_of_the_same_batch(make_recor
     assert leaking.metrics["parity"]["status"] == FAIL
     assert leaking.metrics["parity"]["grad_norm_rel_diff"] == pytest.approx(17.90 / 13.7399 - 1)
     assert bucketed.metrics["parity"]["status"] == NOT_CHECKED and "padding" in bucketed.metrics["parity"]["note"]
+
+
+def _probed(make_record, label, padding, sums, total=None, grad=10.0, tokens=(5, 7, 9), **kw):
+    """A CPU record carrying a parity probe of three sequences (loss sums, loss tokens, total, gradient norm)."""
+    record = _first_step(make_record(label, padding=padding, device_name="cpu", hostname="ci", **kw), 12.0, 4.0)
+    record.metrics["parity_probe"] = {
+        "samples": [0, 1, 2],
+        "sequence_loss_sums": list(sums),
+        "sequence_loss_tokens": list(tokens),
+        "total_loss": math.fsum(sums) if total is None else total,
+        "grad_norm": grad,
+        "param_grad_norms": {"model.embed_tokens.weight": grad / 2},
+        "note": "",
+    }
+    return record
+
+
+def test_probe_verdicts_for_strategies_the_first_batch_cannot_judge(make_record):
+    from nbhelpers.analysis.parity import check_parity
+
+    sums = [60.0, 84.0, 108.0]
+    static = _probed(make_record, "static", "static", sums)
+    token_budget = _probed(make_record, "token budget", "token_budget", [s * (1 + 3e-6) for s in sums], batch_size=8)
+    bucketed = _probed(make_record, "bucketed", "bucketed", sums, grad=10.0 * (1 + 5e-5))
+    # One sequence off by 1e-3 and another the other way: the total is unchanged, the per-sequence check fails.
+    mixed = _probed(make_record, "packed, mixing", "packed", [60.0, 84.0 + 0.084, 108.0 - 0.084])
+    verdicts = {r.label: check_parity(r, static) for r in (static, token_budget, bucketed, mixed)}
+    assert {k: v["status"] for k, v in verdicts.items()} == {
+        "static": "baseline", "token budget": "pass", "bucketed": "fail", "packed, mixing": "fail",
+    }  # fmt: skip
+    assert all(v["method"] == "probe" for v in verdicts.values())
+    assert verdicts["token budget"]["per_sequence_max_rel_diff"] == pytest.approx(3e-6)
+    assert verdicts["token budget"]["loss_rel_diff"] == pytest.approx(3e-6)  # batch size differs: still judged
+    assert verdicts["bucketed"]["grad_norm_rel_diff"] == pytest.approx(5e-5)
+    assert verdicts["packed, mixing"]["loss_rel_diff"] == pytest.approx(0.0, abs=1e-12)
+    assert verdicts["packed, mixing"]["per_sequence_max_rel_diff"] == pytest.approx(1e-3)
+    keys = {"status", "loss_rel_diff", "grad_norm_rel_diff", "tolerance", "tolerance_basis", "baseline",
+            "baseline_record_id", "note", "per_sequence_max_rel_diff", "method"}  # fmt: skip
+    assert keys <= set(verdicts["bucketed"])
+
+
+def test_probe_mismatches_and_fallbacks(make_record):
+    from nbhelpers.analysis.parity import check_parity
+
+    sums = [60.0, 84.0, 108.0]
+    static = _probed(make_record, "static", "static", sums)
+    other_tokens = _probed(make_record, "cut otherwise", "packed", sums, tokens=(5, 7, 8))
+    assert check_parity(other_tokens, static)["status"] == "fail"
+    assert "loss-token counts" in check_parity(other_tokens, static)["note"]
+    other_length = _probed(make_record, "longer", "packed", sums, max_length=256)
+    verdict = check_parity(other_length, static)  # neither the probe nor the first batch is comparable
+    assert verdict["status"] == "not checked" and verdict["note"] == "different max_length"
+    nan = _probed(make_record, "nan", "bucketed", [60.0, math.nan, 108.0], total=math.nan)
+    assert check_parity(nan, static)["status"] == "fail" and "not finite" in check_parity(nan, static)["note"]
+    # A record without the probe (an older one, or its probe failed): the first-batch path, and it says why.
+    old = _first_step(make_record("old packed", padding="packed", device_name="cpu", hostname="ci"), 12.0, 4.0)
+    old.metrics["parity_probe"] = {"error": "out of memory: CUDA out of memory"}
+    verdict = check_parity(old, static)
+    assert verdict["method"] == "first batch" and verdict["status"] == "pass"
+    assert "record's parity probe failed: out of memory" in verdict["note"]
+    old_bucketed = _first_step(make_record("old bucketed", padding="bucketed", device_name="cpu", hostname="ci"), 12, 4)
+    verdict = check_parity(old_bucketed, static)
+    assert verdict["status"] == "not checked" and "padding" in verdict["note"]

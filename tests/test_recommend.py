@@ -31,7 +31,9 @@ def test_fastest_eligible_record_ties_broken_by_memory(measured):
     assert rec.label == "liger"  # 5000 tok/s failed parity, 9000 is not a step record
     assert rec.real_tokens_per_s == 1800.0 and rec.peak_memory_gib == 20.0
     assert rec.speedup == pytest.approx(1.8) and rec.baseline_label == "baseline"
-    assert rec.candidates == 3 and rec.excluded == {"failed": 1, "failed parity": 1}
+    assert rec.candidates == 3 and rec.excluded == {"failed": 1, "failed parity": 1, "parity not checked": 0}
+    assert [p["label"] for p in rec.passed_over] == ["compile-broken-parity"]
+    assert "Passed over though faster: compile-broken-parity" in rec.summary()
     data = json.loads(rec.to_json())
     assert data["measured"]["real_tokens_per_s"] == 1800.0
     assert data["training_arguments"] == {
@@ -60,7 +62,7 @@ def test_refuses_to_compare_machines_and_recommends_per_machine(make_record):
     records = [
         make_record("gpu-base", 1000.0),
         make_record("cpu-base", 50.0, **CPU),
-        make_record("cpu-packed", 80.0, padding="packed", **CPU),
+        make_record("cpu-packed", 80.0, padding="packed", parity="pass", **CPU),
     ]
     with pytest.raises(CrossMachineError, match="one machine"):
         recommend(records)
@@ -77,8 +79,12 @@ def test_refuses_to_compare_machines_and_recommends_per_machine(make_record):
 
 
 def test_nothing_eligible_is_a_clear_error(make_record):
-    records = [make_record("a", None, status="failed", reason="OOM"), make_record("b", 10.0, parity="fail")]
-    with pytest.raises(ValueError, match="1 failed, 1 failed parity"):
+    records = [
+        make_record("a", None, status="failed", reason="OOM"),
+        make_record("b", 10.0, parity="fail"),
+        make_record("c", 12.0, parity="not checked"),
+    ]
+    with pytest.raises(ValueError, match="1 failed, 1 failed parity, 1 parity not checked"):
         recommend(records)
     assert recommend_all(records) == []
 
@@ -103,6 +109,7 @@ def test_exported_code_builds_training_arguments(make_record, tmp_path, monkeypa
             device_name="cpu",
             hostname="ci",
             device_type="cpu",
+            parity="pass",
         ),
     ]
     rec = recommend(records)
@@ -170,3 +177,38 @@ def test_model_code_registers_torch_varlen_before_loading(make_record):
 
     assert "torch_varlen" in AttentionInterface._global_mapping
     assert "register()" not in recommend([make_record("sdpa", 100.0, padding="packed")]).model_code()
+
+
+def test_only_a_parity_pass_is_recommended_faster_unverified_ones_are_named(make_record):
+    """Static baseline, a packed record that passed, a faster token-budget record never checked and a
+    fastest bucketed one that failed: the packed one is recommended, the other two are passed over."""
+    base = make_record("static", 100.0)
+    base.metrics["parity"] = {"status": "baseline"}
+    records = [
+        base,
+        make_record("packed", 300.0, padding="packed", parity="pass"),
+        make_record("token budget", 400.0, padding="token_budget", parity="not checked"),
+        make_record("bucketed", 500.0, padding="bucketed", parity="fail"),
+        make_record("dynamic, no verdict", 350.0, padding="dynamic"),
+    ]
+    records[3].metrics["parity"]["note"] = "9 sequences compared one by one"
+    rec = recommend(records)
+    assert rec.label == "packed" and rec.parity == "pass" and rec.candidates == 2
+    assert [(p["label"], p["parity"]) for p in rec.passed_over] == [
+        ("bucketed", "fail"),
+        ("token budget", "not checked"),
+        ("dynamic, no verdict", "not checked"),
+    ]
+    assert rec.excluded == {"failed": 0, "failed parity": 1, "parity not checked": 2}
+    summary = rec.summary()
+    assert "bucketed (500 real tok/s, parity fail (9 sequences compared one by one))" in summary
+    assert "token budget (400 real tok/s, parity not checked)" in summary
+    assert json.loads(rec.to_json())["measured"]["passed_over"][0]["label"] == "bucketed"
+
+
+def test_the_baseline_itself_needs_no_verdict(make_record):
+    """A group's baseline (no parity key at all) is eligible; nothing faster passed, so it is the answer."""
+    records = [make_record("static", 100.0), make_record("packed", 300.0, padding="packed")]
+    rec = recommend(records)
+    assert rec.label == "static" and rec.parity == "baseline" and rec.speedup == pytest.approx(1.0)
+    assert [p["label"] for p in rec.passed_over] == ["packed"]

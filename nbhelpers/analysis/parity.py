@@ -1,8 +1,18 @@
-"""Parity before speed: each backend's first-step loss and gradient norm against a baseline record.
+"""Parity before speed: each configuration's losses and gradient norm against a baseline record.
 
-Both numbers come from the same first batch and the same seeded weights (``metrics["loss_first"]``
-and ``metrics["grad_norm_first"]`` of the measured step). A backend passes when both relative
-differences are within a tolerance chosen by device and compute dtype (see :data:`TOLERANCES`).
+Two methods, the first that both records allow:
+
+- ``"probe"``: the batching-invariant probe (``metrics["parity_probe"]``, made by
+  :mod:`nbhelpers.measure.sequence_parity` in the configuration's worker): the same samples, batched as
+  each configuration's strategy batches them, a token-sum loss, gradients of the total. The summed loss of
+  every sequence, the total loss and the gradient norm of the total are compared, so every strategy
+  (token budget and bucketed too) gets a verdict.
+- ``"first batch"``: records without the probe (older ones): the first step's loss and gradient norm
+  (``metrics["loss_first"]``, ``metrics["grad_norm_first"]``), comparable only when both first steps
+  hold the same sequences.
+
+A configuration passes when every relative difference is within a tolerance chosen by device and
+compute dtype (see :data:`TOLERANCES`).
 """
 
 from __future__ import annotations
@@ -27,6 +37,12 @@ SAME_BATCH_FIELDS = (
 # Strategies whose first step holds the same sequences (Strategy.same_first_batch in the table): padded or
 # packed, the loss over them must be the same, so a packed row that leaks across sequences fails parity.
 PLAN_FIELDS = ("padding", "num_buckets", "token_budget")
+# Fields that fix the probe's sequences, their tokens and the initial weights (the batch shape does not
+# matter: the probe's losses are sums over tokens, the same however the sequences are grouped).
+PROBE_FIELDS = (
+    "model", "dataset", "prompt_field", "response_field", "use_chat_template", "max_length", "seed", "dtype",
+)  # fmt: skip
+PROBE, FIRST_BATCH = "probe", "first batch"
 
 
 @dataclass(frozen=True)
@@ -85,40 +101,128 @@ def comparable(record: RunRecord, baseline: RunRecord) -> str:
     return f"different {', '.join(differ)}" if differ else ""
 
 
+def probe_of(record: RunRecord) -> dict[str, Any] | None:
+    """The record's parity probe, or None when it has none (or its probe failed)."""
+    probe = record.metrics.get("parity_probe")
+    if isinstance(probe, dict) and "error" not in probe and "total_loss" in probe:
+        return probe
+    return None
+
+
+def probe_comparable(record: RunRecord, baseline: RunRecord) -> str:
+    """'' when both records probed the same sequences from the same weights on one machine, else why not."""
+    if record.machine != baseline.machine:
+        return f"other machine ({record.machine} vs {baseline.machine})"
+    probe, base = probe_of(record), probe_of(baseline)
+    if probe is None or base is None:
+        return "no parity probe in " + ("the record" if probe is None else "the baseline")
+    differ = [f for f in PROBE_FIELDS if record.config.get(f) != baseline.config.get(f)]
+    if differ:
+        return f"different {', '.join(differ)}"
+    if probe.get("samples") != base.get("samples"):
+        return f"the probes took other samples ({len(probe.get('samples') or [])} vs {len(base.get('samples') or [])})"
+    return ""
+
+
+def _finite(values: Iterable[Any]) -> bool:
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
+def _judge_probe(record: RunRecord, baseline: RunRecord, tolerance: Tolerance) -> dict[str, Any]:
+    """Status and differences of two comparable probes: per-sequence summed losses, total, gradient norm."""
+    probe, base = probe_of(record), probe_of(baseline)
+    assert probe is not None and base is not None
+    out: dict[str, Any] = {"method": PROBE}
+    pairs = [(probe.get(k), base.get(k)) for k in ("total_loss", "grad_norm")]
+    if not _finite(v for pair in pairs for v in pair):
+        return out | {"status": FAIL, "note": "the probe's total loss or gradient norm is not finite"}
+    (loss, base_loss), (grad, base_grad) = pairs
+    out |= {"loss_rel_diff": rel_diff(loss, base_loss), "grad_norm_rel_diff": rel_diff(grad, base_grad)}
+    diffs = [out["loss_rel_diff"], out["grad_norm_rel_diff"]]
+    notes = [n for n in (probe.get("note"), base.get("note")) if n]
+    sums, base_sums = probe.get("sequence_loss_sums"), base.get("sequence_loss_sums")
+    if sums is not None and base_sums is not None:
+        if probe.get("sequence_loss_tokens") != base.get("sequence_loss_tokens"):
+            return out | {"status": FAIL, "note": "the sequences' loss-token counts differ from the baseline's"}
+        if not _finite(sums):
+            return out | {"status": FAIL, "note": "a sequence's loss is not finite"}
+        per_sequence = max((rel_diff(a, b) for a, b in zip(sums, base_sums)), default=0.0)
+        out["per_sequence_max_rel_diff"] = per_sequence
+        diffs.append(per_sequence)
+        notes.append(f"{len(sums)} sequences compared one by one")
+    else:
+        notes.append("per-sequence losses not compared")
+    fingerprint, base_fingerprint = probe.get("param_grad_norms") or {}, base.get("param_grad_norms") or {}
+    shared = [n for n in fingerprint if n in base_fingerprint]
+    if shared and _finite([*fingerprint.values(), *base_fingerprint.values()]):
+        out["param_grad_max_rel_diff"] = max(rel_diff(fingerprint[n], base_fingerprint[n]) for n in shared)
+    ok = all(d <= tolerance.rel for d in diffs)
+    return out | {"status": PASS if ok else FAIL, "note": "; ".join(dict.fromkeys(notes))}
+
+
+def _judge_first_batch(record: RunRecord, baseline: RunRecord, tolerance: Tolerance) -> dict[str, Any]:
+    """Status and differences of the first step's loss and gradient norm (records without a probe)."""
+    out: dict[str, Any] = {"method": FIRST_BATCH}
+    why = comparable(record, baseline)
+    if why:
+        return out | {"note": why}
+    keys = ("loss_first", "grad_norm_first")
+    values = [metric_value(r, k, None, finite=False) for r in (record, baseline) for k in keys]
+    if any(v is None for v in values):
+        return out | {"note": "no loss_first / grad_norm_first in the metrics"}
+    loss, grad, base_loss, base_grad = values  # type: ignore[misc]
+    if not all(math.isfinite(v) for v in values):  # type: ignore[arg-type]
+        return out | {"status": FAIL, "note": "a loss or gradient norm is not finite"}
+    loss_diff, grad_diff = rel_diff(loss, base_loss), rel_diff(grad, base_grad)
+    ok = loss_diff <= tolerance.rel and grad_diff <= tolerance.rel
+    return out | {"status": PASS if ok else FAIL, "loss_rel_diff": loss_diff, "grad_norm_rel_diff": grad_diff}
+
+
+def _probe_errors(record: RunRecord, baseline: RunRecord) -> str:
+    errors = []
+    for which, name in ((record, "record"), (baseline, "baseline")):
+        probe = which.metrics.get("parity_probe")
+        if isinstance(probe, dict) and probe.get("error"):
+            errors.append(f"{name}'s parity probe failed: {str(probe['error'])[:200]}")
+    return "; ".join(errors)
+
+
 def check_parity(record: RunRecord, baseline: RunRecord) -> dict[str, Any]:
-    """The parity verdict of one record against the baseline, as stored in ``metrics["parity"]``."""
+    """The parity verdict of one record against the baseline, as stored in ``metrics["parity"]``.
+
+    The probe when both records have one and probed the same workload (``method`` "probe"), else the
+    first batch (``method`` "first batch"); see the module's docstring.
+    """
     tolerance = tolerance_for(record)
     verdict: dict[str, Any] = {
         "status": NOT_CHECKED,
         "loss_rel_diff": None,
         "grad_norm_rel_diff": None,
+        "per_sequence_max_rel_diff": None,
+        "param_grad_max_rel_diff": None,
         "tolerance": tolerance.rel,
         "tolerance_basis": tolerance.basis,
         "baseline": baseline.label,
         "baseline_record_id": baseline.record_id,
+        "method": "",
         "note": "",
     }
     if record.record_id == baseline.record_id:
         return verdict | {
             "status": BASELINE, "loss_rel_diff": 0.0, "grad_norm_rel_diff": 0.0, "tolerance": None,
-            "tolerance_basis": "the reference every other backend is compared with",
+            "tolerance_basis": "the reference every other configuration is compared with",
+            "method": PROBE if probe_of(record) else FIRST_BATCH,
         }  # fmt: skip
     for which, name in ((record, "record"), (baseline, "baseline")):
         if not which.ok:
             return verdict | {"note": f"{name} failed: {which.reason[:200]}", "tolerance": None}
-    why = comparable(record, baseline)
-    if why:
-        return verdict | {"note": why}
-    keys = ("loss_first", "grad_norm_first")
-    values = [metric_value(r, k, None, finite=False) for r in (record, baseline) for k in keys]
-    if any(v is None for v in values):
-        return verdict | {"note": "no loss_first / grad_norm_first in the metrics"}
-    loss, grad, base_loss, base_grad = values  # type: ignore[misc]
-    if not all(math.isfinite(v) for v in values):  # type: ignore[arg-type]
-        return verdict | {"status": FAIL, "note": "a loss or gradient norm is not finite"}
-    loss_diff, grad_diff = rel_diff(loss, base_loss), rel_diff(grad, base_grad)
-    ok = loss_diff <= tolerance.rel and grad_diff <= tolerance.rel
-    return verdict | {"status": PASS if ok else FAIL, "loss_rel_diff": loss_diff, "grad_norm_rel_diff": grad_diff}
+    if not probe_comparable(record, baseline):
+        return verdict | _judge_probe(record, baseline, tolerance)
+    result = verdict | _judge_first_batch(record, baseline, tolerance)
+    errors = _probe_errors(record, baseline)
+    if errors:
+        result["note"] = "; ".join(n for n in (errors, result["note"]) if n)
+    return result
 
 
 def check_against_first(record: RunRecord, earlier: Sequence[RunRecord]) -> None:
@@ -149,14 +253,20 @@ def attach_parity(records: Iterable[RunRecord], baseline_label: str) -> list[Run
 def _row(record: RunRecord, baseline: RunRecord) -> dict[str, Any]:
     verdict = check_parity(record, baseline)
     kernels = str(record.config.get("kernels", ""))
+    probe = probe_of(record) if verdict["method"] == PROBE else None
+    loss = probe["total_loss"] if probe else metric_value(record, "loss_first", None, finite=False)
+    grad = probe["grad_norm"] if probe else metric_value(record, "grad_norm_first", None, finite=False)
     return {
         "backend": record.label,
         "kernels": kernels,
         "liger kernels": ", ".join(record.config.get("liger_kernels") or ()) if uses_liger_switches(kernels) else "",
-        "loss": metric_value(record, "loss_first", None, finite=False),
-        "grad norm": metric_value(record, "grad_norm_first", None, finite=False),
+        "padding": record.config.get("padding", ""),
+        "method": verdict["method"],
+        "loss": loss,
+        "grad norm": grad,
         "loss rel diff": verdict["loss_rel_diff"],
         "grad norm rel diff": verdict["grad_norm_rel_diff"],
+        "per-sequence max rel diff": verdict["per_sequence_max_rel_diff"],
         "tolerance": verdict["tolerance"],
         "status": verdict["status"],
         "why this tolerance": verdict["tolerance_basis"],
@@ -165,7 +275,11 @@ def _row(record: RunRecord, baseline: RunRecord) -> dict[str, Any]:
 
 
 def parity_table(records: Iterable[RunRecord], baseline_label: str) -> Any:
-    """One row per record: loss and gradient norm of the first step, relative diffs, tolerance, status."""
+    """One row per record: the method, the compared loss and gradient norm, relative diffs, tolerance, status.
+
+    With the probe, "loss" is the total summed loss of the probe's sequences and "grad norm" the norm of
+    its gradient; without it, the first step's mean loss and gradient norm.
+    """
     import pandas as pd
 
     records = list(records)
@@ -176,8 +290,9 @@ def parity_table(records: Iterable[RunRecord], baseline_label: str) -> Any:
 def parity_against_eager(records: Iterable[RunRecord]) -> Any:
     """Records from many runs (shipped GPU results): each non-eager record against a comparable eager one.
 
-    Comparable: same machine and same first batch (see SAME_BATCH_FIELDS); among several, the one with
-    the same attention from the same source file is preferred. No comparable eager record: not checked.
+    Comparable: same machine and the same probe workload (see PROBE_FIELDS) or the same first batch (see
+    SAME_BATCH_FIELDS); among several, the one with the same attention from the same source file is
+    preferred. No comparable eager record: not checked.
     """
     import pandas as pd
 
@@ -187,7 +302,7 @@ def parity_against_eager(records: Iterable[RunRecord]) -> Any:
     for record in records:
         if record.config.get("kernels", BASELINE_BACKEND) == BASELINE_BACKEND:
             continue
-        candidates = [e for e in eager if not comparable(record, e)]
+        candidates = [e for e in eager if not probe_comparable(record, e) or not comparable(record, e)]
 
         def preference(e: RunRecord, record: RunRecord = record) -> tuple[bool, bool]:
             same_attention = e.config.get("attn_implementation") == record.config.get("attn_implementation")

@@ -1,8 +1,10 @@
 """The recommended configuration, chosen from measurements only, exported as JSON and ready-to-paste code.
 
-:func:`recommend` picks the fastest measured step record (real tok/s) whose parity check did not fail;
-ties go to the lower peak memory. Nothing is extrapolated: the recommendation is one record, and its
-settings are translated to ``transformers.TrainingArguments``, TRL ``SFTConfig`` and ``from_pretrained``.
+:func:`recommend` picks the fastest measured step record (real tok/s) whose parity verdict is "pass" (or
+that is the baseline itself); ties go to the lower peak memory. Faster records without a passing verdict
+(failed, or never checked) are named as passed over, with the reason. Nothing is extrapolated: the
+recommendation is one record, and its settings are translated to ``transformers.TrainingArguments``,
+TRL ``SFTConfig`` and ``from_pretrained``.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbhelpers.analysis.parity import BASELINE, FAIL, PASS
 from nbhelpers.analysis.records import (
     CrossMachineError,
     choose_baselines,
     fastest,
     group_key,
-    is_candidate,
     is_measured,
     metric_value,
     parity_status,
@@ -110,6 +112,7 @@ class Recommendation:
     parity: str
     candidates: int
     excluded: dict[str, int] = field(default_factory=dict)  # why other records were not eligible
+    passed_over: list[dict[str, Any]] = field(default_factory=list)  # faster records without a parity pass
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -169,6 +172,7 @@ class Recommendation:
             + f", parity {self.parity}. Fastest of {self.candidates} eligible measured configuration(s)"
             + (f"; not eligible: {extra}" if extra else "")
             + "."
+            + (f" Passed over though faster: {passed_over_text(self.passed_over)}." if self.passed_over else "")
         )
 
     # -- keyword arguments ----------------------------------------------------------------------
@@ -294,6 +298,7 @@ class Recommendation:
                 "parity": self.parity,
                 "eligible_configurations": self.candidates,
                 "not_eligible": dict(self.excluded),
+                "passed_over": list(self.passed_over),
             },
             "config": self.config,
             "training_arguments": self.training_arguments_kwargs(),
@@ -311,13 +316,34 @@ class Recommendation:
         return f"**Recommended:** {self.summary()}\n\n```python\n{self.to_python()}```\n"
 
 
+def eligible(record: RunRecord, baseline_ids: set[str]) -> bool:
+    """A measured record with a parity verdict of "pass", or the baseline of its group itself (unless a
+    verdict against another reference failed it)."""
+    status = parity_status(record)
+    return is_measured(record) and (status in (PASS, BASELINE) or (record.record_id in baseline_ids and status != FAIL))
+
+
+def _why_not(record: RunRecord) -> str:
+    """Why a measured record is not eligible: its parity status and the verdict's note."""
+    parity = record.metrics.get("parity")
+    note = str(parity.get("note") or "") if isinstance(parity, dict) else ""
+    return f"parity {parity_status(record)}" + (f" ({note})" if note else "")
+
+
+def passed_over_text(passed_over: list[dict[str, Any]]) -> str:
+    """'label (rate real tok/s, parity ...)' for each passed-over record."""
+    return "; ".join(f"{p['label']} ({fmt_rate(p['real_tokens_per_s'])} real tok/s, {p['why']})" for p in passed_over)
+
+
 def recommend(
     records: Iterable[RunRecord], machine: str | None = None, baseline_label: str | None = None
 ) -> Recommendation:
-    """The fastest measured step record (parity not "fail"; ties: less memory) of one machine.
+    """The fastest measured step record with a parity pass (ties: less memory) of one machine.
 
-    Records from several machines need ``machine=`` (or :func:`recommend_all`): a throughput on one
-    machine says nothing about another. Raises ValueError when nothing is eligible.
+    Eligible: parity "pass", or the group's baseline itself (see :func:`eligible`); a faster record without
+    a pass is listed in ``passed_over``. Records from several machines need ``machine=`` (or
+    :func:`recommend_all`): a throughput on one machine says nothing about another. Raises ValueError when
+    nothing is eligible.
     """
     records = list(records)
     steps = step_records(records)
@@ -330,20 +356,33 @@ def recommend(
             f"records come from {len(machines)} machines ({', '.join(machines)}); a recommendation compares "
             "measurements of one machine: pass machine=... or use recommend_all()"
         )
-    candidates = [r for r in steps if is_candidate(r)]
+    baselines = choose_baselines(records, baseline_label)
+    baseline_ids = {b.record_id for b in baselines.values() if b is not None}
+    candidates = [r for r in steps if eligible(r, baseline_ids)]
+    unverified = [r for r in steps if is_measured(r) and not eligible(r, baseline_ids)]
     excluded = {
         "failed": sum(1 for r in steps if not r.ok),
-        "failed parity": sum(1 for r in steps if is_measured(r) and parity_status(r) == "fail"),
+        "failed parity": sum(1 for r in unverified if parity_status(r) == FAIL),
+        "parity not checked": sum(1 for r in unverified if parity_status(r) != FAIL),
     }
     if not candidates:
         where = f" on {machines[0]}" if machines else ""
         raise ValueError(
-            f"no configuration to recommend{where}: no ok step record with a throughput and a parity that "
-            f"did not fail ({excluded['failed']} failed, {excluded['failed parity']} failed parity, "
-            f"{len(steps)} step records in all)"
+            f"no configuration to recommend{where}: no ok step record with a throughput and a parity pass "
+            f"({excluded['failed']} failed, {excluded['failed parity']} failed parity, "
+            f"{excluded['parity not checked']} parity not checked, {len(steps)} step records in all)"
         )
     best = fastest(candidates)
-    base = choose_baselines(records, baseline_label)[group_key(best)]
+    base = baselines[group_key(best)]
+    faster = sorted(
+        (r for r in unverified if float(tokens_per_s(r)) > float(tokens_per_s(best))),
+        key=lambda r: -float(tokens_per_s(r)),
+    )
+    passed_over = [
+        {"label": record_label(r), "record_id": r.record_id, "real_tokens_per_s": float(tokens_per_s(r)),
+         "parity": parity_status(r), "why": _why_not(r)}
+        for r in faster
+    ]  # fmt: skip
     return Recommendation(
         label=record_label(best),
         machine=best.machine,
@@ -356,9 +395,10 @@ def recommend(
         mfu=metric_value(best, "mfu", None),
         speedup=speedup(best, base),
         baseline_label=record_label(base),
-        parity=parity_status(best),
+        parity=parity_status(best) if best.record_id not in baseline_ids else BASELINE,
         candidates=len(candidates),
         excluded=excluded,
+        passed_over=passed_over,
     )
 
 

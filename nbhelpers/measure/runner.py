@@ -108,10 +108,12 @@ def run_config(config: RunConfig, isolate: bool = True, notebook: str = "") -> R
     if isolate:
         return run_isolated(config, notebook)
     from .step import measure
-    from .worker import failure_reason
+    from .worker import attach_probe, failure_reason
 
     try:
-        return measure(config, notebook=notebook, progress=True)
+        record = measure(config, notebook=notebook, progress=True)
+        attach_probe(record, config)
+        return record
     except Exception as error:  # noqa: BLE001 - every failure becomes a record
         return failed_record(config, failure_reason(error), notebook)
 

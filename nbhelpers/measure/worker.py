@@ -37,12 +37,29 @@ def failed_record(config: RunConfig, reason: str, notebook: str = "") -> RunReco
     )  # fmt: skip
 
 
+def attach_probe(record: RunRecord, config: RunConfig) -> None:
+    """Add the parity probe (nbhelpers.measure.sequence_parity) to an ok record; a probe that fails is noted
+    in ``metrics["parity_probe"]["error"]`` and leaves the timed measurement as it was."""
+    if not record.ok:
+        return
+    try:
+        from .sequence_parity import parity_probe
+
+        probe = parity_probe(config)
+    except Exception as error:  # noqa: BLE001 - the timing stands; parity then has no probe to compare
+        traceback.print_exc(file=sys.stderr)
+        probe = {"error": failure_reason(error)}
+    if probe is not None:
+        record.metrics["parity_probe"] = probe
+
+
 def run(config_path: str, result_path: str, notebook: str = "") -> int:
     config = RunConfig.from_dict(json.loads(Path(config_path).read_text()))
     try:
         from .step import measure
 
         record = measure(config, notebook=notebook, progress=True)
+        attach_probe(record, config)
     except BaseException as error:  # noqa: BLE001 - every failure becomes a record
         traceback.print_exc(file=sys.stderr)
         record = failed_record(config, failure_reason(error), notebook)

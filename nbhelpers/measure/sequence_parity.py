@@ -1,0 +1,255 @@
+"""A batching-invariant parity probe: per-sequence summed losses and the gradient of their total.
+
+The probe takes the workload's first :data:`PROBE_SAMPLES` samples (the same set for every strategy),
+batches them as the configuration's strategy does (:func:`~nbhelpers.data.strategies.plan_batches` and
+:func:`~nbhelpers.data.collate.collate` on that set), and runs forward + backward on each batch with a
+token-sum loss (the model's own loss path with ``num_items_in_batch=1``: the sum of per-token
+cross-entropy, no per-batch mean), accumulating gradients. The total loss and the gradient of the total
+then do not depend on how the sequences are grouped, so a padded, packed, token-budget or bucketed
+configuration can be compared with the static baseline sequence by sequence.
+
+When it runs: after the timed steps, on a model rebuilt with the same seed, the same kernels and the same
+attention (:func:`parity_probe`, called by the worker). The timed measurement is untouched (its compile
+caches, shapes seen, peak memory and first-step time are recorded before the probe starts), and no
+optimizer step has touched the rebuilt weights. The cost is one more model build (and, for compiled
+backends, possibly a recompile for the probe's shapes) plus a forward and backward over a few sequences.
+
+Where the model returns no logits (Liger's fused linear cross-entropy in training mode), only the total
+and the gradients are recorded, and the probe says so.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from nbhelpers.data.collate import collate
+from nbhelpers.data.contamination import BROKEN_MODES, sequence_ids
+from nbhelpers.data.loading import IGNORE_INDEX, Example, load_examples
+from nbhelpers.data.strategies import PaddingSettings, plan_batches
+from nbhelpers.data.tokenizer import load_tokenizer
+from nbhelpers.kernels.backends import apply_backend
+from nbhelpers.models.loading import build_model, model_source
+
+from .config import RunConfig
+from .env import resolve_device
+from .step import compute_dtype
+
+PROBE_SAMPLES = 6  # the first samples of the workload; config.extra["parity_probe_samples"] overrides (0 = off)
+PROBE_VERSION = 1
+CE_CHUNK = 4096  # positions per cross-entropy chunk: bounds the float copy of the logits on a long packed row
+LOSS_PATH_TOLERANCE = 1e-3  # the model's loss must equal the sum of per-token CE from its logits
+FINGERPRINT_TENSORS = 4  # gradient norms of this many named parameters (first, last, evenly between)
+NO_LOGITS_NOTE = "no logits from the model (fused linear cross-entropy): total and gradients only"
+METHOD = "after timing, on a model rebuilt with the same seed, kernels and attention; no optimizer step"
+
+
+def probe_size(config: RunConfig) -> int:
+    """How many samples the probe takes: ``extra["parity_probe_samples"]`` or PROBE_SAMPLES, at most num_samples."""
+    wanted = config.extra.get("parity_probe_samples", PROBE_SAMPLES)
+    if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 0:
+        raise ValueError(f"extra['parity_probe_samples']={wanted!r}: a whole number >= 0 (0 = no probe)")
+    return min(wanted, config.num_samples)
+
+
+def probe_plan(examples: Sequence[Example], settings: PaddingSettings) -> list[list[int]]:
+    """The strategy's batches of these examples (indices into ``examples``), planned on this set alone."""
+    return plan_batches([len(e["input_ids"]) for e in examples], settings)
+
+
+def _row_sequence_ids(batch: dict[str, Any], packed: bool) -> Any:
+    """Per row and position, the index (within the batch) of the sequence it belongs to."""
+    import torch
+
+    if packed:
+        return sequence_ids(batch["position_ids"]).reshape(batch["input_ids"].shape)
+    rows, width = batch["input_ids"].shape
+    return torch.arange(rows).unsqueeze(1).expand(rows, width)
+
+
+def sequence_loss_sums(logits: Any, labels: Any, ids: Any, count: int) -> tuple[list[float], list[int]]:
+    """Summed next-token cross-entropy and loss-token count of each of ``count`` sequences of a batch.
+
+    The prediction at position t is for label t+1 and belongs to the sequence of position t+1 (``ids``
+    as :func:`_row_sequence_ids`); cross-entropy runs in float, CE_CHUNK positions at a time.
+    """
+    import torch
+
+    sums = torch.zeros(count, dtype=torch.float64, device=labels.device)
+    tokens = torch.zeros(count, dtype=torch.long, device=labels.device)
+    with torch.no_grad():
+        for row in range(labels.shape[0]):
+            for start in range(0, labels.shape[1] - 1, CE_CHUNK):
+                stop = min(start + CE_CHUNK, labels.shape[1] - 1)
+                target = labels[row, start + 1 : stop + 1]
+                valid = target != IGNORE_INDEX
+                if not bool(valid.any()):
+                    continue
+                ce = torch.nn.functional.cross_entropy(
+                    logits[row, start:stop].float(), target, reduction="none", ignore_index=IGNORE_INDEX
+                )
+                owner = ids[row, start + 1 : stop + 1][valid]
+                sums.index_add_(0, owner, ce[valid].double())
+                tokens.index_add_(0, owner, torch.ones_like(owner))
+    return sums.tolist(), tokens.tolist()
+
+
+def _broken(batch: dict[str, Any], broken: str) -> dict[str, Any]:
+    """A packed batch with its sequence boundaries broken on purpose (see contamination.BROKEN_MODES)."""
+    import torch
+
+    if broken not in BROKEN_MODES:
+        raise ValueError(f"broken={broken!r}: one of '', " + ", ".join(repr(m) for m in BROKEN_MODES))
+    if "position_ids" not in batch:
+        return batch  # padded rows have no boundary inside a row to break
+    inputs = dict(batch)
+    if broken == "mask_ignored":
+        inputs["attention_mask"] = torch.ones_like(batch["input_ids"])
+    elif broken == "continuous_positions":
+        inputs["position_ids"] = torch.arange(batch["input_ids"].shape[-1], device=batch["input_ids"].device)[None]
+    else:  # cache_on
+        inputs["use_cache"] = True
+    return inputs
+
+
+def _fingerprint_names(model: Any) -> list[str]:
+    """A few parameters spread over the model (first, last and evenly between), by name."""
+    names = [name for name, p in model.named_parameters() if p.requires_grad]
+    if len(names) <= FINGERPRINT_TENSORS:
+        return names
+    step = (len(names) - 1) / (FINGERPRINT_TENSORS - 1)
+    return [names[round(i * step)] for i in range(FINGERPRINT_TENSORS)]
+
+
+def _accumulate(
+    model: Any,
+    examples: Sequence[Example],
+    plan: list[list[int]],
+    settings: PaddingSettings,
+    pad_token_id: int,
+    dtype: str,
+    device: str,
+    broken: str,
+) -> tuple[float, list[float] | None, list[int] | None]:
+    """Forward + backward of every batch of the plan (gradients add up): total loss, per-sequence sums, tokens."""
+    import torch
+
+    sums: list[float] = [math.nan] * len(examples)
+    counts: list[int] = [0] * len(examples)
+    total, has_logits = 0.0, True
+    for indices in plan:
+        batch = {k: v.to(device) for k, v in collate([examples[i] for i in indices], settings, pad_token_id).items()}
+        inputs = _broken(batch, broken) if broken else batch
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bf16-autocast"):
+            output = model(**inputs, num_items_in_batch=1)
+        output.loss.backward()
+        loss = float(output.loss.detach())
+        total += loss
+        if output.logits is None:
+            has_logits = False
+            continue
+        ids = _row_sequence_ids(batch, settings.entry.packed)
+        batch_sums, batch_counts = sequence_loss_sums(output.logits.detach(), batch["labels"], ids, len(indices))
+        del output
+        summed = math.fsum(batch_sums)
+        if math.isfinite(loss) and abs(summed - loss) > LOSS_PATH_TOLERANCE * max(abs(summed), 1.0):
+            raise RuntimeError(
+                f"the model's loss ({loss:.6g}) is not the sum of its per-token cross-entropy ({summed:.6g}): "
+                "it ignored num_items_in_batch, so the probe cannot take a token-sum loss"
+            )
+        for position, index in enumerate(indices):
+            sums[index], counts[index] = batch_sums[position], batch_counts[position]
+    return total, (sums if has_logits else None), (counts if has_logits else None)
+
+
+def run_probe(
+    model: Any,
+    examples: Sequence[Example],
+    settings: PaddingSettings,
+    pad_token_id: int,
+    dtype: str = "fp32",
+    device: str = "cpu",
+    broken: str = "",
+) -> dict[str, Any]:
+    """Forward + backward of ``examples`` batched as ``settings`` does, with a token-sum loss.
+
+    Returns the per-sequence summed losses and loss-token counts (None without logits), the total loss,
+    the gradient norm of the total and a few named parameters' gradient norms. Gradients are reset
+    before and after (also when it raises); nothing else of the model changes. ``broken`` mixes packed
+    sequences on purpose.
+    """
+    import torch
+
+    plan = probe_plan(examples, settings)
+    model.zero_grad(set_to_none=True)
+    try:
+        total, sums, counts = _accumulate(model, examples, plan, settings, pad_token_id, dtype, device, broken)
+        parameters = [p for p in model.parameters() if p.grad is not None]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(parameters, max_norm=float("inf")))
+        named = dict(model.named_parameters())
+        fingerprint = {
+            name.replace("_orig_mod.", ""): float(named[name].grad.float().norm())
+            for name in _fingerprint_names(model)
+            if named[name].grad is not None
+        }
+    finally:
+        model.zero_grad(set_to_none=True)
+    return {
+        "batches": plan,
+        "sequence_loss_sums": sums,
+        "sequence_loss_tokens": counts,
+        "total_loss": total,
+        "grad_norm": grad_norm,
+        "param_grad_norms": fingerprint,
+        "note": "" if sums is not None else NO_LOGITS_NOTE,
+        "broken": broken,
+    }
+
+
+def _free_device_memory(device: str) -> None:
+    gc.collect()
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def parity_probe(config: RunConfig) -> dict[str, Any] | None:
+    """The probe of one configuration, as stored in ``metrics["parity_probe"]`` (None when switched off).
+
+    Builds the model again with the configuration's seed, kernels and attention (see the module's
+    docstring for why after timing), in train mode as the timed step runs it. Raises on failure.
+    """
+    import torch
+
+    size = probe_size(config)
+    if size == 0:
+        return None
+    start = time.perf_counter()
+    device = resolve_device(config.device)
+    dtype = compute_dtype(config, device)
+    _free_device_memory(device)
+    tokenizer = load_tokenizer(model_source(config.model))
+    examples = load_examples(
+        config.dataset, tokenizer, size, config.max_length,
+        config.prompt_field, config.response_field, config.use_chat_template,
+    )  # fmt: skip
+    weights_dtype = torch.bfloat16 if dtype == "bf16" else None
+    model = build_model(config.model, config.attn_implementation, config.seed, weights_dtype, device)
+    model.train()
+    apply_backend(model, config.kernels, config.liger_kernels, device)
+    torch.manual_seed(config.seed)
+    result = run_probe(model, examples, config.padding_settings, tokenizer.pad_token_id, dtype, device)
+    del model
+    _free_device_memory(device)
+    return {
+        "version": PROBE_VERSION,
+        "samples": list(range(len(examples))),
+        **result,
+        "compute_dtype": dtype,
+        "method": METHOD,
+        "probe_s": time.perf_counter() - start,
+    }
