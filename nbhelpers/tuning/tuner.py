@@ -145,7 +145,7 @@ class Tuner:
         self.first_steps, self.first_warmup = first_steps, first_warmup
         self.measure = measure or default_measure(notebook)
         self.clock = clock
-        self.store = store or RunStore.for_run(workload.run_name)
+        self.store = store if store is not None else RunStore.for_run(workload.run_name)
         self.reuse_baseline, self.machine = reuse_baseline, machine
         self.progress = progress
         self.session = uuid.uuid4().hex[:8]
@@ -155,6 +155,7 @@ class Tuner:
         self.records: list[RunRecord] = []
         self.walls: list[float] = []
         self.baseline: RunRecord | None = None
+        self.baseline_wall_s: float | None = None
         self._start = 0.0
         self._bar: Any = None
 
@@ -162,6 +163,11 @@ class Tuner:
 
     def elapsed(self) -> float:
         return self.clock() - self._start
+
+    def within_budget(self, config: RunConfig, reserve_s: float = 0.0) -> RunConfig:
+        """The config with its subprocess timeout cut to the seconds left (less ``reserve_s``)."""
+        left = math.floor(self.budget_s - self.elapsed() - reserve_s)
+        return config.replace(timeout_s=max(1, min(config.timeout_s, left)))
 
     def affordable(self, estimate_s: float, reserve_s: float = 0.0) -> bool:
         return self.elapsed() + estimate_s + reserve_s <= self.budget_s
@@ -213,12 +219,13 @@ class Tuner:
             self.baseline = stored
             self._grow_bar(-1)
             self.decide(Decision.of(base, "baseline", BASELINE, f"reused from the store (record {stored.record_id})",
-                                    timing=self.workload.timing, steps=self.workload.steps,
+                                    timing=self.workload.timing, steps=self.workload_steps,
                                     real_tokens_per_s=tokens_per_s(stored), speedup=1.0, parity=BASELINE,
                                     record_id=stored.record_id))  # fmt: skip
             return
         measured = self.run_one(base, base.config(self.workload, label=self.workload_label(base)), "baseline", None)
         record = measured.record
+        self.baseline_wall_s = measured.wall_s
         ok = record.ok and not measured.problem
         if ok:
             record.metrics["parity"] = check_parity(record, record)
@@ -226,9 +233,14 @@ class Tuner:
         reason = "reference for speedups and parity" if ok else measured.problem
         self.keep(record, "baseline", None, BASELINE if ok else DROPPED, reason)
         self.decide(Decision.of(base, "baseline", BASELINE if ok else DROPPED, reason, timing=self.workload.timing,
-                                steps=self.workload.steps, real_tokens_per_s=tokens_per_s(record) if ok else None,
+                                steps=self.workload_steps, real_tokens_per_s=tokens_per_s(record) if ok else None,
                                 speedup=1.0 if ok else None, parity=BASELINE if ok else "", wall_s=measured.wall_s,
                                 record_id=record.record_id))  # fmt: skip
+
+    @property
+    def workload_steps(self) -> int | None:
+        """Timed steps of the workload's own timing (None for an epoch: its length is the plan's)."""
+        return self.workload.steps if self.workload.timing == "steps" else None
 
     def workload_label(self, candidate: Candidate) -> str:
         return ("baseline: " if candidate.is_baseline else "tuned: ") + candidate.label
@@ -238,24 +250,27 @@ class Tuner:
         steps = halving.rung_steps(rung, self.first_steps, self.eta)
         stage = f"rung {rung}"
         results: list[Measured] = []
+        untried: list[Candidate] = []
         for candidate in entrants:
             before = history.get(candidate)
             if before is not None:
                 estimate = budget.steps_estimate(before.record, before.wall_s, self.first_warmup + steps)
             else:
                 estimate = budget.typical_s(self.walls)
-            if not candidate.is_baseline and not self.affordable(estimate, self.final_reserve(history)):
-                self.decide(Decision.of(candidate, stage, NOT_TRIED, "not tried: budget", rung=rung, steps=steps,
-                                        timing="steps"))  # fmt: skip
+            reserve = self.final_reserve(history)
+            if not candidate.is_baseline and not self.affordable(estimate, reserve):
+                untried.append(candidate)
                 continue
             config = candidate.config(self.workload, steps=steps, warmup=self.first_warmup, timing="steps")
+            if not candidate.is_baseline:  # a measurement that overruns is stopped where the budget ends
+                config = self.within_budget(config, reserve)
             results.append(self.run_one(candidate, config, stage, rung))
+            history[candidate] = results[-1]
         reference = next((m for m in results if m.candidate.is_baseline and not m.problem), None)
         alive = [m for m in results if not m.problem]
         verdict = halving.cut([(m.candidate, m.rate) for m in alive], self.eta, self.final_count)
         kept = set(verdict.kept)
         for m in results:
-            history[m.candidate] = m
             if m.problem:
                 decision, reason = DROPPED, m.problem
             elif m.candidate in kept:
@@ -269,6 +284,9 @@ class Tuner:
                                     real_tokens_per_s=tokens_per_s(m.record) if m.record.ok else None,
                                     speedup=gain, parity=parity_of(m.record) if m.record.ok else "",
                                     wall_s=m.wall_s, record_id=m.record.record_id))  # fmt: skip
+        for candidate in untried:
+            self.decide(Decision.of(candidate, stage, NOT_TRIED, "not tried: budget", rung=rung, steps=steps,
+                                    timing="steps"))  # fmt: skip
         return list(verdict.kept)
 
     def final_estimate(self, measured: Measured) -> float:
@@ -280,8 +298,8 @@ class Tuner:
     def final_reserve(self, history: dict[Candidate, Measured]) -> float:
         """Seconds kept back for the final measurement of the fastest candidate measured so far."""
         alive = [m for m in history.values() if not m.problem and not m.candidate.is_baseline]
-        if not alive:
-            return 0.0
+        if not alive:  # nothing to scale yet: what the baseline's own measurement took
+            return self.baseline_wall_s if self.baseline_wall_s is not None else budget.typical_s(self.walls)
         return self.final_estimate(max(alive, key=lambda m: m.rate))
 
     def run_final(self, finalists: list[Candidate], history: dict[Candidate, Measured]) -> RunRecord | None:
@@ -293,9 +311,9 @@ class Tuner:
             estimate = self.final_estimate(history[candidate])
             if not self.affordable(estimate):
                 self.decide(Decision.of(candidate, "final", NOT_TRIED, "not tried: budget", timing=self.workload.timing,
-                                        steps=self.workload.steps))  # fmt: skip
+                                        steps=self.workload_steps))  # fmt: skip
                 continue
-            config = candidate.config(self.workload, label=self.workload_label(candidate))
+            config = self.within_budget(candidate.config(self.workload, label=self.workload_label(candidate)))
             measured.append(self.run_one(candidate, config, "final", None))
         contenders = [m.record for m in measured if not m.problem]
         if self.baseline is not None:
@@ -313,7 +331,7 @@ class Tuner:
             gain = ratio(m.record, self.baseline) if self.baseline is not None else None
             rate = tokens_per_s(m.record) if m.record.ok else None
             self.decide(Decision.of(m.candidate, "final", decision, reason, timing=self.workload.timing,
-                                    steps=self.workload.steps, real_tokens_per_s=rate,
+                                    steps=self.workload_steps, real_tokens_per_s=rate,
                                     speedup=gain, parity=parity_of(m.record) if m.record.ok else "", wall_s=m.wall_s,
                                     record_id=m.record.record_id))  # fmt: skip
         return winner
