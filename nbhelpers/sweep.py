@@ -171,15 +171,23 @@ def _declared_name(key: str, declared: dict[str, Any]) -> str | None:
     return None
 
 
+def scoped(key: str) -> tuple[str, str]:
+    """``"02:BACKENDS"`` -> ``("02", "BACKENDS")`` (for notebooks named 02...); ``"MODEL"`` -> ``("", "MODEL")``."""
+    scope, sep, name = key.partition(":")
+    return (scope.strip(), name.strip()) if sep else ("", key)
+
+
 def parameters_for(
     notebook: Path, declared: dict[str, dict[str, Any]], point: dict[str, Any], run_name: str
 ) -> dict[str, Any]:
-    """Only what the notebook declares: RUN_NAME and the grid values, typed as its parameters cell says."""
+    """Only what the notebook declares: RUN_NAME and the grid values, typed as its parameters cell says
+    (a scoped key ``"NN:NAME"`` only for notebooks named NN..., winning over ``NAME``)."""
     params: dict[str, Any] = {}
     if RUN_NAME_PARAMETER in declared:
         params[RUN_NAME_PARAMETER] = run_name
-    for key, value in point.items():
-        name = _declared_name(key, declared)
+    for key, value in sorted(point.items(), key=lambda item: bool(scoped(item[0])[0])):
+        scope, bare = scoped(key)
+        name = _declared_name(bare, declared) if notebook.name.startswith(scope) else None
         if name is not None:
             info = declared[name]
             params[name] = _coerce(value, str(info.get("inferred_type_name", "")), notebook.name, name)
@@ -187,10 +195,12 @@ def parameters_for(
 
 
 def check_grid(grid: dict[str, Sequence[Any]] | None, declared: dict[Path, dict[str, Any]]) -> None:
-    """Every grid key must be a parameter of at least one notebook (as is, or upper-cased)."""
+    """Every grid key must be a parameter of at least one notebook (as is, or upper-cased; "NN:" scoped)."""
     for key in grid or {}:
-        if not any(_declared_name(key, params) for params in declared.values()):
-            names = sorted({n for params in declared.values() for n in params})
+        scope, bare = scoped(key)
+        scope_params = [params for path, params in declared.items() if Path(path).name.startswith(scope)]
+        if not any(_declared_name(bare, params) for params in scope_params):
+            names = sorted({n for params in scope_params for n in params})
             raise ValueError(
                 f"grid parameter {key!r} is declared by none of the notebooks "
                 f"({', '.join(p.name for p in declared)}); their parameters are: {', '.join(names)}"
@@ -459,9 +469,11 @@ def run_all(
     kernel_name: str = KERNEL_NAME,
     timeout: float | None = None,
     progress: bool = True,
+    parameters: dict[str, Any] | None = None,
 ) -> tuple[Path, SweepResult]:
     """Every notebook in order, once, on its embedded defaults with RUN_NAME ``run_name``.
 
+    ``parameters`` (``{"MODEL": ..., "02:BACKENDS": ...}``) reach only the notebooks that declare them.
     Returns the path of ``out/<run_name>/report.html`` (written by notebook 04, or here from the
     records when 04 did not write it) and what ran. Nothing is skipped: each call measures afresh.
     """
@@ -473,7 +485,7 @@ def run_all(
     report = out / run_name / "report.html"
     started = time.time()
     result = run_points(
-        [(run_name, {})],
+        [(run_name, dict(parameters or {}))],
         notebooks,
         out,
         journal_dir=out / run_name,

@@ -441,17 +441,15 @@ def tune(
     sets = parse_switch_sets(liger_kernels) if liger_kernels else [workload.liger_kernels]
     if unfused_twin:
         sets = list(dict.fromkeys(twin for s in sets for twin in with_unfused_twin(s)))
+    names = (
+        parse_list(kernels, KERNEL_BACKENDS, "kernels"),
+        parse_list(strategies, PADDING_STRATEGIES, "strategies"),
+        parse_list(attentions, ATTENTION_IMPLEMENTATIONS, "attention"),
+    )
+    budgets = parse_budgets(token_budgets)
     if device is None:
         from nbhelpers.measure.env import resolve_device
 
         device = resolve_device(workload.device)
-    candidates, dropped = build_space(
-        workload,
-        parse_list(kernels, KERNEL_BACKENDS, "kernels"),
-        parse_list(strategies, PADDING_STRATEGIES, "strategies"),
-        parse_list(attentions, ATTENTION_IMPLEMENTATIONS, "attention"),
-        liger_sets=sets,
-        token_budgets=parse_budgets(token_budgets),
-        device=device,
-    )
+    candidates, dropped = build_space(workload, *names, liger_sets=sets, token_budgets=budgets, device=device)
     return Tuner(workload, candidates, budget_s=budget_s, not_runnable=dropped, **options).run()
