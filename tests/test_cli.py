@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 from test_sweep import stand_ins
@@ -23,7 +25,7 @@ from nbhelpers.tuning import tuner
         (["--timing", "forever"], "timing='forever' is not allowed: timing must be one of 'steps', 'epoch'"),
         (["--token-budgets", "16k"], "token_budgets='16k' is not allowed"),
         (["--liger-kernels", "rope,warp"], "liger_kernels="),
-        (["--budget-s", "0", "--kernels", "eager", "--strategies", "static"], "budget_s=0.0 is not allowed"),
+        (["--budget-s", "-1", "--kernels", "eager", "--strategies", "static"], "budget_s=-1.0 is not allowed"),
     ],
 )
 def test_tune_refuses_a_bad_value_naming_it(argv, named, capsys, tmp_path):
@@ -44,6 +46,19 @@ def test_tune_prints_the_journal_and_the_winner(monkeypatch, capsys, tmp_path):
     tuned = json.loads((tmp_path / "cli-tune" / "tuned.json").read_text())
     assert tuned["config"]["kernels"] == "compile" and tuned["config"]["batch_size"] == 2
     assert {c.run_name for c in measure.calls} == {"cli-tune"} and measure.calls[0].timing == "epoch"
+
+
+def test_the_gpu_command_refuses_without_a_cuda_device(tmp_path):
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    smi = fake_bin / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+    smi.chmod(0o755)
+    env = {"PATH": f"{fake_bin}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    script = Path(__file__).resolve().parents[1] / "scripts" / "run_workbook_gpu.sh"
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no CUDA GPU" in done.stderr and "run_workbook.sh" in done.stderr
+    assert not (tmp_path / ".venv").exists()
 
 
 def test_run_all_parameters_reach_only_the_notebooks_that_declare_them(tmp_path):

@@ -275,7 +275,9 @@ def test_tune_builds_the_space_from_strings(tmp_path):
     assert {d.decision for d in result.decisions if d.attn_implementation == "torch_varlen"} == {"not runnable"}
     assert result.plot() is not None
     with pytest.raises(ConfigError, match="strategies"):
-        tune(WORKLOAD, "eager", "static,zigzag", "sdpa", budget_s=10, device="cpu", progress=False)
+        tune(WORKLOAD, "eager", "static,zigzag", "sdpa", budget_s=0, device="cpu", progress=False)
+    skipped = tune(WORKLOAD, "eager", "static", "sdpa", budget_s=0, device="cpu", measure=measure, progress=False)
+    assert skipped.winner is None and skipped.decisions == [] and "Not run" in skipped.summary()
 
 
 # -- one real run ----------------------------------------------------------------------------------------

@@ -88,6 +88,8 @@ class TuneResult:
         return journal_plot(self.journal)
 
     def summary(self) -> str:
+        if self.budget_s == 0:
+            return "Not run: the budget is 0 s (set a budget in seconds to search)."
         tried = sum(1 for d in self.decisions if d.stage.startswith("rung") and d.decision != NOT_TRIED)
         untried = sum(1 for d in self.decisions if d.decision == NOT_TRIED)
         excluded = sum(1 for d in self.decisions if d.decision == NOT_RUNNABLE)

@@ -28,7 +28,7 @@ from nbhelpers.analysis.parity import check_parity
 from nbhelpers.analysis.records import WORKLOAD_FIELDS, is_measured, metric_value, tokens_per_s
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.jsonl import append_line
-from nbhelpers.measure.store import RunRecord, RunStore, run_dir
+from nbhelpers.measure.store import RunRecord, RunStore, run_dir, runs_root
 
 from . import budget, halving
 from .journal import BASELINE, DROPPED, KEPT, NOT_RUNNABLE, NOT_TRIED, WINNER, Decision, TuneResult, parity_of, ratio
@@ -431,6 +431,7 @@ def tune(
     Lists are comma-separated strings or sequences; ``liger_kernels`` holds switch sets ("a,b;c,d"),
     by default the workload's, each with its plain cross-entropy twin (``unfused_twin``). ``options`` go to
     :class:`Tuner` (eta, first_steps, final_count, measure, clock, store, notebook, progress, ...).
+    ``budget_s=0`` checks the arguments and measures nothing (a notebook's way to skip the tuner).
     """
     from nbhelpers.data.strategies import PADDING_STRATEGIES
     from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
@@ -452,4 +453,8 @@ def tune(
 
         device = resolve_device(workload.device)
     candidates, dropped = build_space(workload, *names, liger_sets=sets, token_budgets=budgets, device=device)
+    if budget_s == 0 and not isinstance(budget_s, bool):
+        journal = runs_root() / workload.run_name / JOURNAL_NAME  # nothing is written
+        return TuneResult(workload=workload, decisions=[], baseline=None, winner=None, winner_label="",
+                          budget_s=0.0, elapsed_s=0.0, tuned_path=None, journal_path=journal)  # fmt: skip
     return Tuner(workload, candidates, budget_s=budget_s, not_runnable=dropped, **options).run()
