@@ -137,8 +137,9 @@ class Tuner:
             raise ConfigError("budget_s", budget_s, "a number of seconds > 0")
         self.workload = workload.replace(profile=False)
         self.baseline_candidate = baseline_candidate(workload)
-        # The baseline first, then the candidates that change the most settings (tried first if time runs short).
-        ordered = sorted(dict.fromkeys(candidates), key=lambda c: (not c.is_baseline, -c.changes()))
+        # The candidates that change the most settings first (tried first if time runs short); the baseline's
+        # settings last: measured at the workload's timing already, a rung measures them only to compare.
+        ordered = sorted(dict.fromkeys(candidates), key=lambda c: (c.is_baseline, -c.changes()))
         self.candidates = ordered
         self.not_runnable = list(not_runnable)
         self.budget_s, self.eta, self.final_count = float(budget_s), eta, final_count
@@ -258,12 +259,11 @@ class Tuner:
             else:
                 estimate = budget.typical_s(self.walls)
             reserve = self.final_reserve(history)
-            if not candidate.is_baseline and not self.affordable(estimate, reserve):
+            if not self.affordable(estimate, reserve):
                 untried.append(candidate)
                 continue
             config = candidate.config(self.workload, steps=steps, warmup=self.first_warmup, timing="steps")
-            if not candidate.is_baseline:  # a measurement that overruns is stopped where the budget ends
-                config = self.within_budget(config, reserve)
+            config = self.within_budget(config, reserve)  # a measurement that overruns is stopped there
             results.append(self.run_one(candidate, config, stage, rung))
             history[candidate] = results[-1]
         reference = next((m for m in results if m.candidate.is_baseline and not m.problem), None)
