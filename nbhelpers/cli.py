@@ -1,16 +1,25 @@
-"""Command line: ``nbhelpers run-all``, ``nbhelpers sweep`` and ``nbhelpers report``.
+"""Command line: ``nbhelpers run-all``, ``nbhelpers sweep``, ``nbhelpers tune`` and ``nbhelpers report``.
 
-    nbhelpers run-all [--notebooks-dir notebooks] [--out runs] [--run-name default]
+    nbhelpers run-all [--notebooks-dir notebooks] [--out runs] [--run-name default] [-p [NN:]NAME=VALUE ...]
     nbhelpers sweep --grid batch_size=2,4 max_length=64,128 padding=dynamic,packed \\
                     [--notebooks 01,02,03,04] [--out runs] [--name NAME] [--retry-failed] [--restart]
+    nbhelpers tune --run-name R --model M --batch-size 8 --max-length 2048 --num-samples 32 \\
+                   --kernels eager,liger --strategies static,packed,token_budget --attention sdpa,torch_varlen \\
+                   --budget-s 300
     nbhelpers report RUN_DIR [RUN_DIR ...] [--output report.html] [--baseline LABEL]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
+
+from nbhelpers.measure.config import RunConfig
+
+# RunConfig's defaults, for the options of ``tune`` that set its fields.
+RUN_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,6 +33,13 @@ def _parser() -> argparse.ArgumentParser:
     run_all.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     run_all.add_argument("--timeout", type=float, default=None, help="seconds a cell may run (default: none)")
     run_all.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run_all.add_argument(
+        "-p", "--param", action="append", default=[], metavar="[NN:]NAME=VALUE",
+        help="a notebook parameter (repeatable); NN: limits it to notebooks named NN...; "
+        "a notebook only receives the parameters its parameters cell declares",
+    )  # fmt: skip
+
+    _tune_arguments(sub.add_parser("tune", help="search kernels x padding x attention within a time budget"))
 
     sweep = sub.add_parser("sweep", help="run the notebooks once per grid point (resumable)")
     sweep.add_argument(
@@ -51,6 +67,70 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _tune_arguments(tune: argparse.ArgumentParser) -> None:
+    defaults = RUN_CONFIG_DEFAULTS
+    tune.add_argument("--run-name", default=defaults["run_name"], help="run folder under --out for records")
+    tune.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or ./runs)")
+    for name in ("model", "dataset"):
+        tune.add_argument(f"--{name}", default=defaults[name], help=f"RunConfig.{name}")
+    for name in ("batch_size", "max_length", "num_samples", "steps", "warmup", "seed"):
+        tune.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=f"RunConfig.{name}")
+    for name in ("timing", "dtype", "device"):
+        tune.add_argument(f"--{name}", default=defaults[name], help=f"RunConfig.{name}")
+    tune.add_argument("--kernels", default="eager,liger", help="comma-separated kernel backends")
+    tune.add_argument(
+        "--liger-kernels", default="", help="Liger switch sets, ';' between sets (default: RunConfig's set)"
+    )
+    tune.add_argument("--no-unfused-twin", action="store_true", help="no plain cross-entropy twin of a fused set")
+    tune.add_argument("--strategies", default="static,packed,token_budget", help="comma-separated strategies")
+    tune.add_argument("--token-budgets", default="0", help="comma-separated token budgets (0 = batch x max length)")
+    tune.add_argument("--attention", default="sdpa", help="comma-separated attention implementations")
+    tune.add_argument("--budget-s", type=float, default=300.0, help="wall-clock budget of the whole search")
+    tune.add_argument("--eta", type=int, default=3, help="each rung keeps the best 1/eta")
+    tune.add_argument("--first-steps", type=int, default=2, help="timed steps of rung 0 (x eta per rung)")
+    tune.add_argument("--final-count", type=int, default=1, help="survivors measured at the workload's timing")
+    tune.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _tune(args: argparse.Namespace) -> int:
+    import os
+
+    from nbhelpers.tuning import tune
+    from nbhelpers.views.tuner_plots import journal_table
+
+    if args.out:
+        os.environ["NBHELPERS_RUNS"] = str(args.out)
+    workload = RunConfig(
+        run_name=args.run_name, model=args.model, dataset=args.dataset, batch_size=args.batch_size,
+        max_length=args.max_length, num_samples=args.num_samples, steps=args.steps, warmup=args.warmup,
+        seed=args.seed, timing=args.timing, dtype=args.dtype, device=args.device,
+    )  # fmt: skip
+    result = tune(
+        workload, args.kernels, args.strategies, args.attention, budget_s=args.budget_s,
+        liger_kernels=args.liger_kernels or None, unfused_twin=not args.no_unfused_twin,
+        token_budgets=args.token_budgets, eta=args.eta, first_steps=args.first_steps,
+        final_count=args.final_count, notebook="nbhelpers tune", progress=not args.no_progress,
+    )  # fmt: skip
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_colwidth", 90, "display.max_rows", 500):
+        print(journal_table(result.journal).to_string(index=False))
+    print(result.summary())
+    return 0 if result.winner is not None else 1
+
+
+def _parse_params(items: Sequence[str]) -> dict[str, object]:
+    from nbhelpers.sweep import parse_value
+
+    params: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--param {item!r} must look like NAME=VALUE or NN:NAME=VALUE")
+        params[key.strip()] = parse_value(value)
+    return params
+
+
 def _print_failures(failed: list[dict]) -> None:
     for entry in failed:
         print(f"FAILED {entry['point']} / {entry['notebook']}: {entry.get('error', '')}", file=sys.stderr)
@@ -69,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 kernel_name=args.kernel,
                 timeout=args.timeout,
                 progress=not args.no_progress,
+                parameters=_parse_params(args.param),
             )
             _print_failures(result.failed)
             print(report)
@@ -99,6 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if result.report is not None:
                 print(result.report)
             return 0 if result.ok else 1
+
+        if args.command == "tune":
+            return _tune(args)
 
         if args.command == "report":
             from nbhelpers.analysis.overview import load_report_records, store_for

@@ -384,9 +384,11 @@ def run_all(
     kernel_name: str = KERNEL_NAME,
     timeout: float | None = None,
     progress: bool = True,
+    parameters: dict[str, Any] | None = None,
 ) -> tuple[Path, SweepResult]:
     """Every notebook in order, once, on its embedded defaults with RUN_NAME ``run_name``.
 
+    ``parameters`` (``{"MODEL": ..., "02:BACKENDS": ...}``) reach only the notebooks that declare them.
     Returns the path of ``out/<run_name>/report.html`` (written by notebook 04, or here from the
     records when 04 did not write it) and what ran. Nothing is skipped: each call measures afresh.
     """
@@ -400,7 +402,7 @@ def run_all(
     report = out / run_name / "report.html"
     started = time.time()
     result = run_points(
-        [(run_name, {})],
+        [(run_name, dict(parameters or {}))],
         notebooks,
         out,
         journal_dir=out / run_name,

@@ -183,15 +183,23 @@ def _declared_name(key: str, declared: dict[str, Any]) -> str | None:
     return None
 
 
+def scoped(key: str) -> tuple[str, str]:
+    """``"02:BACKENDS"`` -> ``("02", "BACKENDS")`` (for notebooks named 02...); ``"MODEL"`` -> ``("", "MODEL")``."""
+    scope, sep, name = key.partition(":")
+    return (scope.strip(), name.strip()) if sep else ("", key)
+
+
 def parameters_for(
     notebook: Path, declared: dict[str, dict[str, Any]], point: dict[str, Any], run_name: str
 ) -> dict[str, Any]:
-    """Only what the notebook declares: RUN_NAME and the grid values, typed as its parameters cell says."""
+    """Only what the notebook declares: RUN_NAME and the grid values, typed as its parameters cell says
+    (a scoped key ``"NN:NAME"`` only for notebooks named NN..., winning over ``NAME``)."""
     params: dict[str, Any] = {}
     if RUN_NAME_PARAMETER in declared:
         params[RUN_NAME_PARAMETER] = run_name
-    for key, value in point.items():
-        name = _declared_name(key, declared)
+    for key, value in sorted(point.items(), key=lambda item: bool(scoped(item[0])[0])):
+        scope, bare = scoped(key)
+        name = _declared_name(bare, declared) if notebook.name.startswith(scope) else None
         if name is not None:
             info = declared[name]
             params[name] = _coerce(value, str(info.get("inferred_type_name", "")), notebook.name, name)
@@ -199,12 +207,15 @@ def parameters_for(
 
 
 def check_grid(grid: dict[str, Sequence[Any]] | None, declared: dict[Path, dict[str, Any]]) -> None:
-    """Every grid key must be a parameter of at least one notebook (as is, or upper-cased); not RUN_NAME."""
+    """Every grid key must be a parameter of at least one notebook (as is, or upper-cased; "NN:" scoped);
+    not RUN_NAME."""
     for key in grid or {}:
-        if key.upper() == RUN_NAME_PARAMETER:
+        scope, bare = scoped(key)
+        if bare.upper() == RUN_NAME_PARAMETER:
             raise ConfigError(key, (grid or {})[key], "left out of the grid: the sweep names each point's run")
-        if not any(_declared_name(key, params) for params in declared.values()):
-            names = sorted({n for params in declared.values() for n in params})
+        scope_params = [params for path, params in declared.items() if Path(path).name.startswith(scope)]
+        if not any(_declared_name(bare, params) for params in scope_params):
+            names = sorted({n for params in scope_params for n in params})
             raise ValueError(
                 f"grid parameter {key!r} is declared by none of the notebooks "
                 f"({', '.join(p.name for p in declared)}); their parameters are: {', '.join(names)}"

@@ -1,0 +1,170 @@
+"""The tuner's search space: kernel backends x Liger switch sets x padding strategies x attention.
+
+Every value comes from a table (kernel backends from :mod:`nbhelpers.kernels.registry`, strategies from
+:mod:`nbhelpers.data.strategies`, attention implementations from :mod:`nbhelpers.kernels.attention`, what a
+model family supports from :mod:`nbhelpers.models.families`). A combination that cannot run here is left
+out before anything is measured, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from nbhelpers.data.strategies import BASELINE_STRATEGY, PADDING_STRATEGIES, STRATEGIES, plan_token_budget
+from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION, attention_status
+from nbhelpers.kernels.liger import LIGER_KERNELS
+from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, kernel_backend
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.models.families import PACKING_MODES, family_of_model
+from nbhelpers.validation import ConfigError
+
+# A switch set with Liger's fused linear cross-entropy gets a twin with plain (Liger) cross-entropy instead:
+# the fused kernel was measured slower than plain cross-entropy on packed rows (benchmarks/gpu/NOTES.md).
+FUSED_SWITCH, UNFUSED_SWITCH = "fused_linear_cross_entropy", "cross_entropy"
+PACKING_MODE = next(iter(PACKING_MODES))  # how packed strategies keep sequences apart (position_ids)
+
+
+def parse_list(text: str | Sequence[str], allowed: Sequence[str], parameter: str) -> list[str]:
+    """``"a, b"`` or ``["a", "b"]`` -> names drawn from ``allowed``; anything else is a ConfigError naming it."""
+    names = [n.strip() for n in text.split(",")] if isinstance(text, str) else [str(n).strip() for n in text]
+    names = list(dict.fromkeys(n for n in names if n))
+    if not names or any(n not in allowed for n in names):
+        raise ConfigError(parameter, text, "a comma-separated list drawn from " + ", ".join(allowed))
+    return names
+
+
+def parse_switch_sets(text: str | Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    """Liger switch sets: ``"rope,rms_norm;rope,cross_entropy"`` (sets split by ';') or a list of sets."""
+    raw = [part for part in text.split(";") if part.strip()] if isinstance(text, str) else list(text)
+    if not raw:
+        raise ConfigError("liger_kernels", text, "one or more comma-separated sets of " + ", ".join(LIGER_KERNELS))
+    return [tuple(parse_list(part, LIGER_KERNELS, "liger_kernels")) for part in raw]
+
+
+def parse_budgets(text: str | int | Sequence[int]) -> list[int]:
+    """Token budgets: ``"0,16384"`` or a list of ints (0 = batch_size x max_length)."""
+    parts = str(text).split(",") if isinstance(text, (str, int)) else list(text)
+    try:
+        budgets = [int(str(p).strip()) for p in parts if str(p).strip()]
+    except ValueError:
+        budgets = []
+    if not budgets or any(b < 0 for b in budgets):
+        raise ConfigError("token_budgets", text, "comma-separated integers >= 0 (0 = batch_size x max_length)")
+    return list(dict.fromkeys(budgets))
+
+
+def plans_by_budget(strategy: str) -> bool:
+    """Whether the strategy's plan fills steps up to a token budget (so each budget is its own candidate)."""
+    return STRATEGIES[strategy].plan is plan_token_budget
+
+
+def with_unfused_twin(switches: Sequence[str]) -> list[tuple[str, ...]]:
+    """The set itself and, when it fuses the lm head with the loss, the same set with plain cross-entropy."""
+    switches = tuple(switches)
+    if FUSED_SWITCH not in switches:
+        return [switches]
+    return [switches, tuple(UNFUSED_SWITCH if s == FUSED_SWITCH else s for s in switches)]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of the space: the settings the tuner changes on the workload's RunConfig."""
+
+    kernels: str
+    liger_kernels: tuple[str, ...]  # () for a backend that reads no Liger switches
+    padding: str
+    token_budget: int  # only meaningful for strategies that plan by budget (else the workload's value)
+    attn_implementation: str
+
+    @property
+    def label(self) -> str:
+        kernels = self.kernels
+        if self.liger_kernels and FUSED_SWITCH not in self.liger_kernels:
+            kernels += " (no fused linear CE)"
+        padding = self.padding
+        if plans_by_budget(self.padding) and self.token_budget:
+            padding += f" {self.token_budget}"
+        return f"{kernels} / {padding} / {self.attn_implementation}"
+
+    @property
+    def is_baseline(self) -> bool:
+        return (self.kernels, self.padding, self.attn_implementation) == (
+            BASELINE_BACKEND, BASELINE_STRATEGY, DEFAULT_ATTENTION,
+        )  # fmt: skip
+
+    def changes(self) -> int:
+        """How many settings differ from the baseline (eager, static padding, default attention)."""
+        return sum(
+            (self.kernels != BASELINE_BACKEND, self.padding != BASELINE_STRATEGY,
+             self.attn_implementation != DEFAULT_ATTENTION)
+        )  # fmt: skip
+
+    def config(self, workload: RunConfig, **changes: object) -> RunConfig:
+        """The workload's RunConfig with this candidate's settings (validated: ConfigError if refused)."""
+        fields: dict[str, object] = {
+            "kernels": self.kernels, "padding": self.padding, "attn_implementation": self.attn_implementation,
+            "label": self.label, "profile": False,
+        }  # fmt: skip
+        if self.liger_kernels:
+            fields["liger_kernels"] = self.liger_kernels
+        if plans_by_budget(self.padding):
+            fields["token_budget"] = self.token_budget
+        return workload.replace(**(fields | changes))
+
+
+def baseline_candidate(workload: RunConfig) -> Candidate:
+    """Eager kernels, static padding, the default attention: what every speedup and parity compares with."""
+    return Candidate(BASELINE_BACKEND, (), BASELINE_STRATEGY, 0, DEFAULT_ATTENTION)
+
+
+def why_not(candidate: Candidate, workload: RunConfig, device: str) -> str:
+    """'' when the candidate can be tried on this device for this model, else why not."""
+    status = attention_status(candidate.attn_implementation, device)
+    if status:
+        return f"attn_implementation={candidate.attn_implementation!r}: {status}"
+    family = family_of_model(workload.model)
+    if family is not None:
+        packing = PACKING_MODE if STRATEGIES[candidate.padding].packed else ""
+        refusal = family.refusal(candidate.attn_implementation, candidate.kernels, packing)
+        if refusal:
+            return refusal
+    try:
+        candidate.config(workload)
+    except ConfigError as error:
+        return str(error)
+    return ""
+
+
+def build_space(
+    workload: RunConfig,
+    kernels: Iterable[str],
+    strategies: Iterable[str],
+    attentions: Iterable[str],
+    *,
+    liger_sets: Sequence[Sequence[str]] | None = None,
+    token_budgets: Sequence[int] = (0,),
+    device: str = "cpu",
+) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
+    """Every combination that can run here, and those left out with why.
+
+    ``liger_sets`` default: the workload's switches and, when they include the fused linear cross-entropy,
+    the same set with plain cross-entropy. A token-budget strategy takes every value of ``token_budgets``.
+    """
+    kernels = parse_list(list(kernels), KERNEL_BACKENDS, "kernels")
+    strategies = parse_list(list(strategies), PADDING_STRATEGIES, "strategies")
+    attentions = parse_list(list(attentions), ATTENTION_IMPLEMENTATIONS, "attention")
+    switch_sets = [tuple(s) for s in liger_sets] if liger_sets else with_unfused_twin(workload.liger_kernels)
+    runnable: list[Candidate] = []
+    dropped: list[tuple[Candidate, str]] = []
+    for backend in kernels:
+        sets = switch_sets if kernel_backend(backend).uses_liger_switches else [()]
+        for switches in sets:
+            for strategy in strategies:
+                budgets = token_budgets if plans_by_budget(strategy) else [0]
+                for budget in dict.fromkeys(budgets):
+                    for attention in attentions:
+                        candidate = Candidate(backend, tuple(switches), strategy, budget, attention)
+                        reason = why_not(candidate, workload, device)
+                        (dropped.append((candidate, reason)) if reason else runnable.append(candidate))
+    return runnable, dropped

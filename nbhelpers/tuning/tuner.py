@@ -1,0 +1,460 @@
+"""The tuner: successive halving over the search space within a wall-clock budget, every decision journaled.
+
+1. The baseline (eager, static padding, default attention) at the workload's own timing, first, always
+   (or an equal record of this machine already in the run's store): the reference for speedups and parity.
+2. Rung 0 measures every candidate for a few steps, each in its own subprocess; a rung drops a candidate
+   whose record failed, whose loss is not finite or whose parity against the baseline fails, then keeps
+   the fastest 1/eta by real tok/s; later rungs give the survivors eta times more steps.
+3. The last survivors are measured with the workload's own timing (kind "step", the notebooks' workload),
+   so notebook 04 compares the winner with the baseline; the winner's RunConfig goes to ``tuned.json``.
+
+No measurement starts when its estimated time (plus what the final measurement needs) would pass the
+budget: the candidates left are journaled as "not tried: budget". Rung records are stored with kind
+"tuner" (a few steps are another workload); every record carries ``config.extra["tuner"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nbhelpers.analysis.parity import check_parity
+from nbhelpers.analysis.records import WORKLOAD_FIELDS, is_measured, metric_value, tokens_per_s
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.jsonl import append_line
+from nbhelpers.measure.store import RunRecord, RunStore, run_dir, runs_root
+
+from . import budget, halving
+from .journal import BASELINE, DROPPED, KEPT, NOT_RUNNABLE, NOT_TRIED, WINNER, Decision, TuneResult, parity_of, ratio
+from .space import Candidate, baseline_candidate
+
+TUNER_KIND = "tuner"  # kind of the rung records: kept in the store, outside the step tables
+JOURNAL_NAME = "tuner.jsonl"
+TUNED_NAME = "tuned.json"
+Measure = Callable[[RunConfig], RunRecord]
+
+
+@dataclass
+class Measured:
+    """A candidate's measurement at one stage."""
+
+    candidate: Candidate
+    record: RunRecord
+    wall_s: float
+    stage: str
+    rung: int | None
+    problem: str = ""  # why it cannot go on ('' when it can)
+
+    @property
+    def rate(self) -> float:
+        value = tokens_per_s(self.record) if self.record.ok else None
+        return value if value is not None else 0.0
+
+
+def problem_of(record: RunRecord) -> str:
+    """Why a measured record ends its branch: failed, a non-finite loss, or a failed parity ('' if none)."""
+    if not record.ok:
+        return f"failed: {record.reason}"
+    losses = [metric_value(record, "loss_first", None, finite=False)] + list(record.metrics.get("losses") or [])
+    if any(not isinstance(v, (int, float)) or not math.isfinite(v) for v in losses):
+        return "non-finite loss"
+    if tokens_per_s(record) is None:
+        return "no real tok/s in the record"
+    parity = record.metrics.get("parity")
+    if isinstance(parity, dict) and parity.get("status") == "fail":
+        diffs = ", ".join(
+            f"{k} {parity[k]:.2e}" for k in ("loss_rel_diff", "grad_norm_rel_diff") if isinstance(parity.get(k), float)
+        )
+        detail = diffs or parity.get("note", "")
+        return f"parity fail against the baseline ({detail}; tolerance {parity.get('tolerance')})"
+    return ""
+
+
+def default_measure(notebook: str = "") -> Measure:
+    """Each configuration in its own subprocess (nbhelpers.measure.runner)."""
+    from nbhelpers.measure.runner import run_config
+
+    return lambda config: run_config(config, isolate=True, notebook=notebook)
+
+
+def this_machine(device: str) -> str:
+    """The machine identity a record measured here would carry."""
+    from nbhelpers.measure.env import safe_environment
+
+    return RunRecord(config={}, environment=safe_environment(device)).machine
+
+
+def stored_baseline(store: RunStore, workload: RunConfig, machine: str) -> RunRecord | None:
+    """The latest ok step record of the baseline settings with the workload's fields, from this machine."""
+    base = baseline_candidate(workload)
+    wanted = workload.to_dict()
+    for record in reversed(store.load()):
+        cfg = record.config
+        if (
+            is_measured(record)
+            and record.machine == machine
+            and (cfg.get("kernels"), cfg.get("padding"), cfg.get("attn_implementation"))
+            == (base.kernels, base.padding, base.attn_implementation)
+            and all(cfg.get(f, "steps" if f == "timing" else None) == wanted[f] for f in WORKLOAD_FIELDS)
+            and not problem_of(record)
+        ):
+            return record
+    return None
+
+
+class Tuner:
+    """Successive halving of ``candidates`` on ``workload`` within ``budget_s`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        workload: RunConfig,
+        candidates: Sequence[Candidate],
+        *,
+        budget_s: float,
+        not_runnable: Sequence[tuple[Candidate, str]] = (),
+        eta: int = 3,
+        first_steps: int = 2,
+        first_warmup: int = 1,
+        final_count: int = 1,
+        measure: Measure | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        store: RunStore | None = None,
+        notebook: str = "",
+        progress: bool = True,
+        reuse_baseline: bool = True,
+        machine: str | None = None,
+    ) -> None:
+        halving.check_schedule(eta, first_steps, final_count)
+        if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0:
+            from nbhelpers.validation import ConfigError
+
+            raise ConfigError("budget_s", budget_s, "a number of seconds > 0")
+        self.workload = workload.replace(profile=False)
+        self.baseline_candidate = baseline_candidate(workload)
+        # The candidates that change the most settings first (tried first if time runs short); the baseline's
+        # settings last: measured at the workload's timing already, a rung measures them only to compare.
+        ordered = sorted(dict.fromkeys(candidates), key=lambda c: (c.is_baseline, -c.changes()))
+        self.candidates = ordered
+        self.not_runnable = list(not_runnable)
+        self.budget_s, self.eta, self.final_count = float(budget_s), eta, final_count
+        self.first_steps, self.first_warmup = first_steps, first_warmup
+        self.measure = measure or default_measure(notebook)
+        self.clock = clock
+        self.store = store if store is not None else RunStore.for_run(workload.run_name)
+        self.reuse_baseline, self.machine = reuse_baseline, machine
+        self.progress = progress
+        self.session = uuid.uuid4().hex[:8]
+        self.folder = run_dir(workload.run_name) if store is None else self.store.path.parent
+        self.journal_path = self.folder / JOURNAL_NAME
+        self.decisions: list[Decision] = []
+        self.records: list[RunRecord] = []
+        self.walls: list[float] = []
+        self.baseline: RunRecord | None = None
+        self.baseline_wall_s: float | None = None
+        self._start = 0.0
+        self._bar: Any = None
+
+    # -- bookkeeping -------------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return self.clock() - self._start
+
+    def within_budget(self, config: RunConfig, reserve_s: float = 0.0) -> RunConfig:
+        """The config with its subprocess timeout cut to the seconds left (less ``reserve_s``)."""
+        left = math.floor(self.budget_s - self.elapsed() - reserve_s)
+        return config.replace(timeout_s=max(1, min(config.timeout_s, left)))
+
+    def affordable(self, estimate_s: float, reserve_s: float = 0.0) -> bool:
+        return self.elapsed() + estimate_s + reserve_s <= self.budget_s
+
+    def decide(self, decision: Decision) -> None:
+        self.decisions.append(decision)
+        append_line(self.journal_path, {"session": self.session, **vars(decision)})
+
+    def keep(self, record: RunRecord, stage: str, rung: int | None, decision: str, reason: str) -> None:
+        """Append a measured record to the store with the tuner's note in ``config.extra``."""
+        extra = record.config.setdefault("extra", {})
+        extra["tuner"] = {"session": self.session, "stage": stage, "rung": rung, "decision": decision,
+                          "reason": reason}  # fmt: skip
+        self.store.append(record)
+        self.records.append(record)
+
+    def run_one(self, candidate: Candidate, config: RunConfig, stage: str, rung: int | None) -> Measured:
+        if self._bar is not None:
+            self._bar.set_postfix_str(f"{stage}: {candidate.label}")
+        config = config.replace(extra=dict(config.extra) | {"tuner": {"session": self.session, "stage": stage}})
+        started = self.clock()
+        record = self.measure(config)
+        wall = self.clock() - started
+        self.walls.append(wall)
+        if self._bar is not None:
+            self._bar.update(1)
+        if rung is not None:
+            record.kind = TUNER_KIND
+        reference = self.baseline
+        if reference is not None and record.ok and record.record_id != reference.record_id:
+            record.metrics["parity"] = check_parity(record, reference)
+        return Measured(candidate, record, wall, stage, rung, problem_of(record))
+
+    def _grow_bar(self, count: int) -> None:
+        if self._bar is not None:
+            self._bar.total += count
+            self._bar.refresh()
+
+    # -- stages ------------------------------------------------------------------------------------
+
+    def measure_baseline(self) -> None:
+        """The baseline at the workload's timing: from the store when this machine has one, else measured."""
+        base = self.baseline_candidate
+        stored = None
+        if self.reuse_baseline:
+            machine = self.machine or this_machine(self.workload.device)
+            stored = stored_baseline(self.store, self.workload, machine)
+        if stored is not None:
+            self.baseline = stored
+            self._grow_bar(-1)
+            self.decide(Decision.of(base, "baseline", BASELINE, f"reused from the store (record {stored.record_id})",
+                                    timing=self.workload.timing, steps=self.workload_steps,
+                                    real_tokens_per_s=tokens_per_s(stored), speedup=1.0, parity=BASELINE,
+                                    record_id=stored.record_id))  # fmt: skip
+            return
+        measured = self.run_one(base, base.config(self.workload, label=self.workload_label(base)), "baseline", None)
+        record = measured.record
+        self.baseline_wall_s = measured.wall_s
+        ok = record.ok and not measured.problem
+        if ok:
+            record.metrics["parity"] = check_parity(record, record)
+            self.baseline = record
+        reason = "reference for speedups and parity" if ok else measured.problem
+        self.keep(record, "baseline", None, BASELINE if ok else DROPPED, reason)
+        self.decide(Decision.of(base, "baseline", BASELINE if ok else DROPPED, reason, timing=self.workload.timing,
+                                steps=self.workload_steps, real_tokens_per_s=tokens_per_s(record) if ok else None,
+                                speedup=1.0 if ok else None, parity=BASELINE if ok else "", wall_s=measured.wall_s,
+                                record_id=record.record_id))  # fmt: skip
+
+    @property
+    def workload_steps(self) -> int | None:
+        """Timed steps of the workload's own timing (None for an epoch: its length is the plan's)."""
+        return self.workload.steps if self.workload.timing == "steps" else None
+
+    def workload_label(self, candidate: Candidate) -> str:
+        return ("baseline: " if candidate.is_baseline else "tuned: ") + candidate.label
+
+    def run_rung(self, rung: int, entrants: list[Candidate], history: dict[Candidate, Measured]) -> list[Candidate]:
+        """Measure ``entrants`` at this rung's steps; return the kept ones, fastest first."""
+        steps = halving.rung_steps(rung, self.first_steps, self.eta)
+        stage = f"rung {rung}"
+        results: list[Measured] = []
+        untried: list[Candidate] = []
+        for candidate in entrants:
+            before = history.get(candidate)
+            if before is not None:
+                estimate = budget.steps_estimate(before.record, before.wall_s, self.first_warmup + steps)
+            else:
+                estimate = budget.typical_s(self.walls)
+            reserve = self.final_reserve(history)
+            if not self.affordable(estimate, reserve):
+                untried.append(candidate)
+                continue
+            config = candidate.config(self.workload, steps=steps, warmup=self.first_warmup, timing="steps")
+            config = self.within_budget(config, reserve)  # a measurement that overruns is stopped there
+            results.append(self.run_one(candidate, config, stage, rung))
+            history[candidate] = results[-1]
+        reference = next((m for m in results if m.candidate.is_baseline and not m.problem), None)
+        alive = [m for m in results if not m.problem]
+        verdict = halving.cut([(m.candidate, m.rate) for m in alive], self.eta, self.final_count)
+        kept = set(verdict.kept)
+        for m in results:
+            if m.problem:
+                decision, reason = DROPPED, m.problem
+            elif m.candidate in kept:
+                decision, reason = KEPT, f"among the fastest {len(kept)} of {len(alive)}"
+            else:
+                decision = DROPPED
+                reason = f"slower than the rung's cut, {verdict.threshold:,.0f} real tok/s (best 1/{self.eta} go on)"
+            self.keep(m.record, stage, rung, decision, reason)
+            gain = ratio(m.record, reference.record) if reference is not None else None
+            self.decide(Decision.of(m.candidate, stage, decision, reason, rung=rung, steps=steps, timing="steps",
+                                    real_tokens_per_s=tokens_per_s(m.record) if m.record.ok else None,
+                                    speedup=gain, parity=parity_of(m.record) if m.record.ok else "",
+                                    wall_s=m.wall_s, record_id=m.record.record_id))  # fmt: skip
+        for candidate in untried:
+            self.decide(Decision.of(candidate, stage, NOT_TRIED, "not tried: budget", rung=rung, steps=steps,
+                                    timing="steps"))  # fmt: skip
+        return list(verdict.kept)
+
+    def final_estimate(self, measured: Measured) -> float:
+        epoch_tokens = budget.epoch_real_tokens(self.baseline) if self.baseline is not None else None
+        if self.workload.timing == "epoch":
+            return budget.epoch_estimate(measured.record, measured.wall_s, epoch_tokens)
+        return budget.steps_estimate(measured.record, measured.wall_s, self.workload.warmup + self.workload.steps)
+
+    def final_reserve(self, history: dict[Candidate, Measured]) -> float:
+        """Seconds kept back for the final measurement of the fastest candidate measured so far."""
+        alive = [m for m in history.values() if not m.problem and not m.candidate.is_baseline]
+        if not alive:  # nothing to scale yet: what the baseline's own measurement took
+            return self.baseline_wall_s if self.baseline_wall_s is not None else budget.typical_s(self.walls)
+        return self.final_estimate(max(alive, key=lambda m: m.rate))
+
+    def run_final(self, finalists: list[Candidate], history: dict[Candidate, Measured]) -> RunRecord | None:
+        """The finalists at the workload's own timing; the fastest ok one (or the baseline) wins."""
+        measured: list[Measured] = []
+        for candidate in finalists:
+            if candidate.is_baseline and self.baseline is not None:
+                continue  # already measured at the workload's timing
+            estimate = self.final_estimate(history[candidate])
+            if not self.affordable(estimate):
+                self.decide(Decision.of(candidate, "final", NOT_TRIED, "not tried: budget", timing=self.workload.timing,
+                                        steps=self.workload_steps))  # fmt: skip
+                continue
+            config = self.within_budget(candidate.config(self.workload, label=self.workload_label(candidate)))
+            measured.append(self.run_one(candidate, config, "final", None))
+        contenders = [m.record for m in measured if not m.problem]
+        if self.baseline is not None:
+            contenders.append(self.baseline)
+        winner = max(contenders, key=lambda r: tokens_per_s(r) or 0.0, default=None)
+        for m in measured:
+            if m.problem:
+                decision, reason = DROPPED, m.problem
+            elif m.record is winner:
+                decision, reason = WINNER, "fastest at the workload's timing"
+            else:
+                name = winner.label if winner is not None else "the winner"
+                decision, reason = DROPPED, f"slower than {name} at the workload's timing"
+            self.keep(m.record, "final", None, decision, reason)
+            gain = ratio(m.record, self.baseline) if self.baseline is not None else None
+            rate = tokens_per_s(m.record) if m.record.ok else None
+            self.decide(Decision.of(m.candidate, "final", decision, reason, timing=self.workload.timing,
+                                    steps=self.workload_steps, real_tokens_per_s=rate,
+                                    speedup=gain, parity=parity_of(m.record) if m.record.ok else "", wall_s=m.wall_s,
+                                    record_id=m.record.record_id))  # fmt: skip
+        return winner
+
+    # -- driver ------------------------------------------------------------------------------------
+
+    def run(self) -> TuneResult:
+        """Baseline, rungs, final; the journal in ``runs/<RUN_NAME>/tuner.jsonl``, the winner in tuned.json."""
+        self._start = self.clock()
+        for candidate, reason in self.not_runnable:
+            self.decide(Decision.of(candidate, "space", NOT_RUNNABLE, reason))
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=1 + len(self.candidates), desc="tuner", unit="measurement")
+        try:
+            self.measure_baseline()
+            history: dict[Candidate, Measured] = {}
+            entrants, rung = list(self.candidates), 0
+            while entrants:
+                kept = self.run_rung(rung, entrants, history)
+                tried = {d.candidate for d in self.decisions if d.stage == f"rung {rung}" and d.decision != NOT_TRIED}
+                out_of_time = len(tried) < len(entrants)
+                if halving.is_last_rung(len(kept), self.final_count) or out_of_time:
+                    break
+                entrants, rung = kept, rung + 1
+                self._grow_bar(len(entrants))
+            finalists = self.rank_finalists(history)
+            self._grow_bar(len(finalists))
+            winner = self.run_final(finalists, history)
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+        return self.result(winner)
+
+    def rank_finalists(self, history: dict[Candidate, Measured]) -> list[Candidate]:
+        """The best ``final_count`` survivors: furthest rung first, then real tok/s."""
+        alive = [m for m in history.values() if not m.problem]
+        dropped = {(d.candidate, d.stage) for d in self.decisions if d.decision == DROPPED}
+        alive = [m for m in alive if (m.candidate.label, m.stage) not in dropped] or alive
+        ranked = sorted(alive, key=lambda m: (-(m.rung or 0), -m.rate))
+        return [m.candidate for m in ranked[: self.final_count]]
+
+    def speedup_of(self, record: RunRecord) -> float | None:
+        if self.baseline is None:
+            return None
+        return 1.0 if record is self.baseline else ratio(record, self.baseline)
+
+    def result(self, winner: RunRecord | None) -> TuneResult:
+        tuned_path = None
+        label = winner.label if winner is not None else ""
+        if winner is not None:
+            tuned_path = self.folder / TUNED_NAME
+            config = {k: v for k, v in winner.config.items() if k in RunConfig.__dataclass_fields__ and k != "extra"}
+            payload = {
+                "run_name": self.workload.run_name, "session": self.session, "label": label,
+                "record_id": winner.record_id, "machine": winner.machine,
+                "real_tokens_per_s": tokens_per_s(winner), "parity": parity_of(winner),
+                "baseline_record_id": self.baseline.record_id if self.baseline else "",
+                "speedup": self.speedup_of(winner),
+                "budget_s": self.budget_s, "elapsed_s": round(self.elapsed(), 3),
+                "journal": str(self.journal_path), "config": config,
+            }  # fmt: skip
+            tmp = tuned_path.with_name(TUNED_NAME + ".tmp")
+            tmp.write_text(json.dumps(payload, indent=2, default=str))
+            tmp.replace(tuned_path)
+        return TuneResult(
+            workload=self.workload, decisions=list(self.decisions), baseline=self.baseline, winner=winner,
+            winner_label=label, budget_s=self.budget_s, elapsed_s=self.elapsed(), tuned_path=tuned_path,
+            journal_path=self.journal_path, records=list(self.records),
+        )  # fmt: skip
+
+
+def load_tuned(run_name: str, root: str | Path | None = None) -> RunConfig:
+    """The winner's RunConfig from ``runs/<run_name>/tuned.json``."""
+    path = run_dir(run_name, root) / TUNED_NAME
+    if not path.exists():
+        raise FileNotFoundError(f"no {TUNED_NAME} in {path.parent}: run the tuner first")
+    return RunConfig.from_dict(json.loads(path.read_text())["config"])
+
+
+def tune(
+    workload: RunConfig,
+    kernels: str | Sequence[str] = "eager",
+    strategies: str | Sequence[str] = "static",
+    attentions: str | Sequence[str] = "sdpa",
+    *,
+    budget_s: float,
+    liger_kernels: str | Sequence[Sequence[str]] | None = None,
+    unfused_twin: bool = True,
+    token_budgets: str | int | Sequence[int] = (0,),
+    device: str | None = None,
+    **options: Any,
+) -> TuneResult:
+    """Search kernels x strategies x attentions on ``workload`` within ``budget_s`` seconds.
+
+    Lists are comma-separated strings or sequences; ``liger_kernels`` holds switch sets ("a,b;c,d"),
+    by default the workload's, each with its plain cross-entropy twin (``unfused_twin``). ``options`` go to
+    :class:`Tuner` (eta, first_steps, final_count, measure, clock, store, notebook, progress, ...).
+    ``budget_s=0`` checks the arguments and measures nothing (a notebook's way to skip the tuner).
+    """
+    from nbhelpers.data.strategies import PADDING_STRATEGIES
+    from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
+    from nbhelpers.kernels.registry import KERNEL_BACKENDS
+
+    from .space import build_space, parse_budgets, parse_list, parse_switch_sets, with_unfused_twin
+
+    sets = parse_switch_sets(liger_kernels) if liger_kernels else [workload.liger_kernels]
+    if unfused_twin:
+        sets = list(dict.fromkeys(twin for s in sets for twin in with_unfused_twin(s)))
+    names = (
+        parse_list(kernels, KERNEL_BACKENDS, "kernels"),
+        parse_list(strategies, PADDING_STRATEGIES, "strategies"),
+        parse_list(attentions, ATTENTION_IMPLEMENTATIONS, "attention"),
+    )
+    budgets = parse_budgets(token_budgets)
+    if device is None:
+        from nbhelpers.measure.env import resolve_device
+
+        device = resolve_device(workload.device)
+    candidates, dropped = build_space(workload, *names, liger_sets=sets, token_budgets=budgets, device=device)
+    if budget_s == 0 and not isinstance(budget_s, bool):
+        journal = runs_root() / workload.run_name / JOURNAL_NAME  # nothing is written
+        return TuneResult(workload=workload, decisions=[], baseline=None, winner=None, winner_label="",
+                          budget_s=0.0, elapsed_s=0.0, tuned_path=None, journal_path=journal)  # fmt: skip
+    return Tuner(workload, candidates, budget_s=budget_s, not_runnable=dropped, **options).run()

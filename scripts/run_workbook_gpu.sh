@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole notebook sequence on one CUDA GPU, with the tuner, at sizes that fit one GPU: the Qwen3-1.7B shape
+# (random weights), batch 8 x 2048 tokens, one timed epoch per configuration. Prints where the report is.
+# Any value below can be overridden from the environment, e.g. MODEL=qwen3-0.6b TUNE_BUDGET_S=120;
+# extra arguments go to `nbhelpers run-all` (e.g. -p 03:PROFILE=false).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+no_gpu() {
+  echo "run_workbook_gpu.sh: no CUDA GPU here ($1); this command needs one." >&2
+  echo "On a CPU, run scripts/run_workbook.sh (the tiny preset) instead." >&2
+  exit 2
+}
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  no_gpu "nvidia-smi finds no device"
+fi
+bash scripts/setup.sh
+PY=.venv/bin/python
+"$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" \
+  || no_gpu "torch $("$PY" -c 'import torch; print(torch.__version__)') sees no CUDA device"
+
+RUN_NAME=${RUN_NAME:-gpu}
+MODEL=${MODEL:-qwen3-1.7b}
+BATCH_SIZE=${BATCH_SIZE:-8}
+MAX_LENGTH=${MAX_LENGTH:-2048}
+NUM_SAMPLES=${NUM_SAMPLES:-32}
+BACKENDS=${BACKENDS:-eager,liger}                      # notebook 02
+STRATEGIES=${STRATEGIES:-static,packed,token_budget}   # notebook 03
+ATTENTION=${ATTENTION:-sdpa,torch_varlen}              # notebook 03
+KERNELS=${KERNELS:-eager,liger}                        # notebook 03's grid and tuner
+TUNE_BUDGET_S=${TUNE_BUDGET_S:-240}                    # notebook 03's tuner: seconds for its whole search
+
+# A parameter reaches only the notebooks whose parameters cell declares it; NN: limits it to notebook NN.
+exec .venv/bin/nbhelpers run-all --run-name "$RUN_NAME" \
+  -p "MODEL=$MODEL" -p "BATCH_SIZE=$BATCH_SIZE" -p "MAX_LENGTH=$MAX_LENGTH" -p "NUM_SAMPLES=$NUM_SAMPLES" \
+  -p "TIMING=epoch" \
+  -p "02:BACKENDS=$BACKENDS" \
+  -p "03:STRATEGIES=$STRATEGIES" -p "03:ATTENTION=$ATTENTION" -p "03:KERNELS=$KERNELS" \
+  -p "03:TUNE_BUDGET_S=$TUNE_BUDGET_S" \
+  "$@"
