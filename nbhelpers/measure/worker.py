@@ -39,6 +39,10 @@ def failed_record(config: RunConfig, reason: str, notebook: str = "") -> RunReco
 
 def run(config_path: str, result_path: str, notebook: str = "") -> int:
     config = RunConfig.from_dict(json.loads(Path(config_path).read_text()))
+    if config.sharding != "none":  # under torchrun: every rank measures, rank 0 writes the merged record
+        from .distributed import run_rank
+
+        return run_rank(config, result_path, notebook)
     try:
         from .step import measure
 
