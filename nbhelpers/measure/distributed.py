@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,6 @@ from .config import RunConfig
 from .metrics import step_time_stats
 from .parallel import barrier, current_rank
 from .store import RunRecord
-
-RANK_FILE = "{result}.rank{rank}.json"
 
 
 def needs_launch(config: RunConfig) -> bool:
@@ -38,12 +35,18 @@ def launch_command(config: RunConfig, config_path: str, result_path: str, notebo
     ]  # fmt: skip
 
 
+def rank_file(result_path: str) -> str:
+    """Where this rank writes its failed record, beside the merged result."""
+    return f"{result_path}.rank{current_rank().rank}"
+
+
 def rank_failure(result_path: str | Path) -> str:
     """Why the ranks that failed did (from their own records), '' when none wrote one."""
     reasons = []
-    for path in sorted(Path(result_path).parent.glob(Path(result_path).name + ".rank*.json")):
+    result = Path(result_path)
+    for path in sorted(result.parent.glob(result.name + ".rank*")):
         record = RunRecord.from_dict(json.loads(path.read_text()))
-        reasons.append(f"rank {record.metrics.get('rank', '?')}: {record.reason}")
+        reasons.append(f"rank {path.name.rsplit('.rank', 1)[1]}: {record.reason}")
     return "; ".join(reasons)
 
 
@@ -62,21 +65,14 @@ def communication_per_step_us(record: RunRecord) -> float | None:
 
 
 def run_rank(config: RunConfig, result_path: str, notebook: str = "") -> int:
-    """One rank under torchrun: measure, gather to rank 0, which writes the merged record; 1 on failure."""
+    """One rank under torchrun: measure, gather to rank 0, which writes the merged record (raises on failure;
+    the worker writes the rank's failed record to :func:`rank_file`)."""
     from .step import measure
-    from .worker import failed_record, failure_reason
 
     rank = current_rank()
-    try:
-        record = measure(config, notebook=notebook, progress=rank.rank == 0)
-        record.metrics["communication_per_step_us"] = communication_per_step_us(record)
-        records = gather_records(record)
-    except BaseException as error:  # noqa: BLE001 - every failure becomes a record
-        traceback.print_exc(file=sys.stderr)
-        failed = failed_record(config, failure_reason(error), notebook)
-        failed.metrics["rank"] = rank.rank
-        Path(RANK_FILE.format(result=result_path, rank=rank.rank)).write_text(json.dumps(failed.to_dict(), default=str))
-        return 1
+    record = measure(config, notebook=notebook, progress=rank.rank == 0)
+    record.metrics["communication_per_step_us"] = communication_per_step_us(record)
+    records = gather_records(record)
     if rank.rank == 0:
         staging = Path(result_path + ".tmp")
         staging.write_text(json.dumps(merge_rank_records(records).to_dict(), default=str))
