@@ -61,7 +61,7 @@ def test_gpus_needed_is_the_first_count_that_fits():
     assert fits(needed) and not fits(needed - 1)
     assert gpus_needed(shape, dataclasses.replace(settings, capacity_gib=1.0)) is None
     frame = plan_frame(shape, {"16k": plain, "16k, full checkpointing": settings})
-    assert list(frame["gpus_needed"]) == [None, needed]
+    assert frame["gpus_needed"].isna().iloc[0] and frame["gpus_needed"].iloc[1] == needed
     assert frame["total"].iloc[1] < frame["total"].iloc[0]
 
 
