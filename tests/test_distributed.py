@@ -86,6 +86,8 @@ def test_activation_checkpointing_gives_the_same_loss_and_gradients():
         model.train()
         chosen = apply_checkpointing(model, mode, 2)
         assert chosen == checkpointed_layers(2, mode, 2)
+        flags = [layer.gradient_checkpointing for layer in model.model.layers]
+        assert flags == [i in chosen for i in range(2)]
         loss = model(**batch).loss
         loss.backward()
         results.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))

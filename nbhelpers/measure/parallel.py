@@ -82,14 +82,18 @@ def decoder_layers(model: Any) -> Any:
 def apply_checkpointing(model: Any, mode: str, every: int = 2) -> list[int]:
     """Turn on non-reentrant activation checkpointing in the chosen decoder layers; returns their indices.
 
-    Uses transformers' own switch (``gradient_checkpointing_enable``), which checkpoints a layer's
+    Uses transformers' own switch (``activation_checkpointing_enable``), which checkpoints a layer's
     ``forward`` inside FSDP2's hooks, then turns it off again in the layers not chosen.
     """
     layers = decoder_layers(model)
     chosen = checkpointed_layers(len(layers), mode, every)
     if not chosen:
         return []
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5.2x; older: gradient_...
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     for index, layer in enumerate(layers):
         layer.gradient_checkpointing = index in chosen
     return chosen
