@@ -21,6 +21,7 @@ checkpointed runs are checked the same way by notebook 05 and ``benchmarks/gpu_f
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -205,8 +206,6 @@ def planned_vs_measured(records: Any, capacity_gib: float = H200_USABLE_GIB, cud
     it are left out. ``cuda_only`` keeps records whose peak is CUDA's allocator peak (a CPU run's peak is
     the process's resident set, which also holds Python and the libraries).
     """
-    import dataclasses
-
     import pandas as pd
 
     from nbhelpers.measure.config import RunConfig
@@ -235,3 +234,18 @@ def planned_vs_measured(records: Any, capacity_gib: float = H200_USABLE_GIB, cud
             "error": plan.total_gib / measured - 1 if measured else float("nan"), "measured_by": source,
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def standard_settings(tokens_per_gpu: int, capacity_gib: float = H200_USABLE_GIB) -> dict[str, MemorySettings]:
+    """The settings worth comparing for a shape: bf16 or fp32 weights, Liger or not, checkpointing or not."""
+    base = MemorySettings(tokens_per_gpu=tokens_per_gpu, capacity_gib=capacity_gib)
+    liger = dataclasses.replace(base, kernels="liger", loss="liger_ce")
+    return {
+        "bf16 weights, eager": base,
+        "bf16 weights, Liger (no fused linear CE)": liger,
+        "bf16 weights, Liger, checkpoint every 2nd layer": dataclasses.replace(liger, checkpointing="every_k"),
+        "bf16 weights, Liger, full checkpointing": dataclasses.replace(liger, checkpointing="full"),
+        "fp32 weights + bf16 autocast, Liger, full checkpointing": dataclasses.replace(
+            liger, weights="fp32", checkpointing="full"
+        ),
+    }
