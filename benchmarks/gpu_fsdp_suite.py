@@ -52,7 +52,7 @@ def groups(hybrid_model: str) -> dict[str, list[RunConfig]]:
         ],  # fmt: skip
         "hybrid": [],
     }
-    if is_preset(hybrid_model):
+    if hybrid_model and is_preset(hybrid_model):
         slice_ = best.replace(model=hybrid_model, attn_implementation="sdpa", kernels="eager", num_samples=512)
         table["hybrid"] = [slice_.replace(label=f"{hybrid_model}, 8k per GPU, 2 GPU", gpus=2)]
     return table
@@ -83,7 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("groups", nargs="+", choices=("plain", "best", "hybrid"))
     parser.add_argument("--out", required=True)
-    parser.add_argument("--hybrid-model", default="qwen3.5-27b-slice")
+    parser.add_argument("--hybrid-model", default="", help="the hybrid family's preset of the 27B width, fewer layers")
     args = parser.parse_args()
     out = Path(args.out)
     os.environ["NBHELPERS_RUNS"] = str(out)
@@ -92,7 +92,7 @@ def main() -> None:
     measured: list[RunRecord] = []
     for name in args.groups:
         if not table[name]:
-            print(f"[{name}] nothing to run: no preset named {args.hybrid_model!r}", flush=True)
+            print(f"[{name}] nothing to run: --hybrid-model {args.hybrid_model!r} is not a preset", flush=True)
         store = RunStore(out / f"{name}.jsonl")
         log = out / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)

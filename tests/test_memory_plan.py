@@ -78,8 +78,9 @@ def test_settings_from_a_run_config():
     settings = settings_from_config(config)
     assert (settings.gpus, settings.weights, settings.sharding, settings.checkpointing) == (2, "bf16", "fsdp2",
                                                                                            "every_k")
-    assert (settings.checkpoint_every, settings.tokens_per_gpu, settings.kernels, settings.loss) == (3, 8192, "liger",
-                                                                                                     "liger_ce")
+    assert (settings.checkpoint_every, settings.tokens_per_gpu, settings.loss) == (3, 8192, "liger_ce")
+    assert not settings.fused_norm_mlp  # rms_norm and swiglu were off
+    assert settings_from_config(config.replace(liger_kernels=("rms_norm", "swiglu"))).fused_norm_mlp
     assert plan_memory(model_shape(preset_config("qwen3-8b")), settings).total > 10 * GIB
 
 

@@ -1,7 +1,7 @@
 """Predicted per-GPU memory of a training step: parameters, gradients, optimizer state, activations, logits.
 
 For a model shape (:class:`nbhelpers.models.shape.ModelShape`, from ``families.model_shape``), a GPU count,
-weights dtype, sharding, activation checkpointing, kernels and tokens per GPU, :func:`plan_memory` says how
+weights dtype, sharding, activation checkpointing, fused kernels and tokens per GPU, :func:`plan_memory` says how
 many bytes each part takes on one GPU and whether the sum fits. The figure predicted is the CUDA
 allocator's peak (``torch.cuda.max_memory_allocated``, what records keep), not the CUDA context.
 
@@ -35,7 +35,6 @@ H200_USABLE_GIB = 139.0  # an H200 (141 GB) as torch reports it: about 139.8 GiB
 WEIGHTS = ("fp32", "bf16")  # fp32: fp32 weights with bf16 autocast; bf16: bf16 weights
 SHARDINGS = ("none", "fsdp2")
 CHECKPOINTINGS = ("none", "full", "every_k")
-KERNELS = ("eager", "liger")  # liger: fused RMSNorm and SwiGLU save less for backward
 # Bytes per logit element at the loss's peak: bf16 logits, their fp32 copy and fp32 log-probabilities, then
 # the fp32 gradient (plain); Liger's cross-entropy writes the gradient in place (liger_ce); the fused linear
 # cross-entropy never holds the whole logits (its chunk is counted per token and hidden unit instead).
@@ -52,7 +51,7 @@ class MemorySettings:
     checkpointing: str = "none"  # one of CHECKPOINTINGS
     checkpoint_every: int = 2  # k of "every_k"
     tokens_per_gpu: int = 4096  # positions per GPU per step (padding included)
-    kernels: str = "eager"  # one of KERNELS
+    fused_norm_mlp: bool = False  # Liger's RMSNorm and SwiGLU, which save less for backward
     loss: str = "plain"  # a key of LOSS_BYTES_PER_LOGIT
     capacity_gib: float = H200_USABLE_GIB  # memory one GPU can allocate
 
@@ -65,7 +64,8 @@ class MemorySettings:
         check_choice("checkpointing", self.checkpointing, CHECKPOINTINGS)
         check_int("checkpoint_every", self.checkpoint_every, 1, 1024)
         check_int("tokens_per_gpu", self.tokens_per_gpu, 1, 1 << 24)
-        check_choice("kernels", self.kernels, KERNELS)
+        if not isinstance(self.fused_norm_mlp, bool):
+            raise ConfigError("fused_norm_mlp", self.fused_norm_mlp, "True or False")
         check_choice("loss", self.loss, tuple(LOSS_BYTES_PER_LOGIT))
         capacity = self.capacity_gib
         if isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not capacity > 0:
@@ -102,7 +102,7 @@ class MemoryPlan:
         return parts | {"total": self.total_gib}
 
 
-def layer_activation_bytes(shape: ModelShape, weights: str, kernels: str) -> int:
+def layer_activation_bytes(shape: ModelShape, weights: str, fused_norm_mlp: bool) -> int:
     """Bytes one decoder layer saves for backward per token (bf16 compute; residual in the weights' dtype).
 
     Counted on transformers' eager Qwen3 layer: each RMSNorm keeps an fp32 copy of its input and its
@@ -114,7 +114,7 @@ def layer_activation_bytes(shape: ModelShape, weights: str, kernels: str) -> int
     h, q, kv, inner = shape.hidden_size, shape.num_heads * shape.head_dim, shape.num_kv_heads * shape.head_dim, (
         shape.intermediate_size
     )
-    if kernels == "liger":
+    if fused_norm_mlp:
         norms = 2 * residual * h + 2 * (q + kv)
         mlp = 2 * h + 6 * inner
     else:
@@ -146,7 +146,7 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
         gathered = (root + 2 * shape.layer_parameters) * 2 + shape.layer_parameters * 4
     else:
         gathered = shape.flop_parameters * 2 if s.weights == "fp32" else 0  # autocast's bf16 weight cache
-    per_layer = layer_activation_bytes(shape, s.weights, s.kernels)
+    per_layer = layer_activation_bytes(shape, s.weights, s.fused_norm_mlp)
     residual = 4 if s.weights == "fp32" else 2
     ckpt = checkpointed_count(shape.num_layers, s.checkpointing, s.checkpoint_every)
     per_token = (shape.num_layers - ckpt) * per_layer + ckpt * residual * shape.hidden_size
@@ -175,15 +175,15 @@ def gpus_needed(shape: ModelShape, settings: MemorySettings, max_gpus: int = 256
 def settings_from_config(config: Any, capacity_gib: float = H200_USABLE_GIB) -> MemorySettings:
     """The memory settings of a RunConfig on a GPU (its dtype, GPU count, sharding, checkpointing), planned
     for the most positions a step of it can hold per GPU (batch size x max length, or the token budget)."""
-    kernels = "liger" if uses_liger_switches(config.kernels) else "eager"
-    switches = set(config.liger_kernels) if kernels == "liger" else set()
+    switches = set(config.liger_kernels) if uses_liger_switches(config.kernels) else set()
     loss = "fused_linear_ce" if "fused_linear_cross_entropy" in switches else "plain"
     loss = "liger_ce" if "cross_entropy" in switches else loss
     tokens = max(config.batch_size * config.max_length, config.effective_token_budget)  # positions at most
     return MemorySettings(
         gpus=config.gpus, weights="bf16" if config.dtype == "bf16" else "fp32", sharding=config.sharding,
         checkpointing=config.activation_checkpointing, checkpoint_every=config.checkpoint_every,
-        tokens_per_gpu=tokens, kernels=kernels, loss=loss, capacity_gib=capacity_gib,
+        tokens_per_gpu=tokens, fused_norm_mlp={"rms_norm", "swiglu"} <= switches, loss=loss,
+        capacity_gib=capacity_gib,
     )  # fmt: skip
 
 
@@ -239,7 +239,7 @@ def planned_vs_measured(records: Any, capacity_gib: float = H200_USABLE_GIB, cud
 def standard_settings(tokens_per_gpu: int, capacity_gib: float = H200_USABLE_GIB) -> dict[str, MemorySettings]:
     """The settings worth comparing for a shape: bf16 or fp32 weights, Liger or not, checkpointing or not."""
     base = MemorySettings(tokens_per_gpu=tokens_per_gpu, capacity_gib=capacity_gib)
-    liger = dataclasses.replace(base, kernels="liger", loss="liger_ce")
+    liger = dataclasses.replace(base, fused_norm_mlp=True, loss="liger_ce")
     return {
         "bf16 weights, eager": base,
         "bf16 weights, Liger (no fused linear CE)": liger,
