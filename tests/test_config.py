@@ -45,6 +45,10 @@ BAD_VALUES = [
     ("profile_steps", 0),
     ("timeout_s", 0),
     ("extra", []),
+    ("gpus", 0),
+    ("sharding", "ddp"),
+    ("activation_checkpointing", "selective"),
+    ("checkpoint_every", 0),
 ]
 
 
@@ -70,6 +74,9 @@ def test_cross_field_rules():
         RunConfig(max_length=256, token_budget=100)
     with pytest.raises(ConfigError, match="profile_steps"):
         RunConfig(profile=True, steps=2, profile_steps=3)
+    with pytest.raises(ConfigError, match="sharding='none' is not allowed: sharding must be 'fsdp2' when gpus > 1"):
+        RunConfig(gpus=2)
+    assert RunConfig(gpus=2, sharding="fsdp2").name.endswith("/fsdp2x2")
 
 
 def test_defaults_are_valid_and_round_trip():

@@ -1,7 +1,8 @@
 """What a RunRecord says and which records may be compared: label, workload, baselines, speedup, fastest.
 
 A speedup is a ratio of two records from one run on one machine of one workload: :func:`speedup` refuses
-anything else (:class:`CrossMachineError` for another machine or run). Every table, recommendation and
+anything else (:class:`CrossMachineError` for another machine or run, :class:`GpuCountError` for another GPU
+count, whose only meaningful ratio is :func:`scaling_efficiency`). Every table, recommendation and
 report builds on these rules, so they live here once.
 """
 
@@ -18,11 +19,15 @@ from nbhelpers.measure.store import RunRecord
 
 STEP_KIND = "step"
 WORKLOAD_FIELDS = ("model", "dataset", "batch_size", "max_length", "num_samples", "dtype", "seed", "steps", "warmup",
-                   "prompt_field", "response_field", "use_chat_template", "timing")  # fmt: skip
+                   "prompt_field", "response_field", "use_chat_template", "timing", "gpus")  # fmt: skip
 
 
 class CrossMachineError(ValueError):
     """Two records that may not be divided: different machines or different runs."""
+
+
+class GpuCountError(ValueError):
+    """Two records of different GPU counts divided as a speedup (only a scaling efficiency may divide them)."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -66,11 +71,19 @@ def workload_of(record: RunRecord) -> str:
     fields = (cfg.get("prompt_field"), cfg.get("response_field"), cfg.get("use_chat_template"))
     if fields not in ((None, None, None), ("prompt", "response", False)):
         text += f", fields {fields[0]}/{fields[1]}" + (", chat template" if fields[2] else "")
+    if gpu_count(record) != 1:
+        text += f", {gpu_count(record)} GPUs (batch per GPU)"
     return text
 
 
+def gpu_count(record: RunRecord) -> int:
+    """GPUs (processes) the record ran on; 1 for records written before the field existed."""
+    value = record.config.get("gpus", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
 def _workload_fields(record: RunRecord) -> tuple[Any, ...]:
-    defaults = {"timing": "steps"}  # records written before epoch timing existed timed steps
+    defaults = {"timing": "steps", "gpus": 1}  # records written before these fields: steps timed, one GPU
     return tuple(record.config.get(f, defaults.get(f)) for f in WORKLOAD_FIELDS)
 
 
@@ -236,6 +249,12 @@ def speedup(record: RunRecord, baseline: RunRecord) -> float:
             f"{record_label(baseline)!r} from run {run_name_of(baseline)!r}: a speedup is only a ratio of "
             "records from one run on one machine"
         )
+    if gpu_count(record) != gpu_count(baseline):
+        raise GpuCountError(
+            f"cannot divide {record_label(record)!r} on {gpu_count(record)} GPUs by {record_label(baseline)!r} on "
+            f"{gpu_count(baseline)}: across GPU counts only a scaling efficiency (per-GPU throughput over "
+            "per-GPU throughput, records.scaling_efficiency) is a meaningful ratio"
+        )
     if _workload_fields(record) != _workload_fields(baseline):
         raise ValueError(
             f"cannot divide {record_label(record)!r} ({workload_of(record)}) by {record_label(baseline)!r} "
@@ -252,3 +271,42 @@ def speedup(record: RunRecord, baseline: RunRecord) -> float:
     if not base:
         raise ValueError(f"baseline {record_label(baseline)!r} has zero throughput")
     return tokens_per_s(record) / base
+
+
+def per_gpu_tokens_per_s(record: RunRecord) -> float | None:
+    """Real tok/s per GPU: the record's total over its GPU count."""
+    total = tokens_per_s(record)
+    return None if total is None else total / gpu_count(record)
+
+
+def scaling_efficiency(record: RunRecord, reference: RunRecord) -> float:
+    """Per-GPU real tok/s of ``record`` over that of ``reference`` (fewer GPUs, usually one): 1.0 = linear.
+
+    Both from one run on one machine, of one workload per GPU (same model, data, per-GPU batch shape), so
+    the only thing that differs is the GPU count; the ratio is a scaling efficiency, never a speedup.
+    """
+    if gpu_count(record) <= gpu_count(reference):
+        raise ValueError(
+            f"scaling_efficiency needs more GPUs in {record_label(record)!r} ({gpu_count(record)}) than in the "
+            f"reference {record_label(reference)!r} ({gpu_count(reference)})"
+        )
+    for which in (record, reference):
+        if not is_measured(which):
+            raise ValueError(f"{record_label(which)!r} has no measured throughput (status {which.status!r})")
+    if record.machine != reference.machine:
+        raise CrossMachineError(
+            f"cannot compare {record_label(record)!r} on {record.machine!r} with {record_label(reference)!r} on "
+            f"{reference.machine!r}: a scaling efficiency compares records of one machine"
+        )
+    if run_name_of(record) != run_name_of(reference):
+        raise CrossMachineError(
+            f"cannot compare {record_label(record)!r} from run {run_name_of(record)!r} with "
+            f"{record_label(reference)!r} from run {run_name_of(reference)!r}: one run only"
+        )
+    ours, theirs = _workload_fields(record)[:-1], _workload_fields(reference)[:-1]  # all but the GPU count
+    if ours != theirs:
+        raise ValueError(
+            f"cannot compare {record_label(record)!r} ({workload_of(record)}) with {record_label(reference)!r} "
+            f"({workload_of(reference)}): a scaling efficiency compares one workload per GPU"
+        )
+    return per_gpu_tokens_per_s(record) / per_gpu_tokens_per_s(reference)

@@ -21,6 +21,9 @@ from nbhelpers.validation import ConfigError, check_choice, check_int, check_run
 DTYPES = ("auto", "fp32", "bf16-autocast", "bf16")
 TIMINGS = ("steps", "epoch")
 DEVICES = ("auto", "cpu", "cuda")
+SHARDINGS = ("none", "fsdp2")  # fsdp2: torch's fully_shard per decoder layer, bf16 parameters, fp32 reduction
+CHECKPOINTINGS = ("none", "full", "every_k")  # activation checkpointing of decoder layers (every_k: every k-th)
+MAX_GPUS = 1024
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,10 @@ class RunConfig:
     profile: bool = False  # capture a torch.profiler trace of the timed window
     profile_steps: int = 1  # steps inside the profiler's active window
     timeout_s: int = 1800  # a subprocess that runs longer is stopped and recorded as failed
+    gpus: int = 1  # processes (one per GPU) under torchrun; > 1 needs sharding="fsdp2"; batch sizes are per GPU
+    sharding: str = "none"  # one of SHARDINGS
+    activation_checkpointing: str = "none"  # one of CHECKPOINTINGS
+    checkpoint_every: int = 2  # k of activation_checkpointing="every_k": layers 0, k, 2k, ... are recomputed
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the record
 
     def __post_init__(self) -> None:
@@ -111,17 +118,31 @@ class RunConfig:
         if self.profile and self.timing == "steps" and self.profile_steps > self.steps:
             raise ConfigError("profile_steps", self.profile_steps, f"at most steps ({self.steps})")
         check_int("timeout_s", self.timeout_s, 1, 7 * 24 * 3600)
+        self._check_scale_out()
         if not isinstance(self.extra, dict):
             raise ConfigError("extra", self.extra, "a dict")
+
+    def _check_scale_out(self) -> None:
+        """GPU count, sharding and activation checkpointing: the fields that take a configuration to N GPUs."""
+        check_int("gpus", self.gpus, 1, MAX_GPUS)
+        check_choice("sharding", self.sharding, SHARDINGS)
+        if self.gpus > 1 and self.sharding == "none":
+            raise ConfigError("sharding", self.sharding, f"'fsdp2' when gpus > 1 (gpus={self.gpus})")
+        check_choice("activation_checkpointing", self.activation_checkpointing, CHECKPOINTINGS)
+        check_int("checkpoint_every", self.checkpoint_every, 1, 1024)
 
     @property
     def name(self) -> str:
         """The label used in tables: the given label or one derived from the settings."""
         if self.label:
             return self.label
-        return (
-            f"{self.kernels}/{self.padding}/{self.attn_implementation}/b{self.batch_size}x{self.max_length}"
-        )
+        name = f"{self.kernels}/{self.padding}/{self.attn_implementation}/b{self.batch_size}x{self.max_length}"
+        if self.sharding != "none":
+            name += f"/{self.sharding}x{self.gpus}"
+        if self.activation_checkpointing != "none":
+            every = f"{self.checkpoint_every}" if self.activation_checkpointing == "every_k" else ""
+            name += f"/ckpt-{self.activation_checkpointing.replace('_k', '_')}{every}"
+        return name
 
     @property
     def padding_settings(self) -> PaddingSettings:

@@ -19,6 +19,7 @@ from pathlib import Path
 from nbhelpers.kernels.registry import kernel_backend
 
 from .config import RunConfig
+from .distributed import launch_command, needs_launch, rank_failure
 from .env import detect_platform
 from .store import RunRecord, RunStore
 from .worker import failed_record
@@ -70,6 +71,8 @@ def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str
         config_path, result_path = Path(tmp) / "config.json", Path(tmp) / "record.json"
         config_path.write_text(config.to_json())
         command = [sys.executable, "-m", "nbhelpers.measure.worker", str(config_path), str(result_path), notebook]
+        if needs_launch(config):  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
+            command = launch_command(config, str(config_path), str(result_path), notebook)
         child = subprocess.Popen(
             command, env=_child_env(config, extra_env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, start_new_session=True, preexec_fn=_die_with_parent,
@@ -91,6 +94,8 @@ def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str
             reason = f"killed by {name}{hint}"
         else:
             reason = f"exited with status {child.returncode}"
+        if failed_ranks := rank_failure(result_path):
+            reason = failed_ranks
         return failed_record(config, f"{reason}: {stderr_tail(stderr)}", notebook)
 
 
@@ -105,7 +110,7 @@ def _kill_group(child: subprocess.Popen) -> None:
 
 def run_config(config: RunConfig, isolate: bool = True, notebook: str = "") -> RunRecord:
     """Measure one configuration: in a subprocess by default, in this process when isolate=False."""
-    if isolate:
+    if isolate or needs_launch(config):  # a sharded configuration always runs under torchrun
         return run_isolated(config, notebook)
     from .step import measure
     from .worker import attach_probe, failure_reason

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from nbhelpers.data.balance import rank_plan
 from nbhelpers.data.collate import collate, count_tokens, sequence_lengths, to_device
 from nbhelpers.data.loading import load_examples
 from nbhelpers.data.strategies import plan_batches
@@ -27,6 +28,7 @@ from nbhelpers.models.loading import build_model, count_parameters, model_source
 from .config import RunConfig
 from .env import environment, peak_flops, resolve_device
 from .metrics import mfu, model_flops, step_time_stats
+from .parallel import Rank, full_value, global_loss_tokens, init_process_group, loss_scale, prepare_model
 from .store import RunRecord, run_dir
 
 
@@ -46,16 +48,22 @@ def packing_mode(config: RunConfig) -> str:
     return BOUNDARIES_PACKING if packs_with_boundaries(config.model) else "position_ids"
 
 
-def prepare_batches(config: RunConfig, tokenizer: Any, device: str) -> list[dict[str, Any]]:
+def prepare_batches(config: RunConfig, tokenizer: Any, device: str, rank: Rank | None = None) -> list[dict[str, Any]]:
     """The step batches on the device, in plan order: the whole plan when timing an epoch, else as many as
-    the first step, warm-up and timed steps take (they cycle when the plan is shorter)."""
+    the first step, warm-up and timed steps take (they cycle when the plan is shorter). With several ranks,
+    this rank's share of each global step (balanced by tokens)."""
     examples = load_examples(
         config.dataset, tokenizer, config.num_samples, config.max_length,
         config.prompt_field, config.response_field, config.use_chat_template,
         data_format=config.data_format, prompt_template=config.prompt_template, min_rows=config.batch_size,
     )  # fmt: skip
     settings = config.padding_settings
-    plan = plan_batches([len(e["input_ids"]) for e in examples], settings)
+    lengths = [len(e["input_ids"]) for e in examples]
+    rank = rank or Rank()
+    if rank.world_size > 1:
+        plan = rank_plan(lengths, settings, rank.rank, rank.world_size)
+    else:
+        plan = plan_batches(lengths, settings)
     needed = len(plan) if config.timing == "epoch" else min(1 + config.warmup + config.steps, len(plan))
     boundaries = packs_with_boundaries(config.model)  # a hybrid's packed rows carry cu_seqlens and seq_idx
     batches = []
@@ -78,10 +86,16 @@ def step_schedule(config: RunConfig, num_batches: int) -> tuple[list[int], list[
 
 
 def make_step(
-    model: Any, optimizer: Any, dtype: str, device: str
+    model: Any, optimizer: Any, dtype: str, device: str, rank: Rank | None = None
 ) -> Callable[[dict[str, Any]], tuple[float, float]]:
-    """One optimizer step on a batch; returns (loss, gradient norm) as tensors-in-flight-free floats."""
+    """One optimizer step on a batch; returns (loss, gradient norm) as tensors-in-flight-free floats.
+
+    With several ranks the loss a rank returns is its own token mean, and its backward is scaled so the
+    averaged gradient is the whole step's token mean (:func:`nbhelpers.measure.parallel.loss_scale`)."""
     import torch
+
+    rank = rank or Rank()
+    world = rank.world_size
 
     def autocast() -> Any:
         if dtype == "bf16-autocast":
@@ -91,8 +105,12 @@ def make_step(
     def step(batch: dict[str, Any]) -> tuple[Any, Any]:
         with autocast():
             loss = model(**batch).loss
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=float("inf"))
+        if world > 1:
+            local = count_tokens(batch).loss
+            (loss * loss_scale(local, global_loss_tokens(local, rank, device), world)).backward()
+        else:
+            loss.backward()
+        grad_norm = full_value(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=float("inf")))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss.detach(), grad_norm.detach()
@@ -149,23 +167,26 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
 
     device = resolve_device(config.device)
     dtype = compute_dtype(config, device)
+    rank = init_process_group(device, config.timeout_s) if config.sharding != "none" else Rank()
     torch.manual_seed(config.seed)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         torch.backends.cuda.matmul.allow_tf32 = True
     tokenizer = load_tokenizer(model_source(config.model))
-    batches = prepare_batches(config, tokenizer, device)
+    batches = prepare_batches(config, tokenizer, device, rank)
     weights_dtype = torch.bfloat16 if dtype == "bf16" else None
     model = build_model(config.model, config.attn_implementation, config.seed, weights_dtype, device)
     model.train()
     if refusal := unsupported(model.config.model_type, kernels=config.kernels, packing=packing_mode(config)):
         raise ValueError(f"model={config.model!r}: {refusal}")
     shape = model_shape(model.config)
+    num_parameters = count_parameters(model)
+    parallel = prepare_model(model, config, dtype)
     report = apply_backend(model, config.kernels, config.liger_kernels, device)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.learning_rate, fused=device == "cuda", foreach=device != "cuda"
     )
-    step = make_step(model, optimizer, dtype, device)
+    step = make_step(model, optimizer, dtype, device, rank)
 
     def batch(i: int) -> dict[str, Any]:
         return batches[i % len(batches)]
@@ -235,13 +256,20 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         "grad_norm_first": float(first_grad_norm),
         "losses": losses,
         "compute_dtype": dtype,
-        "num_parameters": count_parameters(model),
+        "num_parameters": num_parameters,
         "flop_parameters": shape.flop_parameters,
         "patch_report": report,
         "layer_paths": layer_paths(model),  # a hybrid's per-layer implementations, read off the live model
         "timed_batches": len(counts),
         "real_tokens_per_s_median_step": statistics.median(c.real / t for c, t in zip(counts, times)),
         **allocator,
+        "world_size": rank.world_size,
+        "rank": rank.rank,
+        "parallel": parallel,
+        "loss_tokens_first": count_tokens(batch(0)).loss,
+        "timed_real_tokens": [c.real for c in counts],
+        "timed_loss_tokens": [c.loss for c in counts],
+        "timed_flops": flops,
     }
     artifacts: dict[str, str] = {}
     if config.profile:

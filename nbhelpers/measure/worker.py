@@ -56,6 +56,10 @@ def attach_probe(record: RunRecord, config: RunConfig) -> None:
 def run(config_path: str, result_path: str, notebook: str = "") -> int:
     config = RunConfig.from_dict(json.loads(Path(config_path).read_text()))
     try:
+        if config.sharding != "none":  # under torchrun: every rank measures, rank 0 writes the merged record
+            from .distributed import run_rank
+
+            return run_rank(config, result_path, notebook)
         from .step import measure
 
         record = measure(config, notebook=notebook, progress=True)
@@ -63,10 +67,14 @@ def run(config_path: str, result_path: str, notebook: str = "") -> int:
     except BaseException as error:  # noqa: BLE001 - every failure becomes a record
         traceback.print_exc(file=sys.stderr)
         record = failed_record(config, failure_reason(error), notebook)
+        if config.sharding != "none":
+            from .distributed import rank_file
+
+            result_path = rank_file(result_path)  # each failed rank writes its own
     staging = Path(result_path + ".tmp")
     staging.write_text(json.dumps(record.to_dict(), default=str))
     staging.replace(result_path)
-    return 0
+    return 1 if config.sharding != "none" and not record.ok else 0  # torchrun then stops the other ranks
 
 
 if __name__ == "__main__":

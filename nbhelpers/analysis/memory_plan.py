@@ -1,0 +1,251 @@
+"""Predicted per-GPU memory of a training step: parameters, gradients, optimizer state, activations, logits.
+
+For a model shape (:class:`nbhelpers.models.shape.ModelShape`, from ``families.model_shape``), a GPU count,
+weights dtype, sharding, activation checkpointing, fused kernels and tokens per GPU, :func:`plan_memory` says how
+many bytes each part takes on one GPU and whether the sum fits. The figure predicted is the CUDA
+allocator's peak (``torch.cuda.max_memory_allocated``, what records keep), not the CUDA context.
+
+The arithmetic, per GPU (P parameters, w bytes per stored weight, S = GPUs when sharded by FSDP2 else 1):
+parameters P*w/S, gradients P*w/S, AdamW's two moments 2*P*w/S (torch keeps them in the weights' dtype);
+with FSDP2 the gathered bf16 copies of the root group (embedding, final norm, lm head) and of two decoder
+layers (the running one and the prefetched one) plus one layer's unsharded fp32 gradient; without sharding,
+fp32 weights under bf16 autocast add autocast's cached bf16 copy of every matmul weight. Activations count
+the tensors each decoder layer saves for backward per token (:func:`layer_activation_bytes`); a checkpointed
+layer saves only its input, and one checkpointed layer is recomputed at a time. Logits cost tokens x
+vocabulary x bytes per element of the loss path (:data:`LOSS_BYTES_PER_LOGIT`). The activation counts are
+an estimate of what transformers' eager modules save, with two coefficients (the RMSNorm copies and the
+plain loss's bytes per logit) set against the shipped single-H200 records of the 1.7B shape: on those 37
+records it is within 12% (:func:`planned_vs_measured`; tests/test_memory_plan.py keeps it so). Sharded and
+checkpointed runs are checked the same way by notebook 05 and ``benchmarks/gpu_fsdp_suite.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from nbhelpers.kernels.registry import uses_liger_switches
+from nbhelpers.models.shape import ModelShape
+from nbhelpers.validation import ConfigError, check_choice, check_int
+
+GIB = 2**30
+H200_USABLE_GIB = 139.0  # an H200 (141 GB) as torch reports it: about 139.8 GiB total, ~139 GiB allocatable
+WEIGHTS = ("fp32", "bf16")  # fp32: fp32 weights with bf16 autocast; bf16: bf16 weights
+SHARDINGS = ("none", "fsdp2")
+CHECKPOINTINGS = ("none", "full", "every_k")
+# Bytes per logit element at the loss's peak: bf16 logits, their fp32 copy and fp32 log-probabilities, then
+# the fp32 gradient (plain); Liger's cross-entropy writes the gradient in place (liger_ce); the fused linear
+# cross-entropy never holds the whole logits (its chunk is counted per token and hidden unit instead).
+LOSS_BYTES_PER_LOGIT = {"plain": 12, "liger_ce": 6, "fused_linear_ce": 0}
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """What the per-GPU memory of a step depends on besides the model's shape."""
+
+    gpus: int = 1
+    weights: str = "bf16"  # one of WEIGHTS
+    sharding: str = "none"  # one of SHARDINGS
+    checkpointing: str = "none"  # one of CHECKPOINTINGS
+    checkpoint_every: int = 2  # k of "every_k"
+    tokens_per_gpu: int = 4096  # positions per GPU per step (padding included)
+    fused_norm_mlp: bool = False  # Liger's RMSNorm and SwiGLU, which save less for backward
+    loss: str = "plain"  # a key of LOSS_BYTES_PER_LOGIT
+    capacity_gib: float = H200_USABLE_GIB  # memory one GPU can allocate
+
+    def __post_init__(self) -> None:
+        check_int("gpus", self.gpus, 1, 4096)
+        check_choice("weights", self.weights, WEIGHTS)
+        check_choice("sharding", self.sharding, SHARDINGS)
+        if self.gpus > 1 and self.sharding == "none":
+            raise ConfigError("sharding", self.sharding, f"'fsdp2' when gpus > 1 (gpus={self.gpus})")
+        check_choice("checkpointing", self.checkpointing, CHECKPOINTINGS)
+        check_int("checkpoint_every", self.checkpoint_every, 1, 1024)
+        check_int("tokens_per_gpu", self.tokens_per_gpu, 1, 1 << 24)
+        if not isinstance(self.fused_norm_mlp, bool):
+            raise ConfigError("fused_norm_mlp", self.fused_norm_mlp, "True or False")
+        check_choice("loss", self.loss, tuple(LOSS_BYTES_PER_LOGIT))
+        capacity = self.capacity_gib
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not capacity > 0:
+            raise ConfigError("capacity_gib", capacity, "a positive number of GiB")
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Predicted bytes per GPU by part, their sum and whether it fits the capacity."""
+
+    parameters: int
+    gradients: int
+    optimizer: int
+    gathered: int  # FSDP2's unsharded working copies, or autocast's bf16 weight cache
+    activations: int
+    logits: int
+    capacity_gib: float
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer + self.gathered + self.activations + self.logits
+
+    @property
+    def total_gib(self) -> float:
+        return self.total / GIB
+
+    @property
+    def fits(self) -> bool:
+        return self.total_gib <= self.capacity_gib
+
+    def gib(self) -> dict[str, float]:
+        """Every part in GiB, with the total."""
+        parts = {k: v / GIB for k, v in asdict(self).items() if k != "capacity_gib"}
+        return parts | {"total": self.total_gib}
+
+
+def layer_activation_bytes(shape: ModelShape, weights: str, fused_norm_mlp: bool) -> int:
+    """Bytes one decoder layer saves for backward per token (bf16 compute; residual in the weights' dtype).
+
+    Counted on transformers' eager Qwen3 layer: each RMSNorm keeps an fp32 copy of its input and its
+    output; the attention block keeps its bf16 input, q/k before their norms (fp32 copies), q/k
+    after RoPE, v, and the attention output; the SwiGLU MLP keeps its input, gate, up, activation and
+    product. Liger's RMSNorm keeps only its input and Liger's SwiGLU recomputes the activation.
+    """
+    residual = 4 if weights == "fp32" else 2
+    h, q, kv, inner = shape.hidden_size, shape.num_heads * shape.head_dim, shape.num_kv_heads * shape.head_dim, (
+        shape.intermediate_size
+    )
+    if fused_norm_mlp:
+        norms = 2 * residual * h + 2 * (q + kv)
+        mlp = 2 * h + 6 * inner
+    else:
+        norms = 2 * (4 * h + residual * h) + 8 * (q + kv)
+        mlp = 2 * h + 8 * inner
+    attention = 2 * h + 2 * (q + kv) + 2 * kv + 2 * q
+    return norms + attention + mlp
+
+
+def checkpointed_count(num_layers: int, mode: str, every: int) -> int:
+    """How many decoder layers are recomputed in backward."""
+    if mode == "full":
+        return num_layers
+    if mode == "every_k":
+        return math.ceil(num_layers / every)
+    return 0
+
+
+def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
+    """Predicted per-GPU memory of one training step (AdamW, bf16 compute) of ``shape`` under ``settings``."""
+    s = settings
+    stored = 4 if s.weights == "fp32" else 2
+    shards = s.gpus if s.sharding == "fsdp2" else 1
+    params = shape.total_parameters
+    weights = math.ceil(params / shards) * stored
+    if s.sharding == "fsdp2":
+        lm_head = 0 if shape.tie_word_embeddings else shape.embedding_parameters
+        root = shape.embedding_parameters + lm_head + shape.hidden_size
+        gathered = (root + 2 * shape.layer_parameters) * 2 + shape.layer_parameters * 4
+    else:
+        gathered = shape.flop_parameters * 2 if s.weights == "fp32" else 0  # autocast's bf16 weight cache
+    per_layer = layer_activation_bytes(shape, s.weights, s.fused_norm_mlp)
+    residual = 4 if s.weights == "fp32" else 2
+    ckpt = checkpointed_count(shape.num_layers, s.checkpointing, s.checkpoint_every)
+    per_token = (shape.num_layers - ckpt) * per_layer + ckpt * residual * shape.hidden_size
+    per_token += per_layer if ckpt else 0  # the layer being recomputed
+    per_token += 2 * shape.hidden_size * residual  # embedding output and final norm
+    activations = s.tokens_per_gpu * per_token
+    logits = s.tokens_per_gpu * shape.vocab_size * LOSS_BYTES_PER_LOGIT[s.loss]
+    if s.loss == "fused_linear_ce":
+        logits = s.tokens_per_gpu * shape.hidden_size * 8  # one chunk's fp32 logits and their gradient
+    return MemoryPlan(
+        parameters=weights, gradients=weights, optimizer=2 * weights, gathered=gathered,
+        activations=activations, logits=logits, capacity_gib=float(s.capacity_gib),
+    )  # fmt: skip
+
+
+def gpus_needed(shape: ModelShape, settings: MemorySettings, max_gpus: int = 256) -> int | None:
+    """The fewest GPUs on which the step fits with these settings (FSDP2 above one); None up to ``max_gpus``."""
+    for gpus in range(1, max_gpus + 1):
+        sharding = settings.sharding if gpus == 1 else "fsdp2"
+        candidate = MemorySettings(**(asdict(settings) | {"gpus": gpus, "sharding": sharding}))
+        if plan_memory(shape, candidate).fits:
+            return gpus
+    return None
+
+
+def settings_from_config(config: Any, capacity_gib: float = H200_USABLE_GIB) -> MemorySettings:
+    """The memory settings of a RunConfig on a GPU (its dtype, GPU count, sharding, checkpointing), planned
+    for the most positions a step of it can hold per GPU (batch size x max length, or the token budget)."""
+    switches = set(config.liger_kernels) if uses_liger_switches(config.kernels) else set()
+    loss = "fused_linear_ce" if "fused_linear_cross_entropy" in switches else "plain"
+    loss = "liger_ce" if "cross_entropy" in switches else loss
+    tokens = max(config.batch_size * config.max_length, config.effective_token_budget)  # positions at most
+    return MemorySettings(
+        gpus=config.gpus, weights="bf16" if config.dtype == "bf16" else "fp32", sharding=config.sharding,
+        checkpointing=config.activation_checkpointing, checkpoint_every=config.checkpoint_every,
+        tokens_per_gpu=tokens, fused_norm_mlp={"rms_norm", "swiglu"} <= switches, loss=loss,
+        capacity_gib=capacity_gib,
+    )  # fmt: skip
+
+
+def plan_frame(shape: ModelShape, settings: dict[str, MemorySettings]) -> Any:
+    """One row per named setting: GiB by part, total, fits, and the fewest GPUs that fit."""
+    import pandas as pd
+
+    rows = []
+    for name, setting in settings.items():
+        plan = plan_memory(shape, setting)
+        rows.append({"setting": name, "gpus": setting.gpus, **{k: round(v, 2) for k, v in plan.gib().items()},
+                     "fits": plan.fits, "gpus_needed": gpus_needed(shape, setting)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def planned_vs_measured(records: Any, capacity_gib: float = H200_USABLE_GIB, cuda_only: bool = True) -> Any:
+    """Predicted and measured peak GiB per GPU for measured step records of preset models, with the error.
+
+    The tokens per GPU are the widest timed batch the record kept (``timed_batch_shapes``); records without
+    it are left out. ``cuda_only`` keeps records whose peak is CUDA's allocator peak (a CPU run's peak is
+    the process's resident set, which also holds Python and the libraries).
+    """
+    import pandas as pd
+
+    from nbhelpers.measure.config import RunConfig
+    from nbhelpers.models.families import is_preset, model_shape, preset_config
+
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    rows = []
+    for record in records:
+        metrics = record.metrics
+        shapes = metrics.get("timed_batch_shapes")
+        source = str(metrics.get("peak_memory_source", ""))
+        if record.kind != "step" or not record.ok or not shapes or "peak_memory_gib" not in metrics:
+            continue
+        if (cuda_only and "cuda" not in source) or not is_preset(str(record.config.get("model"))):
+            continue
+        config = RunConfig.from_dict({k: v for k, v in record.config.items() if k in fields})
+        settings = dataclasses.replace(
+            settings_from_config(config, capacity_gib), tokens_per_gpu=max(a * b for a, b in shapes)
+        )
+        plan = plan_memory(model_shape(preset_config(config.model)), settings)
+        measured = float(metrics["peak_memory_gib"])
+        rows.append({
+            "label": config.name, "model": config.model, "gpus": config.gpus, "sharding": config.sharding,
+            "checkpointing": config.activation_checkpointing, "tokens_per_gpu": settings.tokens_per_gpu,
+            "planned_gib": round(plan.total_gib, 2), "measured_gib": round(measured, 2),
+            "error": plan.total_gib / measured - 1 if measured else float("nan"), "measured_by": source,
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def standard_settings(tokens_per_gpu: int, capacity_gib: float = H200_USABLE_GIB) -> dict[str, MemorySettings]:
+    """The settings worth comparing for a shape: bf16 or fp32 weights, Liger or not, checkpointing or not."""
+    base = MemorySettings(tokens_per_gpu=tokens_per_gpu, capacity_gib=capacity_gib)
+    liger = dataclasses.replace(base, fused_norm_mlp=True, loss="liger_ce")
+    return {
+        "bf16 weights, eager": base,
+        "bf16 weights, Liger (no fused linear CE)": liger,
+        "bf16 weights, Liger, checkpoint every 2nd layer": dataclasses.replace(liger, checkpointing="every_k"),
+        "bf16 weights, Liger, full checkpointing": dataclasses.replace(liger, checkpointing="full"),
+        "fp32 weights + bf16 autocast, Liger, full checkpointing": dataclasses.replace(
+            liger, weights="fp32", checkpointing="full"
+        ),
+    }

@@ -1,0 +1,93 @@
+"""The memory planner: its arithmetic against meta-device parameter counts and against measured peaks."""
+
+import dataclasses
+import math
+
+import pytest
+
+from nbhelpers.analysis.gpu_results import load_gpu_records
+from nbhelpers.analysis.memory_plan import (
+    GIB,
+    MemorySettings,
+    gpus_needed,
+    plan_frame,
+    plan_memory,
+    planned_vs_measured,
+    settings_from_config,
+)
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.models.families import model_shape, preset_config
+from nbhelpers.models.loading import count_parameters, meta_model
+from nbhelpers.validation import ConfigError
+
+
+@pytest.mark.parametrize("preset", ["qwen3-0.6b", "qwen3-8b"])
+def test_weights_gradients_and_adam_follow_the_meta_model_count(preset):
+    model = meta_model(preset)
+    count = count_parameters(model)
+    shape = model_shape(model.config)
+    assert shape.total_parameters == count
+    assert shape.layer_parameters == sum(p.numel() for p in model.model.layers[0].parameters())
+    for weights, size in (("bf16", 2), ("fp32", 4)):
+        for gpus in (1, 2, 8):
+            sharding = "fsdp2" if gpus > 1 else "none"
+            plan = plan_memory(shape, MemorySettings(gpus=gpus, sharding=sharding, weights=weights))
+            assert plan.parameters == plan.gradients == math.ceil(count / gpus) * size
+            assert plan.optimizer == 2 * plan.parameters
+
+
+def test_checkpointing_and_sharding_lower_the_plan():
+    shape = model_shape(preset_config("qwen3-8b"))
+    base = MemorySettings(tokens_per_gpu=16384)
+    none, full = plan_memory(shape, base), plan_memory(shape, dataclasses.replace(base, checkpointing="full"))
+    every2 = plan_memory(shape, dataclasses.replace(base, checkpointing="every_k", checkpoint_every=2))
+    assert full.activations < every2.activations < none.activations
+    assert none.parameters == full.parameters
+    two = plan_memory(shape, dataclasses.replace(base, gpus=2, sharding="fsdp2"))
+    assert two.parameters * 2 == pytest.approx(none.parameters, abs=2)
+    assert two.activations == none.activations  # tokens are per GPU
+
+
+def test_gpus_needed_is_the_first_count_that_fits():
+    shape = model_shape(preset_config("qwen3-8b"))
+    plain = MemorySettings(weights="fp32", tokens_per_gpu=16384, capacity_gib=139.0)
+    # 8B with a 16k budget ran out of memory on one H200 (measured, bf16); its activations are per GPU, so more
+    # GPUs alone do not help, while checkpointing plus sharding does.
+    assert gpus_needed(shape, plain) is None
+    settings = dataclasses.replace(plain, checkpointing="full")
+    needed = gpus_needed(shape, settings)
+    assert needed is not None and needed > 1
+    fits = lambda n: plan_memory(shape, dataclasses.replace(settings, gpus=n, sharding="fsdp2")).fits  # noqa: E731
+    assert fits(needed) and not fits(needed - 1)
+    assert gpus_needed(shape, dataclasses.replace(settings, capacity_gib=1.0)) is None
+    frame = plan_frame(shape, {"16k": plain, "16k, full checkpointing": settings})
+    assert frame["gpus_needed"].isna().iloc[0] and frame["gpus_needed"].iloc[1] == needed
+    assert frame["total"].iloc[1] < frame["total"].iloc[0]
+
+
+def test_plan_is_within_twelve_percent_of_the_shipped_h200_peaks():
+    frame = planned_vs_measured(load_gpu_records())
+    assert len(frame) >= 20
+    assert frame["error"].abs().max() <= 0.12, frame[["label", "planned_gib", "measured_gib", "error"]]
+
+
+def test_settings_from_a_run_config():
+    config = RunConfig(model="qwen3-8b", dtype="bf16", gpus=2, sharding="fsdp2", activation_checkpointing="every_k",
+                       checkpoint_every=3, batch_size=1, max_length=4096, padding="token_budget", token_budget=8192,
+                       kernels="liger", liger_kernels=("rope", "cross_entropy"))  # fmt: skip
+    settings = settings_from_config(config)
+    assert (settings.gpus, settings.weights, settings.sharding, settings.checkpointing) == (2, "bf16", "fsdp2",
+                                                                                           "every_k")
+    assert (settings.checkpoint_every, settings.tokens_per_gpu, settings.loss) == (3, 8192, "liger_ce")
+    assert not settings.fused_norm_mlp  # rms_norm and swiglu were off
+    assert settings_from_config(config.replace(liger_kernels=("rms_norm", "swiglu"))).fused_norm_mlp
+    assert plan_memory(model_shape(preset_config("qwen3-8b")), settings).total > 10 * GIB
+
+
+@pytest.mark.parametrize(("field", "value"), [("gpus", 0), ("weights", "fp8"), ("sharding", "zero3"),
+                                              ("checkpointing", "some"), ("loss", "focal"), ("capacity_gib", 0)])
+def test_bad_settings_name_the_parameter(field, value):
+    with pytest.raises(ConfigError, match=f"^{field}="):
+        MemorySettings(**{field: value})
+    with pytest.raises(ConfigError, match="sharding"):
+        MemorySettings(gpus=2)

@@ -1,0 +1,42 @@
+"""Notebook 05 under papermill on a CPU: two gloo ranks against one, the planner, the export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import papermill
+import pytest
+from notebook_helpers import assert_committed_clean, execute, outputs_text
+
+from nbhelpers.measure.store import RunStore
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_several_gpus.ipynb"
+PARAMETERS = {
+    "RUN_NAME": "str", "MODEL": "str", "GPUS": "int", "DEVICE": "str", "DTYPE": "str", "PADDING": "str",
+    "ATTENTION": "str", "KERNELS": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int",
+    "STEPS": "int", "WARMUP": "int", "ACTIVATION_CHECKPOINTING": "str", "PLAN_MODEL": "str", "PLAN_TOKENS": "int",
+    "CAPACITY_GIB": "float",
+}  # fmt: skip
+
+
+def test_notebook_is_committed_clean_and_declares_its_parameters():
+    nb = assert_committed_clean(NOTEBOOK, "# 05")
+    params = papermill.inspect_notebook(str(NOTEBOOK))
+    assert {name: info["inferred_type_name"] for name, info in params.items()} == PARAMETERS
+    headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
+    assert [h.split(".")[0] for h in headings] == [f"## {i}" for i in range(1, 7)]
+
+
+@pytest.mark.slow
+def test_notebook_05_scales_two_gloo_ranks_and_plans_memory(runs_root, kernel_env, tmp_path):
+    cells = execute(NOTEBOOK, tmp_path / "05.ipynb", {"RUN_NAME": "nb05", "DEVICE": "cpu", "NUM_SAMPLES": 8,
+                                                      "MAX_LENGTH": 48, "STEPS": 1, "WARMUP": 0})  # fmt: skip
+    records = RunStore.for_run("nb05").load()
+    assert [r.config["gpus"] for r in records] == [1, 2]
+    assert all(r.ok for r in records), [r.reason for r in records]
+    assert records[1].metrics["world_size"] == 2
+    scaling = outputs_text(cells["scaling"])
+    assert "scaling_efficiency" in scaling and "FSDP2 on 2" in scaling
+    assert "planned_gib" in outputs_text(cells["memory"])
+    assert "gpus_needed" in outputs_text(cells["plan"])
+    assert "fsdp_version: 2" in outputs_text(cells["export"]) and "trl.scripts.sft" in outputs_text(cells["export"])
