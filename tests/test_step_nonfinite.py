@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -47,7 +48,11 @@ def test_finite_losses_stay_ok(runs_root):
     assert all(math.isfinite(v) for v in record.metrics["losses"])
 
 
-def test_rows_without_loss_tokens_give_a_nan_loss_and_fail(runs_root):
-    """Truncated to 32 tokens, the first samples keep no response token: the mean over no tokens is NaN."""
-    record = run_config(TINY.replace(max_length=32), isolate=False)
+def test_rows_without_loss_tokens_give_a_nan_loss_and_fail(runs_root, tmp_path):
+    """A first row whose response is cut off by max_length keeps no loss token: the mean over none is NaN."""
+    data = tmp_path / "cut.jsonl"
+    rows = [{"prompt": "word " * 60, "response": "cut off"}, {"prompt": "Hi", "response": "Hello there"}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.warns(UserWarning, match="no loss tokens after truncation"):
+        record = run_config(TINY.replace(dataset=str(data), max_length=32), isolate=False)
     assert record.status == "failed" and record.reason.startswith("non-finite loss: first step nan")

@@ -63,6 +63,9 @@ class FakeMeasure:
             "step_times_s": [step_s] * timed, "untimed_step_times_s": [step_s] * untimed,
             "real_tokens_per_step": TOKENS_PER_STEP, "timed_batches": timed, "loss_first": loss,
             "grad_norm_first": 3.0, "losses": [loss] * (timed + 1), "peak_memory_gib": 1.0,
+            # the parity probe a real worker attaches: the same samples' summed losses under every strategy
+            "parity_probe": {"total_loss": loss * 4, "grad_norm": 3.0, "samples": [0, 1, 2, 3],
+                             "sequence_loss_sums": [loss] * 4, "sequence_loss_tokens": [10] * 4},
         }  # fmt: skip
         return RunRecord(config=cfg, kind="step", metrics=metrics, environment=dict(ENV))
 
@@ -114,10 +117,14 @@ def test_space_comes_from_the_tables_and_says_why_a_combination_cannot_run():
     assert any("torch_varlen" in label and "CUDA" in why for label, why in reasons.items())
     too_small = [why for c, why in dropped if c.token_budget == 32 and c.attn_implementation == "sdpa"]
     assert too_small and all("token_budget" in why and "max_length" in why for why in too_small)
-    # Liger's default switches include the fused linear cross-entropy: each gets its plain cross-entropy twin.
+    # Liger's default switches use plain cross-entropy: one set, without the fused linear cross-entropy.
     liger_sets = {c.liger_kernels for c in candidates if c.kernels == "liger"}
-    assert len(liger_sets) == 2
-    assert any("cross_entropy" in s and "fused_linear_cross_entropy" not in s for s in liger_sets)
+    assert liger_sets == {WORKLOAD.liger_kernels} and "fused_linear_cross_entropy" not in WORKLOAD.liger_kernels
+    # A workload whose switches include the fused linear cross-entropy also runs its plain cross-entropy twin.
+    fused = WORKLOAD.replace(liger_kernels=("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy"))
+    twins = {c.liger_kernels for c in build_space(fused, ["liger"], ["static"], ["sdpa"], device="cpu")[0]}
+    assert len(twins) == 2
+    assert any("cross_entropy" in s and "fused_linear_cross_entropy" not in s for s in twins)
     assert all(c.liger_kernels == () for c in candidates if c.kernels == "eager")
     budgets = {c.token_budget for c in candidates if c.padding == "token_budget"}
     assert budgets == {0, 256}
@@ -194,7 +201,7 @@ def test_tuner_records_land_in_the_store_and_notebook_04_recommends_the_winner(t
     base = choose_baselines(records)[group_key(result.winner)]
     assert base.record_id == result.baseline.record_id
     waterfall = waterfall_steps(records)
-    overall = waterfall[waterfall["stage"] == "best overall"].iloc[0]
+    overall = waterfall[waterfall["stage"] == "kernels + padding"].iloc[0]  # compile + packed
     assert overall["record_id"] == result.winner.record_id
     tuned = json.loads((tmp_path / "tune" / "tuned.json").read_text())
     assert tuned["record_id"] == result.winner.record_id and tuned["speedup"] == pytest.approx(5.0)
