@@ -14,12 +14,14 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_dynamic_paddi
 GSM8K = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"
 PARAMETERS = {
     "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "PROMPT_FIELD": "str", "RESPONSE_FIELD": "str",
+    "DATA_FORMAT": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
     "STRATEGIES": "str", "ATTENTION": "str", "KERNELS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int",
     "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int", "TIMING": "str", "TOKEN_BUDGET": "int",
     "PAD_TO_MULTIPLE_OF": "int", "NUM_BUCKETS": "int", "PROFILE": "bool", "PROOF_SEQUENCES": "int",
-    "GPU_RESULTS": "str",
+    "GPU_RESULTS": "str", "TUNE_BUDGET_S": "int", "TUNE_TOKEN_BUDGETS": "str",
 }  # fmt: skip
-TINY = {"BATCH_SIZE": 2, "NUM_SAMPLES": 8, "STEPS": 1, "WARMUP": 0, "PROOF_SEQUENCES": 3, "KERNELS": "eager"}
+TINY = {"BATCH_SIZE": 2, "NUM_SAMPLES": 8, "STEPS": 1, "WARMUP": 0, "PROOF_SEQUENCES": 3, "KERNELS": "eager",
+        "TUNE_BUDGET_S": 0}  # fmt: skip
 
 
 def test_notebook_is_committed_clean_and_declares_its_parameters():
@@ -27,7 +29,7 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
     params = papermill.inspect_notebook(str(NOTEBOOK))
     assert {name: info["inferred_type_name"] for name, info in params.items()} == PARAMETERS
     headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
-    assert [h.split(".")[0] for h in headings] == [f"## {i}" for i in range(1, 9)]
+    assert [h.split(".")[0] for h in headings] == [f"## {i}" for i in range(1, 10)]
 
 
 @pytest.mark.slow

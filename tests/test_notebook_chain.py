@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import nbformat
 import papermill
 import pytest
-from notebook_helpers import execute
+from notebook_helpers import execute, outputs_text
 
 from nbhelpers.analysis.records import WORKLOAD_FIELDS, group_key, step_records, workload_of
 from nbhelpers.analysis.speedup import WATERFALL_STAGES, waterfall_steps
@@ -23,7 +25,8 @@ PER_NOTEBOOK = {
     "01_baseline_profile": {},
     "02_kernel_swap_in": {"BACKENDS": "eager,liger", "LIGER_KERNELS": "rope", "MEASURE_STARTUP": False},
     "03_dynamic_padding": {"KERNELS": "eager,liger", "LIGER_KERNELS": "rope", "STRATEGIES": "static,packed",
-                           "ATTENTION": "sdpa", "PROFILE": False, "PROOF_SEQUENCES": 2},  # fmt: skip
+                           "ATTENTION": "sdpa", "PROFILE": False, "PROOF_SEQUENCES": 2,
+                           "TUNE_BUDGET_S": 90},  # fmt: skip
 }
 
 
@@ -65,3 +68,9 @@ def test_chain_01_to_04_measures_every_waterfall_stage_in_one_workload(runs_root
     assert both.notebook.startswith("03")
     assert both.config["liger_kernels"] == ["rope"]
     assert (tmp_path / "04_speedup_report.ipynb").is_file() and (runs_root / "chain" / "report.html").is_file()
+    # Notebook 03's tuner searched the same space within its budget and left its winner for notebook 04.
+    tuned = json.loads((runs_root / "chain" / "tuned.json").read_text())
+    assert tuned["record_id"] in by_id or tuned["record_id"] == stage["baseline"].record_id
+    assert (runs_root / "chain" / "tuner.jsonl").read_text().count("\n") >= 2
+    executed = nbformat.read(tmp_path / "03_dynamic_padding.ipynb", as_version=4)
+    assert any("Winner: " in outputs_text(cell) for cell in executed.cells)

@@ -170,16 +170,30 @@ def contamination_proof(
     broken_modes: Sequence[str] = BROKEN_MODES,
     tolerance: float = RELATIVE_TOLERANCE,
     seed: int = 0,
+    *,
+    use_chat_template: bool = False,
+    data_format: str = "auto",
+    prompt_template: str = "",
 ) -> list[ContaminationCheck]:
-    """The correct check, then each broken mode, on real tokenized examples and one model."""
+    """The correct check, then each broken mode, on real tokenized examples and one model.
+
+    A family whose packed rows carry their boundaries (the Qwen3.5 hybrid) gets :func:`hybrid_checks` instead:
+    each CPU path of its Gated DeltaNet layers, packed vs each sequence alone.
+    """
+    from nbhelpers.models.families import packs_with_boundaries
     from nbhelpers.models.loading import build_model, model_source
 
     from .loading import load_examples
     from .tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(model_source(model_name))
-    examples = load_examples(dataset, tokenizer, num_sequences, max_length, prompt_field, response_field)
+    examples = load_examples(
+        dataset, tokenizer, num_sequences, max_length, prompt_field, response_field, use_chat_template,
+        data_format=data_format, prompt_template=prompt_template,
+    )  # fmt: skip
     model = build_model(model_name, attn_implementation, seed).eval()
+    if packs_with_boundaries(model_name):
+        return hybrid_checks(model, examples, tokenizer.pad_token_id, max_length, hybrid_paths_for("cpu"))
     reference = padded_losses(model, examples, tokenizer.pad_token_id, max_length)
     return [
         check_contamination(model, examples, tokenizer.pad_token_id, max_length, mode, tolerance, reference)
@@ -206,8 +220,23 @@ def proof_summary(checks: Sequence[ContaminationCheck]) -> Any:
     ).set_index("mode")
 
 
+def is_hybrid_proof(checks: Sequence[ContaminationCheck]) -> bool:
+    """Whether the checks are a hybrid's (one per path of its Gated DeltaNet layers)."""
+    names = {p.name for p in HYBRID_PATHS}
+    return bool(checks) and all(c.mode in names for c in checks)
+
+
+def reference_check(checks: Sequence[ContaminationCheck]) -> ContaminationCheck:
+    """The check that must pass: "correct" (packed vs padded), or a hybrid's first path that keeps sequences apart."""
+    keeping = {p.name for p in HYBRID_PATHS if p.keeps_apart} | {"correct"}
+    return next(c for c in checks if c.mode in keeping)
+
+
 def require_proof(checks: Sequence[ContaminationCheck]) -> str:
-    """The verdicts, one per line; AssertionError unless the correct check passes and every broken one fails."""
+    """The verdicts, one per line; AssertionError unless the correct check passes and every broken one fails
+    (a hybrid's checks: :func:`require_hybrid_proof`)."""
+    if is_hybrid_proof(checks):
+        return require_hybrid_proof(checks)
     correct = [c for c in checks if c.mode == "correct"]
     broken = [c for c in checks if c.mode != "correct"]
     if not correct or not correct[0].passed:
@@ -223,19 +252,22 @@ def proof_record(checks: Sequence[ContaminationCheck], config: Any, notebook: st
     from nbhelpers.measure.env import environment
     from nbhelpers.measure.store import RunRecord
 
-    correct = next(c for c in checks if c.mode == "correct")
+    correct = reference_check(checks)
+    hybrid = is_hybrid_proof(checks)
+    kept_apart = {p.name for p in HYBRID_PATHS if p.keeps_apart}
     parity = {
-        "status": "pass" if correct.passed else "fail",
-        "check": "per-sequence loss, packed vs padded",
+        "status": "pass" if all(c.passed for c in checks if c.mode in kept_apart | {"correct"}) else "fail",
+        "check": "per-sequence loss and logits, packed vs alone" if hybrid else "per-sequence loss, packed vs padded",
         "tolerance": correct.tolerance,
         "tolerance_kind": "relative",
         "max_relative_difference": correct.max_relative_difference,
         "sequences": len(correct.table),
-        "broken_modes_detected": {c.mode: not c.passed for c in checks if c.mode != "correct"},
+        "broken_modes_detected": {c.mode: not c.passed for c in checks if c.mode not in kept_apart | {"correct"}},
     }
     base = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    against = "alone" if hybrid else "padded"
     return RunRecord(
-        config=base | {"label": "contamination proof: packed vs padded", "padding": "packed"},
+        config=base | {"label": f"contamination proof: packed vs {against}", "padding": "packed"},
         kind="parity",
         notebook=notebook,
         metrics={"parity": parity},
