@@ -2,7 +2,8 @@
 # The whole notebook sequence on one CUDA GPU, with the tuner, at sizes that fit one GPU: the Qwen3-1.7B shape
 # (random weights), batch 8 x 2048 tokens, one timed epoch per configuration. Prints where the report is.
 # Any value below can be overridden from the environment, e.g. MODEL=qwen3-0.6b TUNE_BUDGET_S=120;
-# extra arguments go to `nbhelpers run-all` (e.g. -p 03:PROFILE=false).
+# extra arguments go to `nbhelpers run-all` (e.g. -p 03:PROFILE=false). WORKBOOK_PYTHON=python3 uses that
+# interpreter's packages as they are instead of setting up .venv (a machine without network access).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 no_gpu() {
@@ -13,8 +14,12 @@ no_gpu() {
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   no_gpu "nvidia-smi finds no device"
 fi
-bash scripts/setup.sh
-PY=.venv/bin/python
+if [[ -n ${WORKBOOK_PYTHON:-} ]]; then  # an environment that already has the workbook's packages (no set-up)
+  PY=$WORKBOOK_PYTHON
+else
+  bash scripts/setup.sh
+  PY=.venv/bin/python
+fi
 "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" \
   || no_gpu "torch $("$PY" -c 'import torch; print(torch.__version__)') sees no CUDA device"
 
@@ -30,7 +35,7 @@ KERNELS=${KERNELS:-eager,liger}                        # notebook 03's grid and 
 TUNE_BUDGET_S=${TUNE_BUDGET_S:-240}                    # notebook 03's tuner: seconds for its whole search
 
 # A parameter reaches only the notebooks whose parameters cell declares it; NN: limits it to notebook NN.
-exec .venv/bin/nbhelpers run-all --run-name "$RUN_NAME" \
+exec "$PY" -m nbhelpers.cli run-all --run-name "$RUN_NAME" \
   -p "MODEL=$MODEL" -p "BATCH_SIZE=$BATCH_SIZE" -p "MAX_LENGTH=$MAX_LENGTH" -p "NUM_SAMPLES=$NUM_SAMPLES" \
   -p "TIMING=epoch" \
   -p "02:BACKENDS=$BACKENDS" \
