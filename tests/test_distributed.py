@@ -126,3 +126,19 @@ def test_two_gloo_ranks_match_one_process_on_the_same_global_batch(runs_root):
     assert m["parallel"]["sharded_layers"] == 2
     assert m["losses"] == pytest.approx(one.metrics["losses"], rel=1e-5)
     assert m["grad_norm_first"] == pytest.approx(one.metrics["grad_norm_first"], rel=1e-4)
+
+
+def test_more_gpus_than_the_machine_has_is_a_failed_record_before_anything_starts(monkeypatch, runs_root):
+    from nbhelpers.measure import distributed, env, runner
+
+    config = RunConfig(run_name="short", gpus=2, sharding="fsdp2")
+    monkeypatch.setattr(env, "resolve_device", lambda device: "cuda")
+    assert distributed.gpu_shortfall(config, cuda_devices=2) == ""
+    assert distributed.gpu_shortfall(config.replace(gpus=1), cuda_devices=0) == ""
+    why = distributed.gpu_shortfall(config, cuda_devices=1)
+    assert why.startswith("gpus=2: this machine has 1 CUDA device(s)")
+    monkeypatch.undo()  # the failed record describes this (CPU) machine
+    monkeypatch.setattr(runner, "gpu_shortfall", lambda config: why)
+    monkeypatch.setattr(runner, "launch_command", lambda *a, **k: pytest.fail("torchrun must not start"))
+    record = runner.run_isolated(config)
+    assert record.status == "failed" and record.reason == why

@@ -27,6 +27,24 @@ def needs_launch(config: RunConfig) -> bool:
     return config.sharding != "none"
 
 
+def gpu_shortfall(config: RunConfig, cuda_devices: int | None = None) -> str:
+    """Why ``config.gpus`` processes cannot each get a CUDA device here ('' when they can, or on the CPU)."""
+    from .env import resolve_device
+
+    if config.gpus <= 1 or resolve_device(config.device) != "cuda":
+        return ""
+    if cuda_devices is None:
+        import torch
+
+        cuda_devices = torch.cuda.device_count()
+    if cuda_devices >= config.gpus:
+        return ""
+    return (
+        f"gpus={config.gpus}: this machine has {cuda_devices} CUDA device(s); run it where {config.gpus} are "
+        "visible (CUDA_VISIBLE_DEVICES), or lower gpus"
+    )
+
+
 def launch_command(config: RunConfig, config_path: str, result_path: str, notebook: str = "") -> list[str]:
     """The torchrun command line that runs the worker on ``config.gpus`` local processes."""
     return [

@@ -19,7 +19,7 @@ from pathlib import Path
 from nbhelpers.kernels.registry import kernel_backend
 
 from .config import RunConfig
-from .distributed import launch_command, needs_launch, rank_failure
+from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failure
 from .env import detect_platform
 from .store import RunRecord, RunStore
 from .worker import failed_record
@@ -67,6 +67,8 @@ def stderr_tail(text: str, lines: int = 6) -> str:
 
 def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str] | None = None) -> RunRecord:
     """Measure one configuration in a fresh Python process; never raises for a failed configuration."""
+    if shortfall := gpu_shortfall(config):  # before torchrun starts ranks that would find no device
+        return failed_record(config, shortfall, notebook)
     with tempfile.TemporaryDirectory(prefix="nbhelpers-") as tmp:
         config_path, result_path = Path(tmp) / "config.json", Path(tmp) / "record.json"
         config_path.write_text(config.to_json())

@@ -26,12 +26,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from nbhelpers.data.collate import collate
+from nbhelpers.data.collate import collate, to_device
 from nbhelpers.data.contamination import BROKEN_MODES, sequence_ids
 from nbhelpers.data.loading import IGNORE_INDEX, Example, load_examples
 from nbhelpers.data.strategies import PaddingSettings, plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
+from nbhelpers.models.families import packs_with_boundaries
 from nbhelpers.models.loading import build_model, model_source
 
 from .config import RunConfig
@@ -67,7 +68,7 @@ def _row_sequence_ids(batch: dict[str, Any], packed: bool) -> Any:
     if packed:
         return sequence_ids(batch["position_ids"]).reshape(batch["input_ids"].shape)
     rows, width = batch["input_ids"].shape
-    return torch.arange(rows).unsqueeze(1).expand(rows, width)
+    return torch.arange(rows, device=batch["input_ids"].device).unsqueeze(1).expand(rows, width)
 
 
 def sequence_loss_sums(logits: Any, labels: Any, ids: Any, count: int) -> tuple[list[float], list[int]]:
@@ -133,6 +134,7 @@ def _accumulate(
     dtype: str,
     device: str,
     broken: str,
+    boundaries: bool = False,
 ) -> tuple[float, list[float] | None, list[int] | None]:
     """Forward + backward of every batch of the plan (gradients add up): total loss, per-sequence sums, tokens."""
     import torch
@@ -141,7 +143,7 @@ def _accumulate(
     counts: list[int] = [0] * len(examples)
     total, has_logits = 0.0, True
     for indices in plan:
-        batch = {k: v.to(device) for k, v in collate([examples[i] for i in indices], settings, pad_token_id).items()}
+        batch = to_device(collate([examples[i] for i in indices], settings, pad_token_id, boundaries), device)
         inputs = _broken(batch, broken) if broken else batch
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bf16-autocast"):
             output = model(**inputs, num_items_in_batch=1)
@@ -173,20 +175,23 @@ def run_probe(
     dtype: str = "fp32",
     device: str = "cpu",
     broken: str = "",
+    boundaries: bool = False,
 ) -> dict[str, Any]:
     """Forward + backward of ``examples`` batched as ``settings`` does, with a token-sum loss.
 
     Returns the per-sequence summed losses and loss-token counts (None without logits), the total loss,
     the gradient norm of the total and a few named parameters' gradient norms. Gradients are reset
     before and after (also when it raises); nothing else of the model changes. ``broken`` mixes packed
-    sequences on purpose.
+    sequences on purpose; ``boundaries`` hands packed rows their cu_seqlens (a hybrid's family needs them).
     """
     import torch
 
     plan = probe_plan(examples, settings)
     model.zero_grad(set_to_none=True)
     try:
-        total, sums, counts = _accumulate(model, examples, plan, settings, pad_token_id, dtype, device, broken)
+        total, sums, counts = _accumulate(
+            model, examples, plan, settings, pad_token_id, dtype, device, broken, boundaries
+        )
         parameters = [p for p in model.parameters() if p.grad is not None]
         grad_norm = float(torch.nn.utils.clip_grad_norm_(parameters, max_norm=float("inf")))
         named = dict(model.named_parameters())
@@ -236,13 +241,15 @@ def parity_probe(config: RunConfig) -> dict[str, Any] | None:
     examples = load_examples(
         config.dataset, tokenizer, size, config.max_length,
         config.prompt_field, config.response_field, config.use_chat_template,
+        data_format=config.data_format, prompt_template=config.prompt_template,
     )  # fmt: skip
     weights_dtype = torch.bfloat16 if dtype == "bf16" else None
     model = build_model(config.model, config.attn_implementation, config.seed, weights_dtype, device)
     model.train()
     apply_backend(model, config.kernels, config.liger_kernels, device)
     torch.manual_seed(config.seed)
-    result = run_probe(model, examples, config.padding_settings, tokenizer.pad_token_id, dtype, device)
+    boundaries = packs_with_boundaries(config.model)
+    result = run_probe(model, examples, config.padding_settings, tokenizer.pad_token_id, dtype, device, "", boundaries)
     del model
     _free_device_memory(device)
     return {
