@@ -2,7 +2,8 @@
 
 Usage (GPU machine with fla and tilelang, see ../shared/gpu/hybrid_wheels.sh):
     PYTHONPATH=. python benchmarks/gpu_hybrid_suite.py --out DIR --model PRESET [--samples 64] [GROUP ...]
-Groups: table (default; every row below), startup (cold vs warm first step of fla on packed rows).
+Groups: table (default; every row below), headline (six of its rows, reference first), startup (cold vs warm
+first step of fla on packed rows).
 
 PRESET: the hybrid family's ~2B preset (hidden 2048, 24 layers, 18 Gated DeltaNet). Batch 8 x 2048,
 one timed epoch of the default data after one untimed pass (few samples,
@@ -58,6 +59,19 @@ def table(base: RunConfig) -> list[RunConfig]:
     ]  # fmt: skip
 
 
+HEADLINE = (  # the reference first (parity and speedups divide by it), then the cold fla row, then the rest
+    ("eager", "static"), ("fla", "packed"), ("fla+liger", "packed"), ("fla+liger", "token_budget"),
+    ("fla", "static"), ("eager", "packed"),
+)  # fmt: skip
+
+
+def headline(base: RunConfig) -> list[RunConfig]:
+    """The rows the hybrid's claims rest on (reference static vs fused + packed; kernels only; padding only),
+    in an order whose whole fits one GPU call."""
+    rows = {(c.kernels, c.padding): c for c in table(base)}
+    return [rows[key] for key in HEADLINE]
+
+
 def startup(base: RunConfig) -> list[RunConfig]:
     """fla on packed rows, timed by steps: its first step is the startup cost (cold, then warm)."""
     return [base.replace(label="fla, packed, sdpa", kernels="fla", padding="packed", timing="steps", steps=3,
@@ -78,7 +92,7 @@ def main() -> None:
     for path in env.values():
         Path(path).mkdir(parents=True, exist_ok=True)
     base = base_config(args.model, args.samples)
-    groups = {"table": table(base), "startup": startup(base)}
+    groups = {"table": table(base), "headline": headline(base), "startup": startup(base)}
     for name in args.groups:
         store = RunStore(out / f"hybrid-{name}.jsonl")
         log = out / "logs" / f"hybrid-{name}.log"
@@ -93,7 +107,7 @@ def main() -> None:
                 records = [run_isolated(config, notebook=notebook, extra_env=env)]
             for record in records:
                 record.config["group"] = f"hybrid-{name}"
-                if name == "table":
+                if name in ("table", "headline"):
                     check_against_first(record, [r for r in measured if r.ok])
                 measured.append(record)
                 store.append(record)

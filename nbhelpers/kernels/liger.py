@@ -32,8 +32,8 @@ LIGER_CHECKS: dict[str, str] = {
     "rope": "the modeling module's apply_rotary_pos_emb (attention looks it up at call time) is Liger's "
     "liger_rotary_pos_emb",
     "rms_norm": "every *RMSNorm module of the model (final norm; each layer's input, post-attention, q and k "
-    "norms) runs LigerRMSNorm.forward",
-    "swiglu": "every decoder layer's mlp runs LigerSwiGLUMLP.forward",
+    "norms) runs LigerRMSNorm.forward (or a family's Liger RMSNorm variant)",
+    "swiglu": "every decoder layer's mlp runs LigerSwiGLUMLP.forward (or a family's Liger SwiGLU variant)",
     "fused_linear_cross_entropy": "model.forward is Liger's lce_forward (the lm head and the loss fused; "
     "no full logits tensor)",
     "cross_entropy": "torch.nn.functional.cross_entropy (what transformers' loss calls) is Liger's cross-entropy",
@@ -85,8 +85,13 @@ def apply_liger(model: Any, switches: tuple[str, ...], device: str) -> None:
     apply(model=model, **options)
 
 
-def _bound_to(method: Any, function: Any) -> bool:
-    return getattr(method, "__func__", None) is function
+def _runs_liger_class(method: Any, base: type, module: str) -> bool:
+    """The bound method is ``base.forward`` or the forward of another Liger class of ``module`` (a family's
+    own variant, such as LigerRMSNormForQwen3Next or LigerQwen3MoeSwiGLUMLP for Qwen3.5)."""
+    function = getattr(method, "__func__", None)
+    if function is None:
+        return False
+    return function is base.forward or getattr(function, "__module__", "") == module
 
 
 def _base_model(model: Any) -> Any:
@@ -113,9 +118,13 @@ def liger_report(model: Any) -> dict[str, bool]:
     modeling = sys.modules[type(model).__module__]
     report["rope"] = getattr(modeling, "apply_rotary_pos_emb", None) is liger_rotary_pos_emb
     norms = _rms_norm_modules(model)
-    report["rms_norm"] = bool(norms) and all(_bound_to(m.forward, LigerRMSNorm.forward) for m in norms)
+    report["rms_norm"] = bool(norms) and all(
+        _runs_liger_class(m.forward, LigerRMSNorm, LigerRMSNorm.__module__) for m in norms
+    )
     mlps = [layer.mlp for layer in getattr(_base_model(model), "layers", []) if hasattr(layer, "mlp")]
-    report["swiglu"] = bool(mlps) and all(_bound_to(m.forward, LigerSwiGLUMLP.forward) for m in mlps)
+    report["swiglu"] = bool(mlps) and all(
+        _runs_liger_class(m.forward, LigerSwiGLUMLP, LigerSwiGLUMLP.__module__) for m in mlps
+    )
     forward = getattr(model.forward, "__func__", None)
     report["fused_linear_cross_entropy"] = forward is not None and forward.__module__.startswith("liger_kernel")
     import torch
