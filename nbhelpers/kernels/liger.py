@@ -99,7 +99,10 @@ def _base_model(model: Any) -> Any:
 
 
 def _rms_norm_modules(model: Any) -> list[Any]:
-    return [m for m in model.modules() if type(m).__name__.endswith("RMSNorm")]
+    """The model's plain RMSNorm modules: the family's own class, or the Liger class that replaced it (a model
+    built after Liger swapped the class, e.g. LigerRMSNormForQwen3Next); gated norms are not Liger's."""
+    names = (type(m).__name__ for m in model.modules())
+    return [m for m, name in zip(model.modules(), names) if "RMSNorm" in name and "Gated" not in name]
 
 
 def liger_report(model: Any) -> dict[str, bool]:
