@@ -14,8 +14,8 @@ from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_baseline_profile.ipynb"
 PARAMETERS = {
-    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "PROMPT_FIELD": "str", "RESPONSE_FIELD": "str",
-    "DATA_FORMAT": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
+    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "DATA_FORMAT": "str", "PROMPT_FIELD": "str",
+    "RESPONSE_FIELD": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
     "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int",
     "TIMING": "str", "PADDING": "str", "TRACE_SOURCE": "str",
 }  # fmt: skip

@@ -15,8 +15,8 @@ from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_kernel_swap_in.ipynb"
 PARAMETERS = {
-    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "PROMPT_FIELD": "str", "RESPONSE_FIELD": "str",
-    "DATA_FORMAT": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
+    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "DATA_FORMAT": "str", "PROMPT_FIELD": "str",
+    "RESPONSE_FIELD": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
     "BACKENDS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int",
     "STEPS": "int", "WARMUP": "int", "TIMING": "str", "PADDING": "str", "MEASURE_STARTUP": "bool", "GPU_RESULTS": "str",
 }  # fmt: skip

@@ -13,8 +13,8 @@ from nbhelpers.measure.store import RunStore
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_dynamic_padding.ipynb"
 GSM8K = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"
 PARAMETERS = {
-    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "PROMPT_FIELD": "str", "RESPONSE_FIELD": "str",
-    "DATA_FORMAT": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
+    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "DATA_FORMAT": "str", "PROMPT_FIELD": "str",
+    "RESPONSE_FIELD": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
     "STRATEGIES": "str", "ATTENTION": "str", "KERNELS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int",
     "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int", "TIMING": "str", "TOKEN_BUDGET": "int",
     "PAD_TO_MULTIPLE_OF": "int", "NUM_BUCKETS": "int", "PROFILE": "bool", "PROOF_SEQUENCES": "int",
