@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_success_failure_timeout_in_subprocesses(tmp_path):
-    good = RunConfig(run_name="t", label="tiny", num_samples=8, batch_size=2, max_length=32, steps=2, warmup=1)
+    good = RunConfig(run_name="t", label="tiny", num_samples=8, batch_size=2, max_length=64, steps=2, warmup=1)
     bad = good.replace(label="missing model", model=str(tmp_path / "no-such-model"))
     slow = good.replace(label="too slow", timeout_s=1)
     store = RunStore(tmp_path / "records.jsonl")
