@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import nbhelpers.tuning.budget as budget
+import nbhelpers.tuning.halving as halving
 from nbhelpers.analysis.parity import check_parity
 from nbhelpers.analysis.records import WORKLOAD_FIELDS, is_measured, metric_value, tokens_per_s
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.jsonl import append_line
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir, runs_root
 
-from . import budget, halving
 from .journal import BASELINE, DROPPED, KEPT, NOT_RUNNABLE, NOT_TRIED, WINNER, Decision, TuneResult, parity_of, ratio
 from .space import Candidate, baseline_candidate
 
