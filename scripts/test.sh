@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 PY=.venv/bin/python
 "$PY" -m ruff check nbhelpers tests scripts benchmarks
-"$PY" -m pytest -q -ra "$@"
+"$PY" -m pytest -q -ra --durations=20 "$@"

@@ -19,6 +19,7 @@ TINY_NB03 = {
     "WARMUP": 0,
     "PROFILE": False,
     "PROOF_SEQUENCES": 2,
+    "TUNE_BUDGET_S": 0,
 }
 
 
