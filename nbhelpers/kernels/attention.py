@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from .attention_probes import probe_flash_attention_2, probe_flex_attention, probe_sdpa, probe_varlen
 from .varlen_attention import VARLEN_ATTENTION, varlen_status
 from .varlen_attention import register as register_varlen_attention
 
@@ -42,26 +44,31 @@ class AttentionImplementation:
     keeps_packed_apart: bool = False  # keeps a packed row's sequences apart from position_ids alone (no mask)
     register: Callable[[], None] | None = None  # makes the name known to transformers before a model is built
     setup_code: tuple[str, ...] = ()  # lines exported code runs before from_pretrained
+    packages: tuple[str, ...] = ()  # distributions it needs beyond torch and transformers, as pip names them
+    probe: Callable[[str], list[Any]] | None = None  # its correctness probe (None: it is the reference)
 
 
 ATTENTION_TABLE: dict[str, AttentionImplementation] = {
     entry.name: entry
     for entry in (
         AttentionImplementation("eager", "transformers' matmul-softmax-matmul in PyTorch operators"),
-        AttentionImplementation(DEFAULT_ATTENTION, "torch's scaled_dot_product_attention (a mask for packed rows)"),
+        AttentionImplementation(
+            DEFAULT_ATTENTION, "torch's scaled_dot_product_attention (a mask for packed rows)", probe=probe_sdpa,
+        ),
         # flex_attention is not left out on a CPU: its forward runs and its backward fails, and that
         # failure is a measurement result that the runner records.
         AttentionImplementation(
             "flex_attention", "FlexAttention: a compiled BlockMask that skips fully masked blocks",
-            keeps_packed_apart=True,
+            keeps_packed_apart=True, probe=probe_flex_attention,
         ),
         AttentionImplementation(
             "flash_attention_2", "the flash-attn package's FlashAttention 2 (varlen on packed rows)",
-            status=flash_attention_2_status, keeps_packed_apart=True,
+            status=flash_attention_2_status, keeps_packed_apart=True, packages=("flash-attn",),
+            probe=probe_flash_attention_2,
         ),
         AttentionImplementation(
             VARLEN_ATTENTION, "PyTorch's own FlashAttention varlen kernel (torch >= 2.9, CUDA), no flash-attn",
-            status=varlen_status, keeps_packed_apart=True, register=register_varlen_attention,
+            status=varlen_status, keeps_packed_apart=True, register=register_varlen_attention, probe=probe_varlen,
             setup_code=(
                 "from nbhelpers.kernels.varlen_attention import register",
                 "",

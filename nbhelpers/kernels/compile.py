@@ -21,3 +21,16 @@ def compile_report(model: Any) -> dict[str, bool]:
 def requested_compile(switches: tuple[str, ...]) -> tuple[str, ...]:
     """The report key torch.compile must see replaced."""
     return tuple(COMPILE_CHECKS)
+
+
+def probe_compile(device: str) -> list[Any]:
+    """torch.compile of an RMSNorm against the same function run eagerly, forward and backward (fp32)."""
+    import torch
+
+    from .probes import compare_kernels, rms_norm_reference
+
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.randn(4, 64, generator=generator).to(device)
+    weight = torch.randn(64, generator=generator).to(device)
+    compiled = torch.compile(rms_norm_reference, dynamic=False)
+    return [compare_kernels("torch.compile rms_norm", compiled, rms_norm_reference, [x, weight], 1e-4, 1e-5)]

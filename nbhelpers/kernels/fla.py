@@ -94,6 +94,44 @@ def check_fla_environment(device: str) -> None:
         raise BackendUnavailable(reason)
 
 
+def fla_status(device: str) -> str:
+    """The backend's status function: '' when fla can run correctly on ``device``, else why not."""
+    return fla_refusal(**environment_facts(device))
+
+
+def probe_fla(device: str) -> list[Any]:
+    """fla's chunk gated delta rule against transformers' PyTorch reference (the function transformers' Qwen3.5
+    hook wraps), forward and backward, bf16, with the q/k L2 norm in the kernel as the model calls it."""
+    from .probes import NO_CUDA, compare_kernels, not_runnable
+
+    if device != "cuda":
+        return [not_runnable("chunk_gated_delta_rule", f"{NO_CUDA}: fla's Triton kernels do not run in Triton's "
+                             "CPU interpreter")]  # fmt: skip
+    import torch
+    from transformers.models.qwen3_5 import modeling_qwen3_5
+
+    reference_rule = paths.reference_function(modeling_qwen3_5, "torch_chunk_gated_delta_rule")
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    batch, tokens, heads, dim = 1, 128, 2, 64
+
+    def rand(*shape: int) -> Any:
+        return torch.randn(*shape, generator=generator).to(device, torch.bfloat16)
+
+    query, key, value = (rand(batch, tokens, heads, dim) for _ in range(3))
+    g = -torch.nn.functional.softplus(rand(batch, tokens, heads).float()).to(torch.bfloat16)  # log decay < 0
+    beta = torch.sigmoid(rand(batch, tokens, heads).float()).to(torch.bfloat16)
+    fused = fla_delta_rule()
+
+    def run_fused(q: Any, k: Any, v: Any, gate: Any, b: Any) -> Any:
+        return fused(q, k, v, gate, b, use_qk_l2norm_in_kernel=True)
+
+    def run_reference(q: Any, k: Any, v: Any, gate: Any, b: Any) -> Any:
+        return reference_rule(q, k, v, gate, b, use_qk_l2norm_in_kernel=True)
+
+    return [compare_kernels("chunk_gated_delta_rule", run_fused, run_reference, [query, key, value, g, beta],
+                            5e-2, 5e-2)]  # fmt: skip
+
+
 def fla_delta_rule() -> Any:
     """fla's chunk gated delta rule behind the reference's signature; cu_seqlens passed on."""
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule

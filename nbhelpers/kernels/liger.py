@@ -60,6 +60,49 @@ def liger_status(device: str) -> str:
     return ""
 
 
+def probe_liger(device: str) -> list[Any]:
+    """Liger's RMSNorm, SwiGLU, cross-entropy and fused linear cross-entropy against PyTorch, forward and backward,
+    in bf16 on a CUDA GPU; not runnable without one (RMSNorm and SwiGLU fail in Triton's CPU interpreter)."""
+    from .probes import (
+        NO_CUDA,
+        compare_kernels,
+        cross_entropy_reference,
+        not_runnable,
+        rms_norm_reference,
+        swiglu_reference,
+    )
+
+    if device != "cuda":
+        return [not_runnable(LIGER_BACKEND, f"{NO_CUDA}: Liger's Triton kernels need one (RMSNorm and SwiGLU fail "
+                             "in Triton's CPU interpreter)")]  # fmt: skip
+    import torch
+    from liger_kernel.transformers import functional as liger
+
+    generator = torch.Generator(device="cpu").manual_seed(0)
+
+    def rand(*shape: int, dtype: Any = torch.bfloat16) -> Any:
+        return torch.randn(*shape, generator=generator).to(device, dtype)
+
+    hidden, vocab, tokens = 256, 1024, 64
+    x, weight, gate, up = rand(tokens, hidden), rand(hidden), rand(tokens, 512), rand(tokens, 512)
+    logits, head = rand(tokens, vocab, dtype=torch.float32), rand(vocab, hidden)
+    labels = torch.randint(0, vocab, (tokens,), generator=generator).to(device)
+    labels[:8] = -100  # prompt tokens: ignored by the loss
+
+    def flce_reference(h: Any, w: Any, y: Any) -> Any:
+        return cross_entropy_reference(h @ w.t(), y)
+
+    return [
+        compare_kernels("rms_norm", lambda a, w: liger.liger_rms_norm(a, w, 1e-6, in_place=False),
+                        rms_norm_reference, [x, weight], 2e-2, 2e-2),
+        compare_kernels("swiglu", liger.liger_swiglu, swiglu_reference, [gate, up], 2e-2, 2e-2),
+        compare_kernels("cross_entropy", liger.liger_cross_entropy, cross_entropy_reference, [logits, labels],
+                        1e-4, 1e-5),
+        compare_kernels("fused_linear_cross_entropy", liger.liger_fused_linear_cross_entropy, flce_reference,
+                        [x, head, labels], 2e-2, 2e-2),
+    ]  # fmt: skip
+
+
 def check_triton_driver(device: str) -> None:
     """Liger's kernels are Triton: a GPU with Triton, or on a CPU the interpreter (TRITON_INTERPRET=1)."""
     if importlib.util.find_spec("triton") is None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .compile import COMPILE_BACKEND, COMPILE_CHECKS, apply_compile, compile_report, requested_compile
-from .fla import FLA_BACKEND, FLA_CHECKS, apply_fla, fla_report, requested_fla
+from .compile import COMPILE_BACKEND, COMPILE_CHECKS, apply_compile, compile_report, probe_compile, requested_compile
+from .fla import FLA_BACKEND, FLA_CHECKS, apply_fla, fla_report, fla_status, probe_fla, requested_fla
 from .hybrid_paths import REFERENCE_CHECKS, apply_reference, reference_report
 from .liger import (
     LIGER_BACKEND,
@@ -23,6 +23,8 @@ from .liger import (
     apply_liger,
     liger_kernel_config,
     liger_report,
+    liger_status,
+    probe_liger,
     requested_liger_kernels,
 )
 from .spec import BackendUnavailable, KernelBackend
@@ -63,6 +65,8 @@ def compose(*parts: KernelBackend) -> KernelBackend:
         uses_liger_switches=any(p.uses_liger_switches for p in parts),
         tolerance_class=max((p.tolerance_class for p in parts), key=TOLERANCE_CLASSES.index),
         parts=tuple(p.name for p in parts),
+        packages=tuple(dict.fromkeys(package for part in parts for package in part.packages)),
+        optional_packages=tuple(dict.fromkeys(package for part in parts for package in part.optional_packages)),
     )
 
 
@@ -89,6 +93,9 @@ LIGER = KernelBackend(
     training_flag="use_liger_kernel",
     training_options=liger_kernel_config,
     training_options_comment="the Liger switches that were on",
+    packages=("liger-kernel", "triton"),
+    status=liger_status,
+    probe=probe_liger,
 )
 COMPILE = KernelBackend(
     COMPILE_BACKEND,
@@ -101,6 +108,7 @@ COMPILE = KernelBackend(
     tolerance_class=COMPILE_BACKEND,
     combines_with=(LIGER_BACKEND,),
     training_flag="torch_compile",
+    probe=probe_compile,
 )
 FLA = KernelBackend(
     FLA_BACKEND,
@@ -113,6 +121,10 @@ FLA = KernelBackend(
     caches=("triton", "tilelang"),
     tolerance_class=LIGER_BACKEND,  # fused Triton kernels summing in another order, like Liger's
     combines_with=(LIGER_BACKEND,),
+    packages=("flash-linear-attention", "triton"),
+    optional_packages=("causal-conv1d", "tilelang"),
+    status=fla_status,
+    probe=probe_fla,
 )
 
 # The table, in the order tables and error messages list the backends. A new backend is one line here.

@@ -18,6 +18,11 @@ ReportFunction = Callable[[Any], dict[str, bool]]
 RequestedFunction = Callable[[tuple[str, ...]], tuple[str, ...]]
 # Extra TrainingArguments/SFTConfig keyword arguments a backend exports when it is on, given the switches.
 TrainingOptionsFunction = Callable[[tuple[str, ...]], dict[str, Any]]
+# Why the backend cannot run on a device type ('' when it can): missing packages, known refusals.
+StatusFunction = Callable[[str], str]
+# The correctness probe: the fused kernels against their references on small tensors, on a device type
+# (a list of nbhelpers.kernels.probes.ProbeResult).
+ProbeFunction = Callable[[str], list[Any]]
 
 
 class BackendUnavailable(RuntimeError):
@@ -34,6 +39,10 @@ def _report_nothing(model: Any) -> dict[str, bool]:
 
 def _request_nothing(switches: tuple[str, ...]) -> tuple[str, ...]:
     return ()
+
+
+def _runs_anywhere(device: str) -> str:
+    return ""
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,10 @@ class KernelBackend:
     training_options: TrainingOptionsFunction | None = None  # extra keyword arguments exported when on
     training_options_comment: str = ""  # the comment beside those keyword arguments in exported code
     parts: tuple[str, ...] = ()  # the elementary backends it is made of ((name,) when empty)
+    packages: tuple[str, ...] = ()  # distributions it needs (beyond torch), as pip names them
+    optional_packages: tuple[str, ...] = ()  # distributions it uses where present (the doctor lists them)
+    status: StatusFunction = _runs_anywhere  # '' when it can run on a device type, else why not
+    probe: ProbeFunction | None = None  # its correctness probe (None: it is the reference, nothing to probe)
 
     @property
     def components(self) -> tuple[str, ...]:

@@ -1,0 +1,278 @@
+"""The kernel doctor: what this machine has, and for every fused path the workbook knows whether it is installed,
+compatible with these versions and this GPU, and correct.
+
+The paths come from the two tables: every elementary kernel backend (:mod:`nbhelpers.kernels.registry`) and
+every attention implementation (:mod:`nbhelpers.kernels.attention`); each entry names the distributions it
+needs, its status function and its correctness probe. Compatibility is the entry's own status plus the
+known-bad table (:mod:`nbhelpers.kernels.known_bad`); correctness is the probe's verdict. What is absent is
+reported as absent, never as an error. The verdict is a RunRecord of kind "doctor"; notebooks 02 and 03
+skip the paths it marks broken (:func:`skip_broken`), with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from nbhelpers.measure.store import RunRecord
+
+from .attention import ATTENTION_TABLE
+from .known_bad import BROKEN, KnownBad, matching
+from .probes import FAIL, NOT_RUNNABLE, PASS, ProbeResult
+from .registry import ELEMENTARY_BACKENDS, find_backend
+
+DOCTOR_KIND = "doctor"  # kind of the doctor's record: kept in the store, outside the step tables
+# The distributions the doctor reports, as pip names them.
+DOCTOR_PACKAGES = (
+    "torch", "triton", "transformers", "liger-kernel", "flash-linear-attention", "tilelang", "causal-conv1d",
+    "flash-attn", "trl",
+)  # fmt: skip
+# A path's verdict: what notebooks do with it.
+OK = "ok"  # its probe passed here
+BROKEN_PATH = "broken"  # a known-bad combination holds, or its probe failed: notebooks skip it
+ABSENT = "absent"  # a distribution it needs is not installed
+NOT_HERE = "not runnable here"  # installed, but this machine cannot run it (no CUDA GPU, ...)
+REFERENCE = "reference"  # the plain path the others are compared with: nothing to probe
+UNCHECKED = "unchecked"  # installed and runnable, probes not run
+VERDICTS = (OK, BROKEN_PATH, ABSENT, NOT_HERE, REFERENCE, UNCHECKED)
+
+
+@dataclass
+class PathVerdict:
+    """One fused path: installed? compatible? correct? and what follows (verdict, reason, notes)."""
+
+    path: str  # "kernels <backend>" or "attention <implementation>": the keys notebooks' skipped lists use
+    installed: str
+    compatible: str
+    correct: str
+    verdict: str
+    reason: str = ""
+    packages: dict[str, str | None] = field(default_factory=dict)  # what it needs -> installed version
+    notes: list[str] = field(default_factory=list)  # known slow combinations (nothing is skipped for them)
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    probe_s: float = 0.0
+
+
+@dataclass
+class DoctorReport:
+    """The doctor's findings on this machine: device facts, package versions, one verdict per path."""
+
+    device: str
+    gpu: dict[str, Any]
+    packages: dict[str, str | None]
+    paths: list[PathVerdict]
+
+    def to_record(self, run_name: str = "default", notebook: str = "") -> RunRecord:
+        """The verdict as a RunRecord of kind "doctor" (label "kernel doctor")."""
+        from nbhelpers.measure.env import safe_environment
+
+        metrics = {"device": self.device, "gpu": self.gpu, "packages": self.packages,
+                   "paths": [asdict(p) for p in self.paths],
+                   "broken": {p.path: p.reason for p in self.paths if p.verdict == BROKEN_PATH}}  # fmt: skip
+        config = {"label": "kernel doctor", "run_name": run_name, "device": self.device}
+        return RunRecord(config=config, kind=DOCTOR_KIND, notebook=notebook, metrics=metrics,
+                         environment=safe_environment(self.device))  # fmt: skip
+
+
+def installed_versions(names: Iterable[str] = DOCTOR_PACKAGES) -> dict[str, str | None]:
+    """Installed version of each distribution (importlib.metadata), None where it is not installed."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver version from nvidia-smi, None where there is none (or it does not answer)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        result = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=20, check=True)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip().splitlines()[0] if result.stdout.strip() else None
+
+
+def gpu_facts(device: str) -> dict[str, Any]:
+    """Name, compute capability (SM), memory, CUDA and driver of the GPU; {"name": None} without one."""
+    import torch
+
+    if device != "cuda":
+        return {"name": None, "capability": None, "sm": None, "memory_gib": None, "cuda": torch.version.cuda,
+                "driver": None}  # fmt: skip
+    props = torch.cuda.get_device_properties(0)
+    major, minor = torch.cuda.get_device_capability()
+    return {"name": props.name, "capability": [major, minor], "sm": f"sm{major}{minor}",
+            "memory_gib": round(props.total_memory / 2**30, 1), "cuda": torch.version.cuda,
+            "driver": driver_version()}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FusedPath:
+    """What the doctor needs of a table entry: its key, distributions, status and probe."""
+
+    path: str
+    packages: tuple[str, ...]
+    optional: tuple[str, ...]
+    status: Callable[[str], str]
+    probe: Callable[[str], list[Any]] | None
+
+
+def fused_paths() -> list[FusedPath]:
+    """Every elementary kernel backend and attention implementation, as the doctor checks them."""
+    paths = [FusedPath(f"kernels {b.name}", b.packages, b.optional_packages, b.status, b.probe)
+             for b in ELEMENTARY_BACKENDS]  # fmt: skip
+    paths += [FusedPath(f"attention {a.name}", a.packages, (), a.status, a.probe) for a in ATTENTION_TABLE.values()]
+    return paths
+
+
+def _run_probe(path: FusedPath, device: str) -> tuple[list[ProbeResult], float]:
+    start = time.perf_counter()
+    try:
+        results = list(path.probe(device)) if path.probe is not None else []
+    except Exception as error:  # noqa: BLE001 - a probe that cannot even set up its kernel is a failed probe
+        results = [ProbeResult(path.path, FAIL, f"the probe raised {type(error).__name__}: {error}"[:500])]
+    return results, time.perf_counter() - start
+
+
+def check_path(
+    path: FusedPath,
+    device: str,
+    packages: Mapping[str, str | None],
+    known_bad: list[KnownBad],
+    run_probes: bool = True,
+) -> PathVerdict:
+    """One path's verdict: absent, broken (known bad or probe failed), not runnable here, ok, reference, unchecked."""
+    needed = {name: packages.get(name) for name in (*path.packages, *path.optional)}
+    missing = [name for name in path.packages if needed[name] is None]
+    present = ", ".join(f"{n} {v}" for n, v in needed.items() if v) or "torch only"
+    installed = f"no: {', '.join(missing)} missing" if missing else f"yes ({present})"
+    mine = [entry for entry in known_bad if entry.path == path.path]
+    notes = [f"{e.name}: {e.effect}; fix: {e.fix} (source: {e.source})" for e in mine if e.severity != BROKEN]
+    verdict = PathVerdict(path.path, installed, "", "", ABSENT, packages=needed, notes=notes)
+    if missing:
+        verdict.compatible, verdict.correct = "not checked", "not probed"
+        verdict.reason = f"not installed: {', '.join(missing)} (pip install {' '.join(missing)})"
+        return verdict
+    broken = [e for e in mine if e.severity == BROKEN]
+    if broken:
+        verdict.compatible = "known bad: " + ", ".join(e.name for e in broken)
+        verdict.correct, verdict.verdict = "not probed", BROKEN_PATH
+        verdict.reason = "; ".join(f"{e.effect}; fix: {e.fix} (source: {e.source})" for e in broken)
+        return verdict
+    why = path.status(device)
+    verdict.compatible = "yes" if not why else f"not here: {why}"
+    if path.probe is None:
+        verdict.correct, verdict.verdict = "reference", REFERENCE
+        return verdict
+    if why:
+        verdict.correct, verdict.verdict, verdict.reason = "not probed", NOT_HERE, why
+        return verdict
+    if not run_probes:
+        verdict.correct, verdict.verdict, verdict.reason = "not probed", UNCHECKED, "probes were not run"
+        return verdict
+    results, verdict.probe_s = _run_probe(path, device)
+    verdict.probes = [r.to_dict() for r in results]
+    failed = [r for r in results if r.status == FAIL]
+    passed = [r for r in results if r.status == PASS]
+    if failed:
+        verdict.verdict = BROKEN_PATH
+        verdict.correct = f"fail ({len(failed)} of {len(results)} kernels)"
+        verdict.reason = "probe failed: " + "; ".join(f"{r.kernel}: {r.detail}" for r in failed)
+    elif passed:
+        verdict.verdict = OK
+        verdict.correct = f"pass ({len(passed)} kernels)" + (
+            f", {len(results) - len(passed)} not runnable here" if len(passed) < len(results) else ""
+        )
+    else:
+        reasons = "; ".join(dict.fromkeys(r.detail for r in results if r.status == NOT_RUNNABLE))
+        verdict.correct, verdict.verdict, verdict.reason = f"{NOT_HERE} ({reasons})", NOT_HERE, reasons
+    return verdict
+
+
+def run_doctor(
+    device: str = "auto", run_probes: bool = True, known_bad: tuple[KnownBad, ...] | None = None
+) -> DoctorReport:
+    """Inventory this machine and check every fused path; seconds on a GPU (its probes), about ten on a CPU
+    (torch.compile's probe compiles). ``device`` is "auto", "cpu" or "cuda"."""
+    from nbhelpers.measure.env import resolve_device
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device={device!r}: allowed are auto, cpu, cuda")
+    device = resolve_device(device)
+    packages = installed_versions()
+    gpu = gpu_facts(device)
+    capability = tuple(gpu["capability"]) if gpu["capability"] else None
+    bad = matching(packages, capability, known_bad)  # type: ignore[arg-type]
+    paths = [check_path(p, device, packages, bad, run_probes) for p in fused_paths()]
+    return DoctorReport(device, gpu, packages, paths)
+
+
+def doctor_table(source: DoctorReport | RunRecord) -> Any:
+    """One row per fused path: installed, compatible, correct, verdict and reason (pandas)."""
+    import pandas as pd
+
+    rows = [asdict(p) for p in source.paths] if isinstance(source, DoctorReport) else source.metrics["paths"]
+    columns = ["path", "installed", "compatible", "correct", "verdict", "reason"]
+    frame = pd.DataFrame([{c: row.get(c, "") for c in columns} for row in rows], columns=columns)
+    frame["notes"] = [" | ".join(row.get("notes") or []) for row in rows]
+    return frame
+
+
+def describe_machine(source: DoctorReport | RunRecord) -> str:
+    """Two lines: the GPU (or none) with SM, memory, CUDA and driver; the package versions."""
+    gpu = source.gpu if isinstance(source, DoctorReport) else source.metrics["gpu"]
+    packages = source.packages if isinstance(source, DoctorReport) else source.metrics["packages"]
+    if gpu.get("name"):
+        head = (f"GPU {gpu['name']} ({gpu['sm']}, {gpu['memory_gib']} GiB), CUDA {gpu['cuda']}, "
+                f"driver {gpu['driver'] or 'unknown'}")  # fmt: skip
+    else:
+        built = f"torch built for CUDA {gpu['cuda']}" if gpu.get("cuda") else "torch built without CUDA"
+        head = f"no CUDA GPU ({built})"
+    versions = ", ".join(f"{name} {version or 'not installed'}" for name, version in packages.items())
+    return f"{head}\n{versions}"
+
+
+def latest_doctor(records: Iterable[RunRecord], hostname: str | None = None) -> RunRecord | None:
+    """The newest doctor record (of this host when ``hostname`` is given: "" means this machine's), or None."""
+    host = socket.gethostname() if hostname == "" else hostname
+    found = [r for r in records if r.kind == DOCTOR_KIND and r.ok]
+    if host is not None:
+        found = [r for r in found if r.environment.get("hostname") == host]
+    return max(found, key=lambda r: r.created_at, default=None)
+
+
+def broken_paths(record: RunRecord | None) -> dict[str, str]:
+    """The paths a doctor record marks broken, with the reason ({} without a record)."""
+    if record is None:
+        return {}
+    return {row["path"]: row["reason"] for row in record.metrics.get("paths", []) if row["verdict"] == BROKEN_PATH}
+
+
+def skip_broken(configs: Iterable[Any], broken: Mapping[str, str]) -> tuple[list[Any], dict[str, str]]:
+    """The configs whose kernel backend (or any of its parts) and attention the doctor did not mark broken,
+    and what was left out, keyed like the notebooks' skipped lists ("kernels liger+compile": why)."""
+    kept, skipped = [], {}
+    for config in configs:
+        backend = find_backend(config.kernels)
+        parts = backend.components if backend is not None else (config.kernels,)
+        reasons = [(f"kernels {config.kernels}", f"kernels {p}") for p in parts if f"kernels {p}" in broken]
+        attention = f"attention {config.attn_implementation}"
+        if attention in broken:
+            reasons.append((attention, attention))
+        if not reasons:
+            kept.append(config)
+            continue
+        for key, path in reasons:
+            skipped[key] = f"the kernel doctor marks {path} broken: {broken[path]}"
+    return kept, skipped
