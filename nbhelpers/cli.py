@@ -1,4 +1,4 @@
-"""Command line: ``nbhelpers run-all``, ``nbhelpers sweep``, ``nbhelpers tune`` and ``nbhelpers report``.
+"""Command line: ``nbhelpers run-all``, ``sweep``, ``tune``, ``report``, ``doctor`` and ``warm-cache``.
 
     nbhelpers run-all [--notebooks-dir notebooks] [--out runs] [--run-name default] [-p [NN:]NAME=VALUE ...]
     nbhelpers sweep --grid batch_size=2,4 max_length=64,128 padding=dynamic,packed \\
@@ -7,6 +7,8 @@
                    --kernels eager,liger --strategies static,packed,token_budget --attention sdpa,torch_varlen \\
                    --budget-s 300
     nbhelpers report RUN_DIR [RUN_DIR ...] [--output report.html] [--baseline LABEL]
+    nbhelpers doctor [--run-name R] [--out runs] [--pin kernel-set.txt] [--json] [--device auto] [--no-probes]
+    nbhelpers warm-cache --cache-dir DIR [--archive kernel-cache.tar.gz] [--model M --kernels liger ...] [--no-step]
 """
 
 from __future__ import annotations
@@ -60,11 +62,91 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--no-report", action="store_true", help="no report.html over all points at the end")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    _doctor_arguments(sub.add_parser("doctor", help="check every fused kernel path: installed, compatible, correct"))
+    _warm_arguments(sub.add_parser("warm-cache", help="pre-build the kernels: fill (and export) the kernel caches"))
+
     report = sub.add_parser("report", help="write the HTML report of one or more run folders")
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or records.jsonl files")
     report.add_argument("--output", "-o", default=None, help="HTML path (default: FIRST_RUN_DIR/report.html)")
     report.add_argument("--baseline", default=None, help="label of the baseline configuration")
     return parser
+
+
+def _doctor_arguments(doctor: argparse.ArgumentParser) -> None:
+    doctor.add_argument("--run-name", default=None, help="append the verdict to runs/RUN_NAME/records.jsonl")
+    doctor.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or ./runs)")
+    doctor.add_argument("--pin", default=None, metavar="FILE", help="write the curated kernel set (pip -r file)")
+    doctor.add_argument("--json", action="store_true", help="print the verdict as JSON instead of a table")
+    doctor.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    doctor.add_argument("--no-probes", action="store_true", help="inventory and known-bad table only")
+
+
+def _warm_arguments(warm: argparse.ArgumentParser) -> None:
+    defaults = RUN_CONFIG_DEFAULTS
+    warm.add_argument("--cache-dir", required=True, help="folder the kernel caches fill (one sub-folder per cache)")
+    warm.add_argument("--archive", default=None, help="also export the caches to this tar.gz")
+    warm.add_argument("--caches", default="", help="comma-separated caches to export (default: all)")
+    warm.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    warm.add_argument("--no-step", action="store_true", help="only the doctor's probes, no training step")
+    for name in ("model", "kernels", "padding", "attn_implementation", "dtype"):
+        warm.add_argument(f"--{name.replace('_', '-')}", default=defaults[name], help=f"RunConfig.{name}")
+    for name in ("batch_size", "max_length", "num_samples"):
+        warm.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=f"RunConfig.{name}")
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from nbhelpers.kernels.doctor import describe_machine, doctor_table, run_doctor
+    from nbhelpers.kernels.kernel_set import write_kernel_set
+    from nbhelpers.measure.jsonl import dumps
+    from nbhelpers.measure.store import RunStore
+
+    if args.out:
+        os.environ["NBHELPERS_RUNS"] = str(args.out)
+    report = run_doctor(args.device, run_probes=not args.no_probes)
+    record = report.to_record(args.run_name or "default", notebook="nbhelpers doctor")
+    if args.run_name:
+        RunStore.for_run(args.run_name).append(record)
+    if args.json:
+        print(json.dumps(json.loads(dumps(record.to_dict())), indent=1))
+    else:
+        import pandas as pd
+
+        print(describe_machine(report))
+        with pd.option_context("display.width", 250, "display.max_colwidth", 100, "display.max_rows", 100):
+            print(doctor_table(report).drop(columns=["notes"]).to_string(index=False))
+        for path in report.paths:
+            for note in path.notes:
+                print(f"note ({path.path}): {note}")
+    if args.pin:
+        print(f"kernel set written to {write_kernel_set(record, args.pin)}", file=sys.stderr)
+    return 1 if record.metrics["broken"] else 0
+
+
+def _warm_cache(args: argparse.Namespace) -> int:
+    from nbhelpers.kernels.cache import cache_summary, check_cache_names, export_cache, warm_caches, warm_probe_caches
+
+    caches = check_cache_names([c.strip() for c in args.caches.split(",") if c.strip()], "--caches") or None
+    if args.device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"--device={args.device!r}: allowed are auto, cpu, cuda")
+    summary = warm_probe_caches(args.cache_dir, args.device)
+    if not args.no_step:
+        config = RunConfig(
+            run_name="warm-cache", model=args.model, kernels=args.kernels, padding=args.padding,
+            attn_implementation=args.attn_implementation, dtype=args.dtype, batch_size=args.batch_size,
+            max_length=args.max_length, num_samples=args.num_samples, steps=1, warmup=0, device=args.device,
+        )  # fmt: skip
+        record = warm_caches(config, args.cache_dir, notebook="nbhelpers warm-cache")
+        if not record.ok:
+            print(f"nbhelpers warm-cache: the training step failed: {record.reason}", file=sys.stderr)
+            return 1
+        summary = cache_summary(args.cache_dir)
+    print(", ".join(f"{key} {value}" for key, value in summary.items()))
+    if args.archive:
+        print(export_cache(args.cache_dir, args.archive, caches))
+    return 0
 
 
 def _tune_arguments(tune: argparse.ArgumentParser) -> None:
@@ -183,6 +265,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if args.command == "tune":
             return _tune(args)
+
+        if args.command == "doctor":
+            return _doctor(args)
+
+        if args.command == "warm-cache":
+            return _warm_cache(args)
 
         if args.command == "report":
             from nbhelpers.analysis.overview import load_report_records, store_for

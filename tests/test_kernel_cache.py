@@ -1,16 +1,21 @@
-"""Kernel caches: export/import round trip, unsafe archives refused, cold vs warm torch.compile on CPU."""
+"""Kernel caches: export/import round trip (all caches, or one backend's), unsafe archives refused, autotune
+results kept, cold vs warm torch.compile on CPU, ``nbhelpers warm-cache``."""
 
 from __future__ import annotations
 
 import io
+import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 from test_parity import compile_pair
 
+from nbhelpers.cli import main
+from nbhelpers.kernels import cache as cache_module
 from nbhelpers.kernels.cache import (
     UnsafeArchiveError,
+    backend_caches,
     cache_env,
     cache_files,
     cache_summary,
@@ -18,6 +23,7 @@ from nbhelpers.kernels.cache import (
     import_cache,
     startup_backend,
     startup_table,
+    warm_probe_caches,
 )
 
 
@@ -33,12 +39,42 @@ def _fill(root: Path) -> dict[str, bytes]:
     return files
 
 
-def test_cache_env_points_into_the_folder(tmp_path):
+def test_cache_env_points_into_the_folder_and_keeps_autotune_results(tmp_path):
     assert cache_env(tmp_path / "c") == {
         "TRITON_CACHE_DIR": str(tmp_path / "c" / "triton"),
+        "TRITON_CACHE_AUTOTUNING": "1",  # Triton writes the autotuner's choices next to its kernels
+        "FLA_CACHE_RESULTS": "1",  # fla's autotuned kernels ask for the same
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c" / "inductor"),
         "TILELANG_CACHE_DIR": str(tmp_path / "c" / "tilelang"),
     }
+    assert cache_env(tmp_path / "c", ["inductor"]) == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c" / "inductor")}
+    with pytest.raises(ValueError, match=r"caches=\['ptx'\]: ptx unknown; caches are triton, inductor, tilelang"):
+        cache_env(tmp_path / "c", ["ptx"])
+
+
+def test_triton_reads_the_autotune_switch_the_cache_env_sets(monkeypatch):
+    from triton import knobs
+
+    monkeypatch.setenv("TRITON_CACHE_AUTOTUNING", cache_env("/tmp/x")["TRITON_CACHE_AUTOTUNING"])
+    assert knobs.autotuning.cache is True
+
+
+@pytest.mark.parametrize(
+    ("kernels", "expected"),
+    [("eager", set()), ("liger", {"triton"}), ("compile", {"inductor", "triton"}), ("fla", {"triton", "tilelang"})],
+)
+def test_export_of_one_backends_caches_round_trips_only_those(tmp_path, kernels, expected):
+    source = tmp_path / "cache"
+    files = _fill(source) | {"tilelang/autotuner/key/best_config.json": b"{}"}
+    (source / "tilelang/autotuner/key").mkdir(parents=True)
+    (source / "tilelang/autotuner/key/best_config.json").write_bytes(b"{}")
+    assert set(backend_caches(kernels)) == expected
+    archive = export_cache(source, tmp_path / f"{kernels}.tar.gz", backend_caches(kernels))
+    target = tmp_path / "elsewhere"
+    imported = import_cache(archive, target)
+    assert sorted(imported) == sorted(name for name in files if name.split("/")[0] in expected)
+    for name in imported:
+        assert (target / name).read_bytes() == files[name]
 
 
 def test_export_import_round_trip(tmp_path):
@@ -132,3 +168,50 @@ def test_cold_vs_warm_compile_on_cpu(tmp_path_factory):
     assert sorted(names) == sorted(p.as_posix() for p in cache_files(cold_dir))
     assert any(name.startswith("inductor/fxgraph/") for name in names)
     assert all((warm_dir / name).is_file() for name in names)
+
+
+def _fake_doctor_run(calls):
+    """A stand-in for the doctor's subprocess: records the call and compiles one "kernel" into Inductor's folder.
+
+    The real probes take ~25 s cold on 2 cores (Inductor compiles C++), too slow for this suite."""
+
+    def run(command, env, **kwargs):
+        calls.append((command, env))
+        folder = Path(env["TORCHINDUCTOR_CACHE_DIR"]) / "fxgraph" / "ab"
+        folder.mkdir(parents=True)
+        (folder / "graph").write_bytes(b"compiled")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    return run
+
+
+def test_warm_probe_caches_runs_the_doctor_in_a_process_whose_caches_point_into_the_folder(tmp_path, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(cache_module.subprocess, "run", _fake_doctor_run(calls))
+    summary = warm_probe_caches(tmp_path / "cache", "cpu")
+    ((command, env),) = calls
+    assert command[1:] == ["-m", "nbhelpers.cli", "doctor", "--device", "cpu", "--json"]
+    assert env["TRITON_CACHE_AUTOTUNING"] == "1" and env["TILELANG_CACHE_DIR"] == str(tmp_path / "cache" / "tilelang")
+    assert (summary["inductor_files"], summary["triton_files"]) == (1, 0)
+    assert (tmp_path / "cache" / "tilelang").is_dir()  # every cache folder exists before the probes run
+
+
+def test_warm_cache_command_exports_what_the_probes_built(tmp_path, monkeypatch, capsys):
+    calls: list = []
+    monkeypatch.setattr(cache_module.subprocess, "run", _fake_doctor_run(calls))
+    cache, archive = tmp_path / "cache", tmp_path / "kernel-cache.tar.gz"
+    argv = ["warm-cache", "--cache-dir", str(cache), "--device", "cpu", "--no-step", "--archive", str(archive),
+            "--caches", "inductor,triton"]  # fmt: skip
+    assert main(argv) == 0
+    assert "inductor_files 1" in capsys.readouterr().out
+    with tarfile.open(archive) as tar:
+        assert tar.getnames() == ["inductor/fxgraph/ab/graph"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [(["--caches", "ptx"], "--caches=['ptx']: ptx unknown"), (["--device", "tpu"], "--device='tpu': allowed are")],
+)
+def test_warm_cache_refuses_bad_input_before_building_anything(tmp_path, capsys, argv, named):
+    assert main(["warm-cache", "--cache-dir", str(tmp_path / "cache"), "--no-step", *argv]) == 2
+    assert named in capsys.readouterr().err and not (tmp_path / "cache").exists()

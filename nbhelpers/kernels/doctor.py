@@ -191,12 +191,12 @@ def check_path(
         verdict.reason = "probe failed: " + "; ".join(f"{r.kernel}: {r.detail}" for r in failed)
     elif passed:
         verdict.verdict = OK
-        verdict.correct = f"pass ({len(passed)} kernels)" + (
+        verdict.correct = f"pass ({len(passed)} kernel{'s' if len(passed) != 1 else ''})" + (
             f", {len(results) - len(passed)} not runnable here" if len(passed) < len(results) else ""
         )
     else:
         reasons = "; ".join(dict.fromkeys(r.detail for r in results if r.status == NOT_RUNNABLE))
-        verdict.correct, verdict.verdict, verdict.reason = f"{NOT_HERE} ({reasons})", NOT_HERE, reasons
+        verdict.correct, verdict.verdict, verdict.reason = NOT_HERE, NOT_HERE, reasons
     return verdict
 
 

@@ -27,15 +27,27 @@ from .liger import (
     probe_liger,
     requested_liger_kernels,
 )
-from .spec import BackendUnavailable, KernelBackend
+from .spec import BackendUnavailable, CompiledCache, KernelBackend
 
 BASELINE_BACKEND = "eager"  # parity and speedups are measured against it
-# Compiled-kernel caches a backend may fill: cache name -> the environment variable that points it at a folder.
-COMPILED_CACHES = {
-    "triton": "TRITON_CACHE_DIR",
-    "inductor": "TORCHINDUCTOR_CACHE_DIR",
-    "tilelang": "TILELANG_CACHE_DIR",  # fla's tilelang kernels (the gated backward on Hopper)
-}
+# Compiled-kernel caches a backend may fill (name -> entry): where each lives and what makes it keep its results.
+COMPILED_CACHES: dict[str, CompiledCache] = {
+    cache.name: cache
+    for cache in (
+        CompiledCache(
+            "triton", "TRITON_CACHE_DIR",
+            "Triton's compiled kernels (Liger, fla, Inductor's) and the autotuner's chosen configs of autotuned "
+            "kernels (fla's chunk kernels, Liger's where it autotunes)",
+            # Triton keeps autotune timings on disk only when asked; fla asks by default, FLA_CACHE_RESULTS=1 says so.
+            switches={"TRITON_CACHE_AUTOTUNING": "1", "FLA_CACHE_RESULTS": "1"},
+        ),
+        CompiledCache("inductor", "TORCHINDUCTOR_CACHE_DIR", "torch.compile's FX graphs, AOT autograd and kernels"),
+        CompiledCache(
+            "tilelang", "TILELANG_CACHE_DIR",
+            "tilelang's JIT-compiled kernels and its autotuner's results (fla's gated backward on Hopper)",
+        ),
+    )
+}  # fmt: skip
 # Parity tolerance classes, tightest first; a composite backend takes the loosest class of its parts.
 TOLERANCE_CLASSES = (BASELINE_BACKEND, COMPILE_BACKEND, LIGER_BACKEND)
 

@@ -25,6 +25,17 @@ StatusFunction = Callable[[str], str]
 ProbeFunction = Callable[[str], list[Any]]
 
 
+@dataclass(frozen=True)
+class CompiledCache:
+    """One on-disk cache of compiled kernels: the variable that points it at a folder, and the variables that
+    make it keep what would otherwise be recomputed in every process (autotune results)."""
+
+    name: str
+    variable: str  # environment variable naming its folder
+    holds: str  # what it keeps, for tables and docs
+    switches: Mapping[str, str] = field(default_factory=dict)  # environment that turns its result caching on
+
+
 class BackendUnavailable(RuntimeError):
     """The requested kernel backend cannot run here (no Triton driver, unsupported model type, ...)."""
 
