@@ -97,3 +97,26 @@ def test_html_report_numbers_equal_the_records(h200_and_cpu_records, tmp_path):
 def test_html_report_without_records(tmp_path):
     path = report.write_html_report([], tmp_path / "empty.html")
     assert "No step records found" in path.read_text()
+
+
+def test_html_report_has_a_doctor_section_when_a_doctor_record_is_present(tmp_path):
+    from test_doctor import _fake_path, _WrongBackward
+
+    from nbhelpers.kernels.doctor import BROKEN_PATH, check_path, run_doctor
+
+    plain = report.write_html_report([], tmp_path / "plain.html")
+    assert "Kernel doctor" not in plain.read_text()
+    doctor = run_doctor("cpu", run_probes=False)
+    doctor.paths.append(check_path(_fake_path(_WrongBackward.apply), "cpu", {}, []))
+    doctor.paths[-1].notes.append("slow-one: slower; fix: do this (source: NOTES.md)")
+    record = doctor.to_record("doc")
+    path = report.write_html_report([record], tmp_path / "doctor.html")
+    soup = BeautifulSoup(path.read_text(), "html.parser")
+    (section,) = soup.select("section.doctor")
+    assert section["data-machine"] == record.machine and "no CUDA GPU" in section.get_text()
+    rows = {tr.find("td").get_text(): {td["data-col"]: td.get_text() for td in tr.find_all("td")}
+            for tr in section.select("table.doctor tbody tr")}  # fmt: skip
+    assert set(rows) == {p.path for p in doctor.paths}
+    assert rows["kernels fake"]["verdict"] == BROKEN_PATH and "probe failed" in rows["kernels fake"]["reason"]
+    assert "skipped by notebooks 02 and 03: kernels fake" in section.select_one("p.doctor-verdict").get_text()
+    assert [li.get_text() for li in section.select("ul.doctor-notes li")] == [doctor.paths[-1].notes[0]]

@@ -16,6 +16,7 @@ from nbhelpers.analysis.recommend import recommend
 from nbhelpers.analysis.records import choose_baselines, machines_of, record_label, run_name_of, step_records
 from nbhelpers.analysis.speedup import build_table, waterfall_steps
 from nbhelpers.formatting import format_table, format_waterfall
+from nbhelpers.kernels.doctor import DOCTOR_KIND, describe_machine, doctor_table
 from nbhelpers.measure.jsonl import dumps
 from nbhelpers.measure.store import RunRecord
 
@@ -33,7 +34,8 @@ pre { background: #f7f7f7; border: 1px solid #e3e3e3; padding: 0.7rem; overflow-
 """
 
 
-_TEXT_COLUMNS = ("label", "machine", "run", "status", "reason", "parity", "stage")
+_TEXT_COLUMNS = ("label", "machine", "run", "status", "reason", "parity", "stage", "path", "installed", "compatible",
+                 "correct", "verdict", "notes")  # fmt: skip
 
 
 def _html_table(frame: Any, css_class: str, machine: str = "") -> str:
@@ -156,6 +158,7 @@ def write_html_report(
     )
     if not machines:
         body = "<p>No step records found: run notebooks 01-03 first.</p>"
+    body += doctor_sections(records)
     document = f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -180,6 +183,34 @@ A speedup is a ratio of two records from one run on one machine; machines are ne
     tmp.write_text(document, encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def doctor_sections(records: list[RunRecord]) -> str:
+    """One section per machine with a kernel-doctor record (its newest): the machine, every fused path's
+    verdict with the reason, and the known slow combinations; "" without a doctor record."""
+    newest: dict[str, RunRecord] = {}
+    for record in records:
+        if record.kind == DOCTOR_KIND and record.ok:
+            held = newest.get(record.machine)
+            if held is None or record.created_at >= held.created_at:
+                newest[record.machine] = record
+    parts = []
+    for machine, record in newest.items():
+        table = doctor_table(record)
+        broken = table[table["verdict"] == "broken"]["path"].tolist()
+        parts.append(f'<section class="doctor" data-machine="{html.escape(machine)}">')
+        parts.append(f"<h2>Kernel doctor: {html.escape(machine)}</h2>")
+        parts.append(f'<p class="meta">{html.escape(describe_machine(record)).replace(chr(10), "<br>")}</p>')
+        verdict = f"broken, skipped by notebooks 02 and 03: {', '.join(broken)}" if broken else "no path is broken"
+        parts.append(f'<p class="doctor-verdict">{html.escape(verdict)} (record {html.escape(record.record_id)}, '
+                     f"{html.escape(record.created_at)})</p>")  # fmt: skip
+        parts.append(_html_table(table.drop(columns=["notes"]), "doctor", machine))
+        notes = [note for row in record.metrics.get("paths", []) for note in row.get("notes") or []]
+        if notes:
+            items = "".join(f"<li>{html.escape(note)}</li>" for note in dict.fromkeys(notes))
+            parts.append(f'<h3>Known slow combinations here</h3><ul class="doctor-notes">{items}</ul>')
+        parts.append("</section>")
+    return "\n".join(parts)
 
 
 def _inline_bokeh(models: list[Any]) -> str:
