@@ -18,14 +18,16 @@ PARAMETERS = {
     "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "DATA_FORMAT": "str", "PROMPT_FIELD": "str",
     "RESPONSE_FIELD": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
     "BACKENDS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int",
-    "STEPS": "int", "WARMUP": "int", "TIMING": "str", "PADDING": "str", "MEASURE_STARTUP": "bool", "GPU_RESULTS": "str",
+    "STEPS": "int", "WARMUP": "int", "TIMING": "str", "PADDING": "str", "MEASURE_STARTUP": "bool",
+    "DOCTOR_PROBES": "bool", "GPU_RESULTS": "str",
 }  # fmt: skip
 # Eager and Liger (interpreted rope + cross-entropy: test_parity covers the fused linear one) on one 48-token
 # sequence, and SwiGLU alone to show why it is not checked on a CPU (test_kernels shows it for RMSNorm). No
-# compile here: its parity and cold/warm start are measured once in test_parity / test_kernel_cache.
+# compile here: its parity and cold/warm start are measured once in test_parity / test_kernel_cache. The doctor
+# runs without its probes (test_doctor runs them; torch.compile's takes ~10-25 s on a CPU).
 TINY = {
     "BACKENDS": "eager,liger", "LIGER_KERNELS": "rope,swiglu,cross_entropy", "BATCH_SIZE": 1, "MAX_LENGTH": 48,
-    "PADDING": "static", "NUM_SAMPLES": 4, "STEPS": 1, "WARMUP": 0, "MEASURE_STARTUP": False,
+    "PADDING": "static", "NUM_SAMPLES": 4, "STEPS": 1, "WARMUP": 0, "MEASURE_STARTUP": False, "DOCTOR_PROBES": False,
 }  # fmt: skip
 
 
@@ -33,11 +35,12 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
     nb = assert_committed_clean(NOTEBOOK, "# 02")
     params = papermill.inspect_notebook(str(NOTEBOOK))
     assert {name: info["inferred_type_name"] for name, info in params.items()} == PARAMETERS
-    assert params["MEASURE_STARTUP"]["default"] == "True"
+    assert params["MEASURE_STARTUP"]["default"] == "True" and params["DOCTOR_PROBES"]["default"] == "True"
     assert params["LIGER_KERNELS"]["default"] == '"rope,rms_norm,swiglu,cross_entropy"'  # no fused linear CE
     assert params["PADDING"]["default"] == '"static"'  # the baseline's padding: "kernels only" in the waterfall
     headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
-    assert [h.split(".")[0] for h in headings] == [f"## {i}" for i in range(1, 8)]
+    assert [h.split(".")[0] for h in headings] == [f"## {i}" for i in range(1, 9)]
+    assert headings[0].startswith("## 1. The kernel doctor")
 
 
 def _shipped(folder: Path, make_record, with_startup: bool = False) -> None:
@@ -104,7 +107,8 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     cells = execute(NOTEBOOK, tmp_path / "02.ipynb", TINY | {"RUN_NAME": "nb02", "GPU_RESULTS": str(gpu)})
 
     records = {r.label: r for r in RunStore.for_run("nb02").load()}
-    assert list(records) == ["eager", "liger", "liger swiglu (CPU interpreter)"]
+    assert list(records) == ["kernel doctor", "eager", "liger", "liger swiglu (CPU interpreter)"]
+    assert records["kernel doctor"].kind == "doctor" and records["kernel doctor"].metrics["broken"] == {}
     eager, liger = records["eager"], records["liger"]
     assert eager.ok and liger.ok, (eager.reason, liger.reason)
     assert liger.config["liger_kernels"] == ["rope", "cross_entropy"]
@@ -126,6 +130,8 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
         assert Path(record.artifacts["trace"]).exists() and record.metrics["real_tokens_per_s"] > 0
 
     assert "not checked on this device: swiglu" in outputs_text(cells["setup"])
+    doctor = outputs_text(cells["doctor"])
+    assert "no CUDA GPU" in doctor and "attention sdpa" in doctor and "left out by the doctor: nothing" in doctor
     report = outputs_text(cells["patch-report"])
     assert "replaced" in report and "LigerRMSNorm.forward" in report
     assert "failed: not checked on CPU" in outputs_text(cells["cpu-unchecked"])
