@@ -88,9 +88,10 @@ def _warm_arguments(warm: argparse.ArgumentParser) -> None:
     warm.add_argument("--caches", default="", help="comma-separated caches to export (default: all)")
     warm.add_argument("--device", default="auto", help="auto, cpu or cuda")
     warm.add_argument("--no-step", action="store_true", help="only the doctor's probes, no training step")
+    warm.add_argument("--dry-run", action="store_true", help="check the options, print the step and the caches")
     for name in ("model", "kernels", "padding", "attn_implementation", "dtype"):
         warm.add_argument(f"--{name.replace('_', '-')}", default=defaults[name], help=f"RunConfig.{name}")
-    for name in ("batch_size", "max_length", "num_samples"):
+    for name in ("batch_size", "max_length", "num_samples", "token_budget"):
         warm.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=f"RunConfig.{name}")
 
 
@@ -126,18 +127,30 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _warm_cache(args: argparse.Namespace) -> int:
-    from nbhelpers.kernels.cache import cache_summary, check_cache_names, export_cache, warm_caches, warm_probe_caches
+    from nbhelpers.kernels.cache import (
+        cache_env,
+        cache_summary,
+        check_cache_names,
+        export_cache,
+        warm_caches,
+        warm_probe_caches,
+    )  # fmt: skip
 
     caches = check_cache_names([c.strip() for c in args.caches.split(",") if c.strip()], "--caches") or None
     if args.device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--device={args.device!r}: allowed are auto, cpu, cuda")
+    config = RunConfig(
+        run_name="warm-cache", model=args.model, kernels=args.kernels, padding=args.padding,
+        attn_implementation=args.attn_implementation, dtype=args.dtype, batch_size=args.batch_size,
+        max_length=args.max_length, num_samples=args.num_samples, token_budget=args.token_budget, steps=1,
+        warmup=0, device=args.device,
+    )  # fmt: skip
+    if args.dry_run:
+        print(f"step: {'none' if args.no_step else config.name}")
+        print("\n".join(f"{key}={value}" for key, value in cache_env(args.cache_dir).items()))
+        return 0
     summary = warm_probe_caches(args.cache_dir, args.device)
     if not args.no_step:
-        config = RunConfig(
-            run_name="warm-cache", model=args.model, kernels=args.kernels, padding=args.padding,
-            attn_implementation=args.attn_implementation, dtype=args.dtype, batch_size=args.batch_size,
-            max_length=args.max_length, num_samples=args.num_samples, steps=1, warmup=0, device=args.device,
-        )  # fmt: skip
         record = warm_caches(config, args.cache_dir, notebook="nbhelpers warm-cache")
         if not record.ok:
             print(f"nbhelpers warm-cache: the training step failed: {record.reason}", file=sys.stderr)

@@ -3,6 +3,10 @@ absent paths reported as absent on a CPU, the verdict as a record, and broken pa
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -235,3 +239,36 @@ def test_skip_broken_leaves_out_broken_backends_composites_and_attention_with_th
     assert skipped["attention flex_attention"].endswith("probe failed: flex")
     assert set(skipped) == {"kernels liger", "kernels liger+compile", "attention flex_attention"}
     assert skip_broken(configs, {}) == (configs, {})
+
+
+def test_the_tuner_leaves_out_what_the_doctor_marks_broken_with_the_reason():
+    from nbhelpers.tuning.space import build_space
+
+    workload = RunConfig(run_name="k", batch_size=1)
+    broken = {"kernels compile": "probe failed: rms_norm"}
+    runnable, dropped = build_space(workload, ["eager", "compile"], ["static"], ["sdpa"], device="cpu", broken=broken)
+    assert [c.kernels for c in runnable] == ["eager"]
+    assert [(c.kernels, why) for c, why in dropped] == [
+        ("compile", "the kernel doctor marks kernels compile broken: probe failed: rms_norm")
+    ]
+    assert len(build_space(workload, ["eager", "compile"], ["static"], ["sdpa"], device="cpu")[0]) == 2
+
+
+@pytest.mark.slow
+def test_a_real_fused_kernel_passes_its_probe_under_tritons_cpu_interpreter():
+    # A subprocess: TRITON_INTERPRET must be set before Triton loads. About 5 s on 2 cores.
+    pytest.importorskip("liger_kernel")
+    code = (
+        "import torch\n"
+        "from liger_kernel.transformers import functional as liger\n"
+        "from nbhelpers.kernels.probes import compare_kernels, cross_entropy_reference\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "logits, labels = torch.randn(16, 64, generator=g), torch.randint(0, 64, (16,), generator=g)\n"
+        "labels[:3] = -100\n"
+        "print(compare_kernels('cross_entropy', liger.liger_cross_entropy, cross_entropy_reference,\n"
+        "                      [logits, labels], 1e-4, 1e-5).status)\n"
+    )
+    env = os.environ | {"TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == PASS

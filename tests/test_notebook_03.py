@@ -8,6 +8,7 @@ import papermill
 import pytest
 from notebook_helpers import assert_committed_clean, execute, outputs_text
 
+from nbhelpers.kernels.doctor import run_doctor
 from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_dynamic_padding.ipynb"
@@ -43,11 +44,17 @@ def test_notebook_03_measures_proves_and_reads_gpu_results(runs_root, kernel_env
         ("eager, packed, flex", "packed", "flex_attention", 15000.0),
     ]:
         gpu_store.append(make_record(label, tok_s, padding=padding, attn=attn, run_name="h200", kernels_per_step=6000))
+    # A doctor verdict of this machine (as notebook 02 stores it) that marks Liger broken: liger is left out.
+    doctor = run_doctor("cpu", run_probes=False)
+    liger = next(p for p in doctor.paths if p.path == "kernels liger")
+    liger.verdict, liger.reason = "broken", "probe failed: swiglu: outside rtol 0.02"
+    RunStore.for_run("nb03").append(doctor.to_record("nb03"))
     cells = execute(
         NOTEBOOK, tmp_path / "03.ipynb",
         TINY | {"RUN_NAME": "nb03", "STRATEGIES": "static,packed", "ATTENTION": "sdpa,flex_attention",
-                "MAX_LENGTH": 160, "GPU_RESULTS": str(gpu)},
+                "MAX_LENGTH": 160, "GPU_RESULTS": str(gpu), "KERNELS": "eager,liger"},
     )  # fmt: skip
+    assert "the kernel doctor marks kernels liger broken" in outputs_text(cells["measure"])
 
     records = RunStore.for_run("nb03").load()
     steps = {r.label: r for r in records if r.kind == "step"}

@@ -212,8 +212,8 @@ def run_doctor(
     device = resolve_device(device)
     packages = installed_versions()
     gpu = gpu_facts(device)
-    capability = tuple(gpu["capability"]) if gpu["capability"] else None
-    bad = matching(packages, capability, known_bad)  # type: ignore[arg-type]
+    capability = (gpu["capability"][0], gpu["capability"][1]) if gpu["capability"] else None
+    bad = matching(packages, capability, known_bad)
     paths = [check_path(p, device, packages, bad, run_probes) for p in fused_paths()]
     return DoctorReport(device, gpu, packages, paths)
 
@@ -259,20 +259,24 @@ def broken_paths(record: RunRecord | None) -> dict[str, str]:
     return {row["path"]: row["reason"] for row in record.metrics.get("paths", []) if row["verdict"] == BROKEN_PATH}
 
 
+def broken_reasons(kernels: str, attention: str, broken: Mapping[str, str]) -> dict[str, str]:
+    """Why a (kernel backend, attention) pair is left out by a doctor verdict: skipped-list key -> reason, one per
+    broken part ("kernels liger+compile" when its liger part is broken); {} when nothing of it is broken."""
+    backend = find_backend(kernels)
+    parts = backend.components if backend is not None else (kernels,)
+    reasons = {f"kernels {kernels}": f"kernels {p}" for p in parts if f"kernels {p}" in broken}
+    if f"attention {attention}" in broken:
+        reasons[f"attention {attention}"] = f"attention {attention}"
+    return {key: f"the kernel doctor marks {path} broken: {broken[path]}" for key, path in reasons.items()}
+
+
 def skip_broken(configs: Iterable[Any], broken: Mapping[str, str]) -> tuple[list[Any], dict[str, str]]:
     """The configs whose kernel backend (or any of its parts) and attention the doctor did not mark broken,
     and what was left out, keyed like the notebooks' skipped lists ("kernels liger+compile": why)."""
     kept, skipped = [], {}
     for config in configs:
-        backend = find_backend(config.kernels)
-        parts = backend.components if backend is not None else (config.kernels,)
-        reasons = [(f"kernels {config.kernels}", f"kernels {p}") for p in parts if f"kernels {p}" in broken]
-        attention = f"attention {config.attn_implementation}"
-        if attention in broken:
-            reasons.append((attention, attention))
+        reasons = broken_reasons(config.kernels, config.attn_implementation, broken)
+        skipped.update(reasons)
         if not reasons:
             kept.append(config)
-            continue
-        for key, path in reasons:
-            skipped[key] = f"the kernel doctor marks {path} broken: {broken[path]}"
     return kept, skipped

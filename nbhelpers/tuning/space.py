@@ -8,11 +8,12 @@ out before anything is measured, with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nbhelpers.data.strategies import BASELINE_STRATEGY, PADDING_STRATEGIES, STRATEGIES, plan_token_budget
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION, attention_status
+from nbhelpers.kernels.doctor import broken_reasons
 from nbhelpers.kernels.liger import LIGER_KERNELS
 from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, kernel_backend
 from nbhelpers.measure.config import RunConfig
@@ -118,8 +119,12 @@ def baseline_candidate(workload: RunConfig) -> Candidate:
     return Candidate(BASELINE_BACKEND, (), BASELINE_STRATEGY, 0, DEFAULT_ATTENTION)
 
 
-def why_not(candidate: Candidate, workload: RunConfig, device: str) -> str:
-    """'' when the candidate can be tried on this device for this model, else why not."""
+def why_not(candidate: Candidate, workload: RunConfig, device: str, broken: Mapping[str, str] | None = None) -> str:
+    """'' when the candidate can be tried on this device for this model, else why not; ``broken`` holds the paths
+    a kernel-doctor verdict marks broken (:func:`nbhelpers.kernels.doctor.broken_paths`)."""
+    doctor = broken_reasons(candidate.kernels, candidate.attn_implementation, broken or {})
+    if doctor:
+        return "; ".join(doctor.values())
     status = attention_status(candidate.attn_implementation, device)
     if status:
         return f"attn_implementation={candidate.attn_implementation!r}: {status}"
@@ -145,8 +150,9 @@ def build_space(
     liger_sets: Sequence[Sequence[str]] | None = None,
     token_budgets: Sequence[int] = (0,),
     device: str = "cpu",
+    broken: Mapping[str, str] | None = None,
 ) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
-    """Every combination that can run here, and those left out with why.
+    """Every combination that can run here, and those left out with why (also the paths ``broken`` names).
 
     ``liger_sets`` default: the workload's switches and, when they include the fused linear cross-entropy,
     the same set with plain cross-entropy. A token-budget strategy takes every value of ``token_budgets``.
@@ -165,6 +171,6 @@ def build_space(
                 for budget in dict.fromkeys(budgets):
                     for attention in attentions:
                         candidate = Candidate(backend, tuple(switches), strategy, budget, attention)
-                        reason = why_not(candidate, workload, device)
+                        reason = why_not(candidate, workload, device, broken)
                         (dropped.append((candidate, reason)) if reason else runnable.append(candidate))
     return runnable, dropped

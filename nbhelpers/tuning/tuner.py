@@ -19,7 +19,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -425,6 +425,7 @@ def tune(
     unfused_twin: bool = True,
     token_budgets: str | int | Sequence[int] = (0,),
     device: str | None = None,
+    broken: Mapping[str, str] | None = None,
     **options: Any,
 ) -> TuneResult:
     """Search kernels x strategies x attentions on ``workload`` within ``budget_s`` seconds.
@@ -432,7 +433,8 @@ def tune(
     Lists are comma-separated strings or sequences; ``liger_kernels`` holds switch sets ("a,b;c,d"),
     by default the workload's, each with its plain cross-entropy twin (``unfused_twin``). ``options`` go to
     :class:`Tuner` (eta, first_steps, final_count, measure, clock, store, notebook, progress, ...).
-    ``budget_s=0`` checks the arguments and measures nothing (a notebook's way to skip the tuner).
+    ``budget_s=0`` checks the arguments and measures nothing (a notebook's way to skip the tuner). ``broken``: the
+    paths a kernel-doctor verdict marks broken (``kernels.doctor.broken_paths``), left out with the reason.
     """
     from nbhelpers.data.strategies import PADDING_STRATEGIES
     from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
@@ -453,7 +455,9 @@ def tune(
         from nbhelpers.measure.env import resolve_device
 
         device = resolve_device(workload.device)
-    candidates, dropped = build_space(workload, *names, liger_sets=sets, token_budgets=budgets, device=device)
+    candidates, dropped = build_space(
+        workload, *names, liger_sets=sets, token_budgets=budgets, device=device, broken=broken
+    )
     if budget_s == 0 and not isinstance(budget_s, bool):
         journal = runs_root() / workload.run_name / JOURNAL_NAME  # nothing is written
         return TuneResult(workload=workload, decisions=[], baseline=None, winner=None, winner_label="",
