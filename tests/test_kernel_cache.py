@@ -215,3 +215,14 @@ def test_warm_cache_command_exports_what_the_probes_built(tmp_path, monkeypatch,
 def test_warm_cache_refuses_bad_input_before_building_anything(tmp_path, capsys, argv, named):
     assert main(["warm-cache", "--cache-dir", str(tmp_path / "cache"), "--no-step", *argv]) == 2
     assert named in capsys.readouterr().err and not (tmp_path / "cache").exists()
+
+
+def test_warm_cache_runs_one_training_step_of_the_named_configuration(tmp_path, monkeypatch, capsys, runs_root):
+    probed: list = []
+    monkeypatch.setattr(cache_module, "warm_probe_caches", lambda folder, device: probed.append(device) or {})
+    argv = ["warm-cache", "--cache-dir", str(tmp_path / "cache"), "--device", "cpu", "--model", "qwen3-tiny",
+            "--kernels", "eager", "--padding", "packed", "--batch-size", "1", "--max-length", "128",
+            "--num-samples", "2"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    assert probed == ["cpu"] and "inductor_files 0" in capsys.readouterr().out  # eager compiles nothing
+    assert (tmp_path / "cache" / "triton").is_dir() and (tmp_path / "cache" / "tilelang").is_dir()
