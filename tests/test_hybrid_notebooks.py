@@ -27,7 +27,8 @@ def test_notebooks_01_to_04_run_the_hybrid_preset(runs_root, kernel_env, tmp_pat
     execute(
         NOTEBOOKS / "02_kernel_swap_in.ipynb", tmp_path / "02.ipynb",
         HYBRID | {"BACKENDS": "eager,liger", "LIGER_KERNELS": "cross_entropy", "BATCH_SIZE": 1, "MAX_LENGTH": 48,
-                  "PADDING": "static", "NUM_SAMPLES": 4, "STEPS": 1, "WARMUP": 0, "MEASURE_STARTUP": False},
+                  "PADDING": "static", "NUM_SAMPLES": 4, "STEPS": 1, "WARMUP": 0, "MEASURE_STARTUP": False,
+                  "DOCTOR_PROBES": False},
     )  # fmt: skip
     # Packed rows carry their boundaries (cu_seqlens): the reference path runs each sequence apart, the measured
     # packed configuration is ok, and the contamination proof passes for that path and catches the mixing ones.
