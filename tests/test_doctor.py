@@ -4,6 +4,7 @@ absent paths reported as absent on a CPU, the verdict as a record, and broken pa
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -20,6 +21,7 @@ from nbhelpers.kernels.doctor import (
     REFERENCE,
     VERDICTS,
     FusedPath,
+    broken_here,
     broken_paths,
     check_path,
     describe_machine,
@@ -34,7 +36,7 @@ from nbhelpers.kernels.known_bad import BROKEN, KNOWN_BAD, SLOW, KnownBad, appli
 from nbhelpers.kernels.probes import FAIL, NOT_RUNNABLE, PASS, compare_kernels, rms_norm_reference
 from nbhelpers.kernels.registry import ELEMENTARY_BACKENDS
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.store import RunStore
+from nbhelpers.measure.store import RunRecord, RunStore
 
 FLA_HOPPER = next(e for e in KNOWN_BAD if e.name == "fla-gated-backward-hopper-triton")
 FLA_STACK = {"flash-linear-attention": "0.6.0", "triton": "3.6.0", "tilelang": None}
@@ -219,10 +221,15 @@ def test_the_verdict_is_a_doctor_record_that_round_trips_through_the_store(runs_
     report.paths.append(check_path(_fake_path(_WrongBackward.apply), "cpu", {}, []))
     store = RunStore.for_run("doc")
     store.append(report.to_record("doc", notebook="test"))
-    record = latest_doctor(store.load(), hostname="")
+    record = latest_doctor(store.load(), hostname=socket.gethostname())
     assert record is not None and record.kind == DOCTOR_KIND and record.config["run_name"] == "doc"
-    assert list(broken_paths(record)) == ["kernels fake"]
+    assert list(broken_paths(record)) == ["kernels fake"] and broken_here(store.load()) == broken_paths(record)
+    later = {"record_id": "other", "environment": {"hostname": "gpu-9"}, "created_at": "2999-01-01T00:00:00+00:00"}
+    elsewhere = RunRecord.from_dict(record.to_dict() | later)
+    store.append(elsewhere)  # a newer verdict of another machine does not speak for this one
+    assert latest_doctor(store.load()).record_id == "other"
     assert latest_doctor(store.load(), hostname="another-host") is None
+    assert broken_here(store.load()) == broken_paths(record)
     table = doctor_table(record)
     assert list(table.columns) == ["path", "installed", "compatible", "correct", "verdict", "reason", "notes"]
     assert table.set_index("path").loc["kernels fake", "verdict"] == BROKEN_PATH

@@ -244,11 +244,10 @@ def describe_machine(source: DoctorReport | RunRecord) -> str:
 
 
 def latest_doctor(records: Iterable[RunRecord], hostname: str | None = None) -> RunRecord | None:
-    """The newest doctor record (of this host when ``hostname`` is given: "" means this machine's), or None."""
-    host = socket.gethostname() if hostname == "" else hostname
+    """The newest doctor record (of host ``hostname`` when given), or None."""
     found = [r for r in records if r.kind == DOCTOR_KIND and r.ok]
-    if host is not None:
-        found = [r for r in found if r.environment.get("hostname") == host]
+    if hostname is not None:
+        found = [r for r in found if r.environment.get("hostname") == hostname]
     return max(found, key=lambda r: r.created_at, default=None)
 
 
@@ -257,6 +256,11 @@ def broken_paths(record: RunRecord | None) -> dict[str, str]:
     if record is None:
         return {}
     return {row["path"]: row["reason"] for row in record.metrics.get("paths", []) if row["verdict"] == BROKEN_PATH}
+
+
+def broken_here(records: Iterable[RunRecord]) -> dict[str, str]:
+    """The paths the newest doctor record of this machine (this host) marks broken, with the reason ({} without)."""
+    return broken_paths(latest_doctor(records, socket.gethostname()))
 
 
 def broken_reasons(kernels: str, attention: str, broken: Mapping[str, str]) -> dict[str, str]:
