@@ -21,6 +21,7 @@ from nbhelpers.analysis.records import (
     fastest,
     group_key,
     is_measured,
+    is_workbook,
     metric_value,
     parity_status,
     record_label,
@@ -276,7 +277,7 @@ def recommend(
     nothing is eligible.
     """
     records = list(records)
-    steps = step_records(records)
+    steps = [r for r in step_records(records) if is_workbook(r)]  # peer rows (TRL) are compared, not recommended
     if machine is not None:
         steps = [r for r in steps if r.machine == machine]
         records = [r for r in records if r.machine == machine]

@@ -1,0 +1,121 @@
+"""Peer rows (TRL's SFTTrainer on the same samples) and the convergence check of a recommendation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from nbhelpers.analysis.convergence import (
+    KIND,
+    MEAN_RTOL,
+    STEP_RTOL,
+    compare_curves,
+    convergence_configs,
+    convergence_of,
+    mark_convergence,
+)
+from nbhelpers.analysis.peers import export_gap, export_gap_text, parse_peers, peer_configs, peer_table
+from nbhelpers.analysis.recommend import recommend
+from nbhelpers.analysis.records import choose_baselines, group_key
+from nbhelpers.analysis.speedup import waterfall_steps
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.runner import run_configs
+from nbhelpers.validation import ConfigError
+
+CPU = {"device_name": "cpu", "hostname": "ci", "device_type": "cpu"}
+
+
+def _records(make_record):
+    base = make_record("static", 100.0)
+    best = make_record("token budget", 400.0, padding="token_budget", kernels="liger", parity="pass")
+    trl_defaults = make_record("TRL defaults", 150.0, padding="static", engine="trl_defaults")
+    trl_export = make_record("TRL export", 390.0, padding="token_budget", kernels="liger", engine="trl")
+    trl_fastest = make_record("TRL other", 900.0, padding="static", engine="trl_best", parity="pass")
+    return [trl_fastest, base, best, trl_defaults, trl_export]
+
+
+def test_peer_rows_are_compared_never_recommended_nor_a_baseline(make_record):
+    records = _records(make_record)
+    rec = recommend(records)
+    assert rec.label == "token budget" and rec.baseline_label == "static"  # the TRL rows: neither
+    assert all("TRL" not in p["label"] for p in rec.passed_over)
+    assert [b.config["label"] for b in choose_baselines(records).values()] == ["static"]
+    assert not waterfall_steps(records)["label"].str.contains("TRL").any()
+    table = peer_table(records, rec).set_index("label")
+    assert list(table.index) == ["TRL other", "TRL defaults", "TRL export", "token budget"]
+    assert table.loc["TRL defaults", "speedup"] == pytest.approx(1.5)
+    assert table.loc["TRL defaults", "recommendation vs this"] == pytest.approx(400 / 150)
+    assert table.loc["TRL defaults", "gradient checkpointing"] == "off"  # the record's config says none
+    gap = export_gap(records, rec)
+    assert gap["trl_over_workbook"] == pytest.approx(390 / 400) and gap["within_goal"]
+    assert "within the 5% goal" in export_gap_text(gap)
+
+
+def test_export_gap_needs_the_same_settings(make_record):
+    records = _records(make_record)
+    records[-1].config["kernels"] = "eager"  # TRL measured with other kernels than the recommendation's
+    assert export_gap(records, recommend(records)) is None
+    assert "not measured" in export_gap_text(None)
+
+
+def test_peer_configs_are_the_recommendation_s_workload(make_record):
+    rec = recommend(_records(make_record))
+    configs = peer_configs(rec, "trl_defaults, trl")
+    assert [c.engine for c in configs] == ["trl_defaults", "trl"]
+    assert configs[1].label == "TRL from the export of token budget" and configs[1].padding == "token_budget"
+    assert configs[0].label == "TRL SFTTrainer defaults, b4x128"
+    assert parse_peers("") == []
+    with pytest.raises(ConfigError, match="PEER_ROWS='trl, torchtune'.*trl_defaults"):
+        parse_peers("trl, torchtune")
+
+
+def test_compare_curves_tolerances():
+    base = [12.0 - 0.2 * i for i in range(10)]
+    noisy = [x * (1 + (STEP_RTOL / 2) * (-1) ** i) for i, x in enumerate(base)]  # per-step noise that averages out
+    assert compare_curves(noisy, base).passed
+    drift = compare_curves([x * (1 + 2 * MEAN_RTOL) for x in base], base)  # every step off the same way
+    assert not drift.passed and drift.max_step_rel_diff < STEP_RTOL and drift.mean_rel_diff > MEAN_RTOL
+    spike = compare_curves([*base[:9], base[9] * (1 + 1.25 * STEP_RTOL)], base)  # one step too far off
+    assert not spike.passed and spike.mean_rel_diff < MEAN_RTOL
+    diverged = compare_curves([*base[:9], math.nan], base)
+    assert not diverged.passed and "fail over 10 steps" in diverged.summary()
+
+
+def test_convergence_baseline_follows_the_same_plan(make_record):
+    token = recommend([make_record("tb", 100.0, padding="token_budget", kernels="liger", attn="torch_varlen")])
+    mine, base = convergence_configs(token, 50)
+    assert (mine.steps, mine.warmup, mine.timing) == (50, 0, "steps")
+    assert (base.kernels, base.attn_implementation, base.padding) == ("eager", "sdpa", "token_budget")
+    packed = recommend([make_record("p", 100.0, padding="packed", kernels="liger")])
+    assert convergence_configs(packed, 50)[1].padding == "static"  # the same samples in every step
+    with pytest.raises(ConfigError, match="CONVERGENCE_STEPS"):
+        convergence_configs(packed, 0)
+
+
+TINY = RunConfig(run_name="peers", num_samples=4, batch_size=2, max_length=128, timing="epoch", padding="packed",
+                 extra={"parity_probe_samples": 0})  # fmt: skip
+
+
+def test_trl_peer_row_counts_the_same_tokens_as_the_workbook(runs_root):
+    """TRL run from the export on the same samples: a record of the same workload whose timed epoch holds the
+    same real tokens in the same number of steps as the workbook's."""
+    pytest.importorskip("trl", reason="TRL is in the test extras: pip install trl")
+    workbook, trl = run_configs([TINY, TINY.replace(engine="trl", label="trl")], isolate=False, progress=False)
+    assert workbook.ok and trl.ok, trl.reason
+    assert group_key(workbook) == group_key(trl)
+    assert trl.metrics["timed_batches"] == workbook.metrics["timed_batches"] == 2
+    assert trl.metrics["timed_real_tokens"] == workbook.metrics["timed_real_tokens"]
+    assert trl.metrics["sft_config"]["padding_free"] is True
+    assert trl.metrics["real_tokens_per_s"] > 0 and len(trl.metrics["losses"]) == 4  # two epochs of 2 steps
+    assert trl.metrics["losses"][0] == pytest.approx(workbook.metrics["losses"][0], rel=1e-5)  # same first step
+
+
+def test_convergence_of_a_tiny_recommendation(runs_root, make_record):
+    rec = recommend([make_record("packed", 100.0, padding="packed", model="qwen3-tiny", batch_size=2, **CPU)])
+    configs = [c.replace(num_samples=4) for c in convergence_configs(rec, 3)]
+    records = run_configs(configs, isolate=False, progress=False, annotate=mark_convergence)
+    assert [r.kind for r in records] == [KIND, KIND] and all(r.ok for r in records)
+    result = convergence_of(records)
+    assert len(result.step_rel_diff) == 4 and result.passed  # first step + 3; fp32 on a CPU: ~1e-6 apart
+    assert result.max_step_rel_diff < 1e-4
