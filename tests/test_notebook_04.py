@@ -46,6 +46,8 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
         "RUN_NAME": "str",
         "RUN_DIRS": "str",
         "BASELINE_LABEL": "str",
+        "PEER_ROWS": "str",
+        "CONVERGENCE_STEPS": "int",
     }
 
 
@@ -113,3 +115,27 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
         "eager": "—",
         "cpu": "1.00x",
     }
+
+
+@pytest.mark.slow
+def test_notebook_04_measures_trl_peers_and_convergence_on_the_tiny_preset(runs_root, kernel_env, tmp_path):
+    """A real tiny record of this machine is recommended; the notebook runs TRL from its export beside it and the
+    convergence pair, and the report shows both."""
+    pytest.importorskip("trl", reason="TRL is in the test extras: pip install trl")
+    from nbhelpers.measure.config import RunConfig
+    from nbhelpers.measure.runner import run_configs
+
+    tiny = RunConfig(run_name="nb04trl", num_samples=4, batch_size=2, max_length=128, timing="epoch",
+                     padding="packed", extra={"parity_probe_samples": 0})  # fmt: skip
+    run_configs([tiny], store=RunStore.for_run("nb04trl"), isolate=False, progress=False)
+    out = tmp_path / "04.ipynb"
+    execute_notebook(NOTEBOOK, out, {"RUN_NAME": "nb04trl", "PEER_ROWS": "trl", "CONVERGENCE_STEPS": 2})
+    by_id = {cell.get("id"): cell for cell in nbformat.read(out, as_version=4).cells}
+    rows = {row["label"]: row for row in _frame_rows(by_id["peers"])}
+    assert set(rows) == {"TRL from the export of eager/packed/sdpa/b2x128", "eager/packed/sdpa/b2x128"}
+    assert rows["TRL from the export of eager/packed/sdpa/b2x128"]["status"] == "ok"
+    assert "TRL from its export" in _outputs_text(by_id["peers"]) and "goal" in _outputs_text(by_id["peers"])
+    assert "Convergence pass over 3 steps" in _outputs_text(by_id["convergence"])
+    soup = BeautifulSoup((runs_root / "nb04trl" / "report.html").read_text(), "html.parser")
+    assert soup.select("table.peers tbody tr") and "goal" in soup.select_one("p.export-gap").get_text()
+    assert "Convergence pass" in soup.select_one("p.convergence").get_text()

@@ -21,7 +21,7 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.validation import check_int
 
-from .peers import run_config_of
+from .peers import measure_for, run_config_of
 from .recommend import Recommendation
 
 # Per step, the two losses may differ by 2% of the baseline's: bf16 autocast and fused kernels (Liger, compile,
@@ -53,6 +53,15 @@ def convergence_configs(rec: Recommendation, steps: int) -> list[RunConfig]:
 def mark_convergence(record: RunRecord, earlier: list[RunRecord]) -> None:
     """``run_configs(annotate=...)``: a convergence run is stored as kind "convergence", never as a timed step."""
     record.kind = KIND
+
+
+def measure_convergence(rec: Recommendation | None, steps: int, run_name: str, notebook: str = "") -> str:
+    """Run the recommendation and its baseline ``steps`` steps each here (0: off), stored as kind "convergence"."""
+    check_int("CONVERGENCE_STEPS", steps, 0, 100_000)
+    if steps == 0:
+        return "convergence not measured (CONVERGENCE_STEPS=0)"
+    configs = convergence_configs(rec, steps) if rec is not None else []
+    return measure_for(rec, configs, run_name, notebook, annotate=mark_convergence)[1]
 
 
 @dataclass
@@ -136,4 +145,5 @@ __all__ = [
     "convergence_of",
     "convergence_plot",
     "mark_convergence",
+    "measure_convergence",
 ]

@@ -64,6 +64,38 @@ def peer_configs(rec: Recommendation, engines: str) -> list[RunConfig]:
     return configs
 
 
+def this_machine() -> str:
+    """The machine this process runs on, named as its records name it."""
+    from nbhelpers.measure.env import safe_environment
+
+    return RunRecord(config={}, environment=safe_environment("auto")).machine
+
+
+def measure_for(
+    rec: Recommendation | None, configs: list[RunConfig], run_name: str, notebook: str, annotate: Any = None
+) -> tuple[list[RunRecord], str]:
+    """Measure follow-up configurations of a recommendation here, stored in ``run_name``; nothing (and why) when
+    there is nothing to measure or the recommendation was measured on another machine."""
+    from nbhelpers.measure.runner import run_configs
+    from nbhelpers.measure.store import RunStore
+
+    if rec is None or not configs:
+        return [], "nothing to measure"
+    here = this_machine()
+    if rec.machine != here:
+        return [], f"the recommendation was measured on {rec.machine}, this is {here}: run this notebook there"
+    store = RunStore.for_run(run_name)
+    records = run_configs(configs, store=store, notebook=notebook, annotate=annotate)
+    return records, f"{len(records)} configuration(s) measured, {sum(1 for r in records if not r.ok)} failed"
+
+
+def measure_peers(rec: Recommendation | None, engines: str, run_name: str, notebook: str = "") -> str:
+    """Run TRL's SFTTrainer as each engine of ``engines`` (PEER_ROWS) on the recommendation's workload; a line."""
+    parse_peers(engines)  # PEER_ROWS is checked even when nothing can be measured
+    configs = peer_configs(rec, engines) if rec is not None else []
+    return measure_for(rec, configs, run_name, notebook)[1]
+
+
 def engine_name(record: RunRecord) -> str:
     return str(record.config.get("engine", WORKBOOK))
 
@@ -84,7 +116,7 @@ def _record_of(records: Iterable[RunRecord], rec: Recommendation) -> RunRecord |
     return next((r for r in records if r.record_id == rec.record_id), None)
 
 
-def peer_table(records: Iterable[RunRecord], rec: Recommendation) -> Any:
+def peer_table(records: Iterable[RunRecord], rec: Recommendation, baseline_label: str | None = None) -> Any:
     """One row per peer record, then the recommendation: real tok/s, speedup over the baseline, and over the peer."""
     import pandas as pd
 
@@ -92,19 +124,19 @@ def peer_table(records: Iterable[RunRecord], rec: Recommendation) -> Any:
     target = _record_of(records, rec)
     rows = []
     if target is not None:
-        base = choose_baselines(records).get(group_key(target))
+        base = choose_baselines(records, baseline_label).get(group_key(target))
         for record in [*peer_records(records, rec), target]:
             rate = tokens_per_s(record) if is_measured(record) else None
             rows.append({
                 "label": record_label(record), "engine": engine_name(record), "status": record.status,
                 "real tok/s": rate,
                 "speedup": speedup(record, base) if rate is not None and base is not None else None,
-                "recommendation vs this": rec.real_tokens_per_s / rate if rate else None,
-                "peak GiB": metric_value(record, "peak_memory_gib", None),
+                "recommended vs this": rec.real_tokens_per_s / rate if rate else None,
+                "peak memory GiB": metric_value(record, "peak_memory_gib", None),
                 "gradient checkpointing": _checkpointing(record),
                 "reason": record.reason,
             })  # fmt: skip
-    columns = ["label", "engine", "status", "real tok/s", "speedup", "recommendation vs this", "peak GiB",
+    columns = ["label", "engine", "status", "real tok/s", "speedup", "recommended vs this", "peak memory GiB",
                "gradient checkpointing", "reason"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
@@ -139,6 +171,35 @@ def export_gap(records: Iterable[RunRecord], rec: Recommendation) -> dict[str, A
     }
 
 
+def local_recommendation(recommendations: Iterable[Recommendation]) -> Recommendation | None:
+    """The recommendation measured on this machine (peer rows and convergence runs are measured here), or None."""
+    here = this_machine()
+    return next((r for r in recommendations if r.machine == here), None)
+
+
+def peer_overview(
+    records: Iterable[RunRecord], recommendations: Iterable[Recommendation], baseline_label: str | None = None
+) -> Any:
+    """:func:`peer_table` of every recommendation, formatted, with its machine."""
+    import pandas as pd
+
+    from nbhelpers.formatting import format_table
+
+    records = list(records)
+    frames = []
+    for rec in recommendations:
+        table = format_table(peer_table(records, rec, baseline_label))
+        table.insert(0, "machine", rec.machine)
+        frames.append(table)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["machine", "label"])
+
+
+def export_gap_lines(records: Iterable[RunRecord], recommendations: Iterable[Recommendation]) -> str:
+    """:func:`export_gap_text` of every recommendation, one line each, with its machine."""
+    records = list(records)
+    return "\n".join(f"{rec.machine}: {export_gap_text(export_gap(records, rec))}" for rec in recommendations)
+
+
 def export_gap_text(gap: dict[str, Any] | None) -> str:
     """One sentence for a notebook or the report."""
     if gap is None:
@@ -154,10 +215,16 @@ def export_gap_text(gap: dict[str, Any] | None) -> str:
 __all__ = [
     "EXPORT_GOAL",
     "export_gap",
+    "export_gap_lines",
     "export_gap_text",
+    "local_recommendation",
+    "peer_overview",
+    "measure_for",
+    "measure_peers",
     "parse_peers",
     "peer_configs",
     "peer_records",
     "peer_table",
     "run_config_of",
+    "this_machine",
 ]

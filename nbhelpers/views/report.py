@@ -11,7 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from nbhelpers.analysis.convergence import convergence_of
 from nbhelpers.analysis.overview import failed_configurations, peak_flops_sources
+from nbhelpers.analysis.peers import export_gap, export_gap_text, peer_table
 from nbhelpers.analysis.recommend import recommend
 from nbhelpers.analysis.records import choose_baselines, machines_of, record_label, run_name_of, step_records
 from nbhelpers.analysis.speedup import build_table, waterfall_steps
@@ -141,6 +143,7 @@ def write_html_report(
             parts.append(f'<pre class="python">{html.escape(rec.to_python())}</pre>')
             json_text = html.escape(rec.to_json())
             parts.append(f'<details><summary>JSON</summary><pre class="json">{json_text}</pre></details>')
+            parts += _peer_section(m_records, rec, baseline_label) + _convergence_section(m_records)
         parts.append("</section>")
         sections.append("\n".join(parts))
 
@@ -180,6 +183,30 @@ A speedup is a ratio of two records from one run on one machine; machines are ne
     tmp.write_text(document, encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def _peer_section(records: list[RunRecord], rec: Any, baseline_label: str | None) -> list[str]:
+    """TRL's SFTTrainer on the recommendation's workload (peer rows), and TRL run from the export."""
+    table = peer_table(records, rec, baseline_label)
+    parts = ["<h3>Against TRL</h3>"]
+    if len(table) <= 1:
+        parts.append("<p>No TRL peer rows measured (notebook 04's PEER_ROWS).</p>")
+        return parts
+    parts.append(_html_table(format_table(table), "peers"))
+    parts.append(f'<p class="export-gap">{html.escape(export_gap_text(export_gap(records, rec)))}</p>')
+    return parts
+
+
+def _convergence_section(records: list[RunRecord]) -> list[str]:
+    """The recommendation's loss curve against its baseline's over many steps."""
+    result = convergence_of(records)
+    parts = ["<h3>Convergence</h3>"]
+    if result is None:
+        parts.append("<p>Not measured (notebook 04's CONVERGENCE_STEPS).</p>")
+        return parts
+    parts.append(f'<p class="convergence">{html.escape(result.summary())}</p>')
+    parts.append(_html_table(format_table(result.frame()), "convergence"))
+    return parts
 
 
 def _inline_bokeh(models: list[Any]) -> str:
