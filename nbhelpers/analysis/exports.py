@@ -18,6 +18,7 @@ from typing import Any
 from nbhelpers.data.strategies import STRATEGIES, PaddingSettings, sft_config_settings, trainer_collator_code
 from nbhelpers.kernels.attention import DEFAULT_ATTENTION
 from nbhelpers.kernels.registry import BASELINE_BACKEND, training_kwargs
+from nbhelpers.models.families import packs_with_boundaries
 
 OUTPUT_DIR = "outputs"
 Settings = tuple[dict[str, Any], dict[str, str]]  # keyword arguments, and a comment for some of them
@@ -177,6 +178,7 @@ def trainer_code(config: Mapping[str, Any]) -> str:
     settings = padding_settings(config)
     names = ("strategy", "batch_size", "max_length", "pad_to_multiple_of", "num_buckets", "token_budget", "seed")
     fields = ", ".join(f"{name}={literal(getattr(settings, name))}" for name in names)
+    boundaries = settings.entry.packed and packs_with_boundaries(str(config.get("model", "")))
     lines = [
         "from nbhelpers.data.strategies import PaddingSettings",
         "from nbhelpers.data.trainer_batching import StrategyTrainer",
@@ -184,10 +186,13 @@ def trainer_code(config: Mapping[str, Any]) -> str:
         f"# batches as measured (padding={settings.strategy!r}): the workbook's sampler and collator",
         f"padding = PaddingSettings({fields})",
         "trainer = StrategyTrainer(",
-        "    model=model, args=training_args, train_dataset=train_dataset, processing_class=tokenizer, padding=padding",
-        ")",
+        "    model=model, args=training_args, train_dataset=train_dataset, processing_class=tokenizer,",
+        "    padding=padding,",
     ]
-    if collator := trainer_collator_code(settings):
+    if boundaries:
+        lines.append("    boundaries=True,  # packed rows carry their boundaries: linear-attention layers need them")
+    lines.append(")")
+    if collator := trainer_collator_code(settings).split("  #")[0]:
         lines.append(f"# the same batches without nbhelpers: Trainer(..., data_collator={collator})")
     return "\n".join(lines)
 

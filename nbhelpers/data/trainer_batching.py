@@ -33,13 +33,21 @@ def example_lengths(dataset: Any) -> list[int]:
 
 
 def strategy_loader(
-    dataset: Sequence[Any], padding: PaddingSettings, pad_token_id: int, shuffle: bool = False, **loader_kwargs: Any
+    dataset: Sequence[Any],
+    padding: PaddingSettings,
+    pad_token_id: int,
+    shuffle: bool = False,
+    boundaries: bool = False,
+    **loader_kwargs: Any,
 ) -> Any:
-    """A DataLoader over tokenized rows whose steps are the strategy's plan and whose tensors its collator's."""
+    """A DataLoader over tokenized rows whose steps are the strategy's plan and whose tensors its collator's
+    (``boundaries``: packed rows carry their sequence boundaries too, as a hybrid model needs)."""
     from torch.utils.data import DataLoader
 
     sampler = StrategyBatchSampler(example_lengths(dataset), padding, shuffle)
-    collator = StrategyCollator(padding.strategy, pad_token_id, padding.max_length, padding.pad_to_multiple_of)
+    collator = StrategyCollator(
+        padding.strategy, pad_token_id, padding.max_length, padding.pad_to_multiple_of, boundaries
+    )
     return DataLoader(dataset, batch_sampler=sampler, collate_fn=collator, **loader_kwargs)
 
 
@@ -47,7 +55,8 @@ class StrategyTrainer(Trainer):
     """``transformers.Trainer`` whose training batches are a padding strategy's plan (see the module docstring).
 
     ``padding`` is the measured setting; ``shuffle`` permutes the samples per epoch before planning
-    (off: dataset order, as measured); ``pad_token_id`` defaults to the processing class's.
+    (off: dataset order, as measured); ``pad_token_id`` defaults to the processing class's; ``boundaries`` hands
+    packed rows their sequence boundaries (``cu_seq_lens_*``, ``seq_idx``), which a hybrid family needs.
     """
 
     def __init__(
@@ -56,6 +65,7 @@ class StrategyTrainer(Trainer):
         padding: PaddingSettings,
         shuffle: bool = False,
         pad_token_id: int | None = None,
+        boundaries: bool = False,
         **kwargs: Any,
     ) -> None:
         if not isinstance(padding, PaddingSettings):
@@ -63,6 +73,7 @@ class StrategyTrainer(Trainer):
         self.padding = padding
         self.shuffle = shuffle
         self.pad_token_id = pad_token_id
+        self.boundaries = boundaries
         super().__init__(*args, **kwargs)
 
     def _pad_id(self) -> int:
@@ -77,7 +88,7 @@ class StrategyTrainer(Trainer):
         if self.train_dataset is None:
             raise ValueError("StrategyTrainer: training needs a train_dataset")
         loader = strategy_loader(
-            self.train_dataset, self.padding, self._pad_id(), self.shuffle,
+            self.train_dataset, self.padding, self._pad_id(), self.shuffle, self.boundaries,
             num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory,
         )  # fmt: skip
         return self.accelerator.prepare(loader)
