@@ -141,3 +141,17 @@ def test_sft_trainer_export_batches_as_the_plan(make_record, tiny, tmp_path, mon
         assert len(got) == len(expected)
         for have, want in zip(got, expected):
             _assert_same(have, want, _keys(settings))
+
+
+def test_a_hybrid_s_packed_rows_carry_their_boundaries_in_the_trainer_export(make_record):
+    hybrid = recommend([make_record("p", 100.0, padding="packed", model="qwen3.5-tiny", **CPU)])
+    assert "boundaries=True" in hybrid.trainer_code()
+    dense = recommend([make_record("p", 100.0, padding="packed", model="qwen3-tiny", **CPU)])
+    assert "boundaries" not in dense.trainer_code()
+
+
+def test_strategy_trainer_names_a_bad_padding_argument():
+    from nbhelpers.data.trainer_batching import StrategyTrainer
+
+    with pytest.raises(TypeError, match="padding must be a PaddingSettings, not str"):
+        StrategyTrainer(padding="packed")
