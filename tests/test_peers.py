@@ -121,3 +121,22 @@ def test_trl_peer_row_counts_the_same_tokens_as_the_workbook(runs_root):
     assert trl.metrics["sft_config"]["padding_free"] is True
     assert trl.metrics["real_tokens_per_s"] > 0 and len(trl.metrics["losses"]) == 4  # two epochs of 2 steps
     assert trl.metrics["losses"][0] == pytest.approx(workbook.metrics["losses"][0], rel=1e-5)  # same first step
+
+
+def test_report_shows_peers_export_gap_and_convergence(make_record, tmp_path):
+    from bs4 import BeautifulSoup
+
+    from nbhelpers.views.report import write_html_report
+
+    records = _records(make_record)
+    for role, losses in (("recommended", [12.0, 11.9]), ("baseline", [12.0, 11.91])):
+        record = make_record(f"convergence {role}", 100.0, kind=KIND, extra={KIND: role})
+        record.metrics["losses"] = losses
+        records.append(record)
+    soup = BeautifulSoup(write_html_report(records, tmp_path / "report.html").read_text(), "html.parser")
+    labels = [td.get_text() for td in soup.select('table.peers td[data-col="label"]')]
+    assert labels == ["TRL other", "TRL defaults", "TRL export", "token budget"]
+    assert "97.5% of it): within the 5% goal" in soup.select_one("p.export-gap").get_text()
+    assert soup.select_one("p.convergence").get_text().startswith("Convergence pass over 2 steps")
+    records_labels = [td.get_text() for td in soup.select('table.records td[data-col="label"]')]
+    assert "TRL defaults" in records_labels and "convergence baseline" not in records_labels  # not a timed step
