@@ -133,7 +133,9 @@ def test_report_shows_peers_export_gap_and_convergence(make_record, tmp_path):
         record = make_record(f"convergence {role}", 100.0, kind=KIND, extra={KIND: role})
         record.metrics["losses"] = losses
         records.append(record)
-    soup = BeautifulSoup(write_html_report(records, tmp_path / "report.html").read_text(), "html.parser")
+    text = write_html_report(records, tmp_path / "report.html").read_text()
+    assert "{{convergence_0}}" not in text and "Loss per step: pass" in text  # the curves' plot is embedded
+    soup = BeautifulSoup(text, "html.parser")
     labels = [td.get_text() for td in soup.select('table.peers td[data-col="label"]')]
     assert labels == ["TRL other", "TRL defaults", "TRL export", "token budget"]
     assert "97.5% of it): within the 5% goal" in soup.select_one("p.export-gap").get_text()

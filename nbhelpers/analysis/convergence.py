@@ -123,18 +123,6 @@ def convergence_of(records: Iterable[RunRecord]) -> Convergence | None:
     return compare_curves(latest[ROLES[0]].metrics.get("losses", []), latest[ROLES[1]].metrics.get("losses", []))
 
 
-def convergence_plot(result: Convergence) -> Any:
-    """The two loss curves over the steps (holoviews), the tolerances in the title."""
-    import holoviews as hv
-
-    frame = result.frame()
-    curves = [hv.Curve(frame, "step", role, label=role) for role in ROLES]
-    return hv.Overlay(curves).opts(
-        title=f"Loss per step: {'pass' if result.passed else 'fail'} (per step <= {result.step_rtol:g}, "
-        f"mean <= {result.mean_rtol:g})"
-    )
-
-
 __all__ = [
     "KIND",
     "MEAN_RTOL",
@@ -143,7 +131,6 @@ __all__ = [
     "compare_curves",
     "convergence_configs",
     "convergence_of",
-    "convergence_plot",
     "mark_convergence",
     "measure_convergence",
 ]

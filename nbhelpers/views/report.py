@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nbhelpers.analysis.convergence import convergence_of
+from nbhelpers.analysis.convergence import Convergence, convergence_of
 from nbhelpers.analysis.overview import failed_configurations, peak_flops_sources
 from nbhelpers.analysis.peers import export_gap, export_gap_text, peer_table
 from nbhelpers.analysis.recommend import recommend
@@ -143,7 +143,12 @@ def write_html_report(
             parts.append(f'<pre class="python">{html.escape(rec.to_python())}</pre>')
             json_text = html.escape(rec.to_json())
             parts.append(f'<details><summary>JSON</summary><pre class="json">{json_text}</pre></details>')
-            parts += _peer_section(m_records, rec, baseline_label) + _convergence_section(m_records)
+            parts += _peer_section(m_records, rec, baseline_label)
+        curves = convergence_of(m_records)
+        parts += _convergence_section(curves)
+        if curves is not None:
+            models[f"convergence_{index}"] = report_plots.to_bokeh(report_plots.convergence_plot(curves))
+            parts.append(f"{{{{convergence_{index}}}}}")
         parts.append("</section>")
         sections.append("\n".join(parts))
 
@@ -203,9 +208,8 @@ def _peer_section(records: list[RunRecord], rec: Any, baseline_label: str | None
     return parts
 
 
-def _convergence_section(records: list[RunRecord]) -> list[str]:
-    """The recommendation's loss curve against its baseline's over many steps."""
-    result = convergence_of(records)
+def _convergence_section(result: Convergence | None) -> list[str]:
+    """The recommendation's loss curve against its baseline's over many steps (the plot follows)."""
     parts = ["<h3>Convergence</h3>"]
     if result is None:
         parts.append("<p>Not measured (notebook 04's CONVERGENCE_STEPS).</p>")
