@@ -155,3 +155,13 @@ def test_strategy_trainer_names_a_bad_padding_argument():
 
     with pytest.raises(TypeError, match="padding must be a PaddingSettings, not str"):
         StrategyTrainer(padding="packed")
+
+
+def test_checkpointing_every_k_layers_is_exported_as_measured(make_record):
+    every = recommend([make_record("ck", 100.0, activation_checkpointing="every_k", checkpoint_every=3, **CPU)])
+    kwargs = every.training_arguments_kwargs()
+    assert kwargs["activation_checkpointing"] is True  # transformers 5.24's spelling (layers 0, 3, 6, ...)
+    assert kwargs["activation_checkpointing_kwargs"] == {"every_n_layers": 3}
+    full = recommend([make_record("ck", 100.0, activation_checkpointing="full", **CPU)])
+    assert full.sft_config_kwargs()["activation_checkpointing"] is True
+    assert "activation_checkpointing_kwargs" not in full.sft_config_kwargs()

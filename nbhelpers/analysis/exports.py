@@ -62,10 +62,14 @@ def padding_settings(config: Mapping[str, Any]) -> PaddingSettings:
 def _checkpointing(config: Mapping[str, Any]) -> Settings:
     mode = str(config.get("activation_checkpointing", "none"))
     comment = f"activation_checkpointing={mode!r}" + (" (TRL's default is True)" if mode == "none" else "")
-    if mode == "every_k":
-        comment += ": no Trainer equivalent (every layer or none); measured with every k-th layer"
     key = spelled("activation_checkpointing", "gradient_checkpointing")  # TRL's gradient_checkpointing maps to it
-    return {key: mode == "full"}, {key: comment}
+    if mode != "every_k":
+        return {key: mode == "full"}, {key: comment}
+    every = int(config.get("checkpoint_every", 2))
+    if key == "activation_checkpointing":  # transformers' every_n_layers: layers 0, n, 2n, ... as measured
+        options = "activation_checkpointing_kwargs"
+        return {key: True, options: {"every_n_layers": every}}, {key: comment, options: f"every {every}-th layer"}
+    return {key: False}, {key: comment + ": this transformers checkpoints every layer or none; measured every k-th"}
 
 
 def _optimizer(config: Mapping[str, Any], device_type: str) -> Settings:
