@@ -67,6 +67,8 @@ def test_peer_configs_are_the_recommendation_s_workload(make_record):
     assert parse_peers("") == []
     with pytest.raises(ConfigError, match="PEER_ROWS='trl, torchtune'.*trl_defaults"):
         parse_peers("trl, torchtune")
+    with pytest.raises(ConfigError, match="PEER_ROWS=None"):
+        parse_peers(None)
 
 
 def test_compare_curves_tolerances():

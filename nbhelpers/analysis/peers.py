@@ -45,10 +45,13 @@ def run_config_of(config: Mapping[str, Any]) -> RunConfig:
 
 def parse_peers(text: str) -> list[str]:
     """``"trl_defaults, trl_best"`` -> engine names; "" -> none; an unknown name raises ConfigError (PEER_ROWS)."""
+    allowed = "'' or a comma-separated list drawn from " + ", ".join(TRL_ENGINES)
+    if not isinstance(text, str):
+        raise ConfigError("PEER_ROWS", text, allowed)
     names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     unknown = [n for n in names if n not in TRL_ENGINES]
     if unknown:
-        raise ConfigError("PEER_ROWS", text, "'' or a comma-separated list drawn from " + ", ".join(TRL_ENGINES))
+        raise ConfigError("PEER_ROWS", text, allowed)
     return names
 
 
