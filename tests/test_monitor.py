@@ -244,3 +244,40 @@ def test_monitor_counts_a_padding_free_sft_run_without_warning(runs_root, tmp_pa
     assert sum(entry["monitor/loss_tokens"] for entry in logged) == sum(n - 1 for n in lengths)
     assert all(entry["monitor/padding_fraction"] == 0.0 for entry in logged)
     assert all(r.metrics["warnings"] == [] for r in callback.monitor.records)
+
+
+def _monitor_record(step: int, session: str, launches: float | None, mfu: float | None = None):
+    from nbhelpers.measure.store import RunRecord
+
+    metrics = {"step": step, "real_tokens_per_s": 100.0 * step, "padding_fraction": 0.3, "mfu": mfu,
+               "mfu_note": "" if mfu is not None else "no datasheet peak on cpu: pass peak_flops= (FLOP/s) for MFU",
+               "launches_per_step": launches, "warnings": [{"code": HIGH_PADDING, "message": "..."}]}  # fmt: skip
+    return RunRecord(config={"run_name": "p", "session": session}, kind=MONITOR_KIND, metrics=metrics)
+
+
+def test_monitor_plot_draws_the_series_over_steps_and_says_why_one_is_missing():
+    hv = pytest.importorskip("holoviews")
+    from nbhelpers.measure.store import RunRecord
+    from nbhelpers.views.monitor_plots import monitor_plot
+
+    records = [_monitor_record(4, "b", None), _monitor_record(2, "b", 900.0), RunRecord(config={}, kind="step")]
+    frame = monitor_frame(records)
+    assert list(frame["step"]) == [2, 4] and list(frame["warnings"]) == [HIGH_PADDING] * 2  # step records left out
+    plot = monitor_plot(records)
+    assert isinstance(plot, hv.Layout) and len(plot) == 4
+    tok_s, mfu_panel, _, launches = plot
+    curve = next(element for element in tok_s if isinstance(element, hv.Curve))
+    assert list(curve.data["step"]) == [2, 4] and list(curve.data["real tok/s"]) == [200.0, 400.0]
+    assert isinstance(mfu_panel, hv.Text) and "peak_flops=" in mfu_panel.text  # MFU None on a CPU: the reason shows
+    points = next(element for element in launches if isinstance(element, hv.Scatter))
+    assert list(points.data["step"]) == [2]  # only the interval with a profiler window
+    hv.render(plot, backend="bokeh")
+    assert isinstance(monitor_plot([]), hv.Text)
+
+
+def test_notebook_04_section_says_how_to_get_monitor_records_when_there_are_none():
+    pytest.importorskip("holoviews")
+    from nbhelpers.views.monitor_plots import monitor_view
+
+    shown = monitor_view([], "mine")
+    assert "No monitor records" in shown.data and "attach(trainer, 'mine')" in shown.data
