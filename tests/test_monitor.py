@@ -76,6 +76,7 @@ def test_a_batch_without_labels_has_no_loss_count_and_one_without_input_ids_is_r
         ({"profile_every": -1}, "profile_every=-1"),
         ({"log_every": 0}, "log_every=0"),
         ({"peak_flops": 0}, "peak_flops=0"),
+        ({"peak_flops": "989e12"}, "peak_flops='989e12'"),
         ({"profile_every": 2, "profile_warmup": 1, "profile_steps": 2}, "windows never overlap"),
         ({"run_name": "../x"}, "run_name"),
     ],

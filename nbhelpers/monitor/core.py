@@ -10,6 +10,7 @@ not in it. Rates cover the steps that ran without the profiler; a window's steps
 from __future__ import annotations
 
 import datetime as dt
+import math
 import statistics
 import time
 import uuid
@@ -99,7 +100,8 @@ class Monitor:
         _check_int("profile_warmup", profile_warmup, 0, 100)
         if log_every is not None:
             _check_int("log_every", log_every, 1, 10**9)
-        if peak_flops is not None and (isinstance(peak_flops, bool) or not float(peak_flops) > 0):
+        number = isinstance(peak_flops, (int, float)) and not isinstance(peak_flops, bool)
+        if peak_flops is not None and not (number and math.isfinite(peak_flops) and peak_flops > 0):
             raise ValueError(f"peak_flops={peak_flops!r}: must be a positive number of FLOP/s, or None")
         if profile_every and profile_every < profile_warmup + profile_steps:
             raise ValueError(
@@ -116,6 +118,8 @@ class Monitor:
         self.model: Any = None
         self.shape: ModelShape | None = None
         self.device = "cpu"
+        self.device_index: int | None = None
+        self.rank = 0
         self.peak_flops: float | None = None
         self.peak_source = ""
         self.environment: dict[str, Any] = {}
@@ -145,6 +149,9 @@ class Monitor:
         self.shape = model_shape(config) if config is not None else None
         parameter = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
         self.device = parameter.device.type if parameter is not None else "cpu"
+        self.device_index = parameter.device.index if parameter is not None else None
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        self.rank = torch.distributed.get_rank() if distributed else 0  # each rank counts its own batches
         if self._peak_arg is not None:
             self.peak_flops, self.peak_source = self._peak_arg, "given: peak_flops"
         elif self.device == "cuda":
@@ -233,8 +240,9 @@ class Monitor:
             self._alert(alert)
         record = RunRecord(
             config={"run_name": self.run_name, "label": self.label, "model": self._model_name(), "device": self.device,
-                    "source": self.source, "session": self.session, "profile_every": self.schedule.every,
-                    "profile_steps": self.schedule.active, "profile_warmup": self.schedule.warmup},
+                    "rank": self.rank, "source": self.source, "session": self.session,
+                    "profile_every": self.schedule.every, "profile_steps": self.schedule.active,
+                    "profile_warmup": self.schedule.warmup},
             kind=MONITOR_KIND, notebook=self.source, metrics=figures, environment=self.environment,
             artifacts={"trace": figures["trace"]} if figures.get("trace") else {},
         )  # fmt: skip
@@ -301,7 +309,7 @@ class Monitor:
             return {"peak_memory_gib": None, "memory_note": f"peak memory is read on CUDA devices only ({self.device})"}
         import torch
 
-        return {"peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30, "memory_note": ""}
+        return {"peak_memory_gib": torch.cuda.max_memory_allocated(self.device_index) / 2**30, "memory_note": ""}
 
     def _window_figures(self, window: WindowResult) -> dict[str, Any]:
         s = window.summary
