@@ -199,11 +199,13 @@ def _sft_run(tmp_path, run_name: str, lengths=TEXT_LENGTHS, **config):
 
     texts = [" ".join(["word"] * n) for n in lengths]
     settings = dict(
-        output_dir=str(tmp_path / "out"), max_steps=len(lengths) // 2, per_device_train_batch_size=2, logging_steps=1,
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=2, logging_steps=1,
         report_to="none", save_strategy="no", use_cpu=True, max_length=64, gradient_checkpointing=False,
         disable_tqdm=True, seed=0,
     )  # fmt: skip
-    args = trl.SFTConfig(**(settings | config))
+    settings |= config
+    per_step = settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1)
+    args = trl.SFTConfig(max_steps=len(lengths) // per_step, **settings)
     reporter = Reporter()
     trainer = trl.SFTTrainer(
         model=build_model("qwen3-tiny", "sdpa", seed=0), args=args, processing_class=load_tokenizer("qwen3-tiny"),
@@ -234,12 +236,14 @@ def test_monitor_runs_in_a_real_sft_trainer_run(runs_root, tmp_path):
 
 
 @pytest.mark.slow
-def test_monitor_counts_a_padding_free_sft_run_without_warning(runs_root, tmp_path):
+def test_monitor_counts_a_padding_free_accumulating_sft_run_without_warning(runs_root, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", MonitorWarning)
-        callback, _, lengths, logged = _sft_run(
-            tmp_path, "sftpacked", lengths=(15, 2, 6, 12), padding_free=True, max_length=None
-        )
+        callback, _, lengths, logged = _sft_run(  # 2 optimizer steps of 2 accumulated micro-batches of 1 row each
+            tmp_path, "sftpacked", lengths=(15, 2, 6, 12), padding_free=True, max_length=None,
+            per_device_train_batch_size=1, gradient_accumulation_steps=2,
+        )  # fmt: skip
+    assert len(logged) == 2  # every micro-batch of a step counted into it
     assert sum(entry["monitor/real_tokens"] for entry in logged) == sum(lengths)
     assert sum(entry["monitor/positions"] for entry in logged) == sum(lengths)  # one packed row, no padding
     assert sum(entry["monitor/loss_tokens"] for entry in logged) == sum(n - 1 for n in lengths)
