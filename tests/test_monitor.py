@@ -286,3 +286,13 @@ def test_notebook_04_section_says_how_to_get_monitor_records_when_there_are_none
 
     shown = monitor_view([], "mine")
     assert "No monitor records" in shown.data and "attach(trainer, 'mine')" in shown.data
+
+
+def test_a_model_without_a_decoder_config_is_counted_without_mfu(runs_root):
+    monitor = Monitor("noconfig", model=torch.nn.Linear(4, 4), log_every=1, peak_flops=1e12)
+    with monitor.step({"input_ids": torch.ones(2, 3, dtype=torch.long)}) as step:
+        pass
+    assert (step.logs["real_tokens"], step.logs["loss_tokens"]) == (6, None)
+    assert step.logs["mfu"] is None and "no config" in step.logs["mfu_note"]
+    with pytest.raises(RuntimeError, match="begin_step"):
+        monitor.end_step()

@@ -117,6 +117,7 @@ class Monitor:
         self._peak_arg = float(peak_flops) if peak_flops is not None else None
         self.model: Any = None
         self.shape: ModelShape | None = None
+        self._flops_note = ""
         self.device = "cpu"
         self.device_index: int | None = None
         self.rank = 0
@@ -146,7 +147,11 @@ class Monitor:
 
         self.model = model
         config = getattr(model, "config", None)
-        self.shape = model_shape(config) if config is not None else None
+        try:
+            self.shape = model_shape(config) if config is not None else None
+            self._flops_note = "" if config is not None else "the model has no config to count FLOPs from"
+        except (AttributeError, TypeError, ValueError) as error:  # not a decoder config the FLOP count knows
+            self.shape, self._flops_note = None, f"cannot count FLOPs from the model's config ({error})"
         parameter = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
         self.device = parameter.device.type if parameter is not None else "cpu"
         self.device_index = parameter.device.index if parameter is not None else None
@@ -174,9 +179,10 @@ class Monitor:
         if self.model is None:
             raise RuntimeError("the monitor has no model: pass model= or call bind(model) first")
         number = step if step is not None else self._steps + 1
-        profiled = self.window.begin_step(number) if self.window is not None else False
         self._sync()
-        self._step_open = (number, time.perf_counter(), profiled)
+        start = time.perf_counter()  # before a window opens: starting the profiler is part of the window's cost
+        profiled = self.window.begin_step(number) if self.window is not None else False
+        self._step_open = (number, start, profiled)
 
     def add_batch(self, batch: Mapping[str, Any]) -> None:
         """Count a batch of the current step (one per micro-batch; the same tensors seen twice count once)."""
@@ -298,7 +304,7 @@ class Monitor:
         useful = sum(flops) if flops and None not in flops else None
         value, note = None, self.peak_source
         if useful is None:
-            note = "no model config to count FLOPs from"
+            note = self._flops_note
         elif self.peak_flops and time_s > 0:
             value, note = mfu(useful, time_s, self.peak_flops), ""
         return {"model_flops": useful, "mfu": value, "mfu_note": note, "peak_flops": self.peak_flops,
