@@ -5,14 +5,14 @@ Usage: python benchmarks/monitor_overhead.py [--model qwen3-tiny] [--batch-size 
 
 One process, one model, fixed batches of consecutive samples of the default dataset collated by the padding
 strategy, AdamW (fused on a GPU, under bf16 autocast there). Each round runs three arms of --steps steps in turn,
-so the drift of a shared machine falls on every arm alike: "plain" (no monitor), "monitor" (counting, timing,
-an interval record every --log-every steps, no profiler) and "windows" (the same with a profiler window every
---profile-every steps). Every step is timed outside the monitor, a device sync before each clock read. Printed:
-each arm's median step time and its overhead over plain (between windows, for "windows": its unprofiled steps;
-issue 16's target is <= 2% on an H200), and each window's own cost as the monitor records it (window_cost_s:
-the window's steps plus writing and reading its trace, minus as many unprofiled median steps). Records go to
-runs/monitor-overhead/; --out also writes the numbers as JSON. CPU numbers say the script works, not what a
-GPU costs.
+each arm going first in one round of three, so the drift of a shared machine falls on every arm alike: "plain"
+(no monitor), "monitor" (counting, timing, an interval record every --log-every steps, no profiler) and
+"windows" (the same with a profiler window every --profile-every steps). Every step is timed outside the
+monitor, a device sync before each clock read. Printed: each arm's median step time and its overhead over plain
+(between windows, for "windows": its unprofiled steps; issue 16's target is <= 2% on an H200), and each window's
+own cost as the monitor records it (window_cost_s: the window's steps plus writing and reading its trace, minus
+as many unprofiled median steps). Records go to runs/monitor-overhead/; --out also writes the numbers as JSON.
+CPU numbers say the script works, not what a GPU costs.
 """
 
 from __future__ import annotations
@@ -89,13 +89,19 @@ def main() -> None:
 
     for batch in batches[: args.warmup]:
         train_step(batch)
-    times: dict[str, list[float]] = {"plain": [], "monitor": [], "windows": []}
+    every = {"plain": None, "monitor": 0, "windows": args.profile_every}  # None: no monitor at all
+    times: dict[str, list[float]] = {arm: [] for arm in every}
     costs: list[dict[str, Any]] = []
     window_length = 2  # the monitor's default: one warm-up and one traced step
-    for _ in range(args.rounds):
-        times["plain"] += [timed(lambda b=b: train_step(b)) for b in batches]
-        for arm, every in (("monitor", 0), ("windows", args.profile_every)):
-            monitor = Monitor(RUN_NAME, model=model, log_every=args.log_every, profile_every=every, source="benchmark")
+    for round_index in range(args.rounds):
+        arms = list(every)
+        for arm in arms[round_index % 3 :] + arms[: round_index % 3]:  # each arm takes its turn first
+            if every[arm] is None:
+                times[arm] += [timed(lambda b=b: train_step(b)) for b in batches]
+                continue
+            monitor = Monitor(
+                RUN_NAME, model=model, log_every=args.log_every, profile_every=every[arm], source="benchmark"
+            )
             for number, batch in enumerate(batches, start=1):
 
                 def monitored(batch: dict[str, Any] = batch, monitor: Monitor = monitor) -> None:
@@ -103,7 +109,7 @@ def main() -> None:
                         train_step(batch)
 
                 elapsed = timed(monitored)
-                if not every or (number % every) >= window_length:  # keep the steps between windows
+                if not every[arm] or (number % every[arm]) >= window_length:  # keep the steps between windows
                     times[arm].append(elapsed)
             monitor.close()
             costs += [r.metrics for r in monitor.records if r.metrics.get("window_time_s") is not None]
