@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 import statistics
 import time
 import uuid
@@ -265,11 +266,16 @@ class Monitor:
     @staticmethod
     def scalar_logs(figures: Mapping[str, Any]) -> dict[str, float]:
         """The :data:`LOGGED_FIGURES` that are numbers, prefixed with ``monitor/`` (what TensorBoard and MLflow
-        take as metrics; a figure that is None, such as MFU without a peak, is left out)."""
-        return {
+        take as metrics; a figure that is None, such as MFU without a peak, is left out), and after a profiler
+        window each top kernel category's share of kernel time as ``monitor/time_share/<category>``."""
+        scalars = {
             f"{LOG_PREFIX}{key}": float(figures[key]) for key in LOGGED_FIGURES
             if isinstance(figures.get(key), (int, float)) and not isinstance(figures.get(key), bool)
         }  # fmt: skip
+        for row in figures.get("top_categories") or []:
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(row["category"]))  # "softmax/loss" -> "softmax_loss"
+            scalars[f"{LOG_PREFIX}time_share/{name}"] = float(row["share_of_time"])
+        return scalars
 
     # -- internals ----------------------------------------------------------------------------------------
     def _interval(self, samples: list[StepSample], windows: list[WindowResult]) -> dict[str, Any]:
