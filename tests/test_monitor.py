@@ -172,6 +172,14 @@ def test_callback_passed_after_the_reporters_says_to_use_attach(runs_root, tiny_
     state = SimpleNamespace(global_step=0, log_history=[])
     with pytest.warns(UserWarning, match="attach"):
         callback.on_train_begin(SimpleNamespace(report_to=["tensorboard"]), state, None, model=tiny_model)
+    callback.on_step_begin(None, state, None)
+    callback.monitor.add_batch(_padded([6, 8], 8))
+    callback.on_step_end(None, state, None)
+    state.global_step = 1
+    evaluation, training = {"eval_loss": 1.0}, {"loss": 1.0}
+    callback.on_log(None, state, None, logs=evaluation)
+    callback.on_log(None, state, None, logs=training)
+    assert "monitor/real_tokens" not in evaluation and training["monitor/real_tokens"] == 14  # the training log
     callback.on_train_end(None, state, None)
     with pytest.raises(ValueError, match="log_every"):
         MonitorCallback("late", log_every=3)

@@ -66,6 +66,8 @@ class MonitorCallback(TrainerCallback):
         self.monitor.end_step()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if logs and any(key.startswith(("eval_", "test_")) for key in logs):
+            return  # an evaluation's log: the training interval closes at the next training log
         figures = self.monitor.flush()
         if not figures:
             return
