@@ -306,3 +306,16 @@ def test_a_model_without_a_decoder_config_is_counted_without_mfu(runs_root):
     assert step.logs["mfu"] is None and "no config" in step.logs["mfu_note"]
     with pytest.raises(RuntimeError, match="begin_step"):
         monitor.end_step()
+
+
+def test_a_kept_trace_lands_in_the_run_folder_and_its_record(runs_root, tiny_model):
+    from nbhelpers.profiling.parse import load_trace
+
+    monitor = Monitor("kept", model=tiny_model, log_every=2, profile_every=2, profile_warmup=0, keep_traces=True)
+    batch = _padded([8, 8], 8)
+    for _ in range(2):
+        with monitor.step(batch) as step:
+            tiny_model(**batch).loss.backward()
+    trace = step.logs["trace"]
+    assert trace and trace.startswith(str(runs_root / "kept" / "traces")) and load_trace(trace).num_steps == 1
+    assert RunStore.for_run("kept").load()[-1].artifacts == {"trace": trace}

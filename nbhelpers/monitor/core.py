@@ -170,7 +170,10 @@ class Monitor:
         else:
             self.peak_source = f"no datasheet peak on {self.device}: pass peak_flops= (FLOP/s) for MFU"
         self.environment = safe_environment(self.device)
-        self.window = MonitorWindow(self.folder, self.device, self.schedule, self.peak_flops, self.keep_traces)
+        self.window = MonitorWindow(
+            self.folder / "traces", self.device, self.schedule, self.peak_flops, self.keep_traces,
+            prefix=f"monitor-rank{self.rank}" if distributed else "monitor",
+        )  # fmt: skip
         self._alert(fallback_alert(layer_paths(model), TORCH))
         return self
 

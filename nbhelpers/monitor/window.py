@@ -50,9 +50,11 @@ class MonitorWindow:
     """Opens a :class:`ProfilerWindow` when the schedule says so and summarizes the trace when it closes."""
 
     def __init__(
-        self, folder: Path, device_type: str, schedule: WindowSchedule, peak_flops: float | None, keep_traces: bool
-    ) -> None:
+        self, folder: Path, device_type: str, schedule: WindowSchedule, peak_flops: float | None, keep_traces: bool,
+        prefix: str = "monitor",
+    ) -> None:  # fmt: skip
         self.folder = Path(folder)
+        self.prefix = prefix
         self.device_type = device_type
         self.schedule = schedule
         self.peak_flops = peak_flops
@@ -69,7 +71,7 @@ class MonitorWindow:
     def begin_step(self, step: int) -> bool:
         """Open a window at a due step; whether this step runs under the profiler."""
         if self._window is None and self.schedule.due(step):
-            path = self.folder / f"monitor-step{step}-{time.strftime('%Y%m%d-%H%M%S')}.trace.json.gz"
+            path = self.folder / f"{self.prefix}-step{step}-{time.strftime('%Y%m%d-%H%M%S')}.trace.json.gz"
             self._window = ProfilerWindow(
                 path, self.device_type, wait=0, warmup=self.schedule.warmup, active=self.schedule.active
             ).start()
