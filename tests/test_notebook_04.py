@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
-from nbhelpers.measure.store import RunStore
+from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.sweep import execute_notebook, notebook_parameters
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_speedup_report.ipynb"
@@ -61,6 +61,12 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
         make_record("eager", None, attn="eager", status="failed", reason="out of memory", run_name="nb04"),
     ]:
         store.append(record)
+    for step, launches in ((10, 1200.0), (20, None)):  # what nbhelpers.monitor writes during a training run
+        metrics = {"step": step, "real_tokens_per_s": 900.0 + step, "padding_fraction": 0.1, "mfu": 0.2,
+                   "launches_per_step": launches, "warnings": []}  # fmt: skip
+        environment = store.load()[0].environment  # the machine of the step records
+        store.append(RunRecord(config={"run_name": "nb04", "session": "s1"}, kind="monitor", metrics=metrics,
+                               environment=environment))
     RunStore.for_run("other").append(
         make_record("cpu", 50.0, run_name="other", device_name="cpu", hostname="laptop", device_type="cpu")
     )
@@ -87,13 +93,16 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
     ]
     assert [(r["label"], r["reason"]) for r in _frame_rows(by_id["failed"])] == [("eager", "out of memory")]
     overview = _frame_rows(by_id["records"])
-    assert [(r["run"], r["steps ok"], r["steps failed"]) for r in overview] == [
-        ("nb04", "3", "1"),
-        ("other", "1", "0"),
+    assert [(r["run"], r["steps ok"], r["steps failed"], r["other records"]) for r in overview] == [
+        ("nb04", "3", "1", "0"),
+        ("nb04", "0", "0", "2"),  # the monitored training run: another workload, counted apart
+        ("other", "1", "0", "0"),
     ]
     assert overview[0]["peak FLOP/s source"] == "table: NVIDIA H200 bf16 dense (989.0 TFLOP/s)"
     plots = [o for o in by_id["plots"].outputs if o["output_type"] == "execute_result"]
     assert "application/vnd.holoviews_exec.v0+json" in plots[0]["data"]  # a HoloViews layout was displayed
+    monitored = [o for o in by_id["monitor"].outputs if o["output_type"] == "execute_result"]
+    assert "application/vnd.holoviews_exec.v0+json" in monitored[0]["data"]  # the monitor's series over steps
     recommendation = _outputs_text(by_id["recommend"])
     assert "**Recommended:** packed" in recommendation and "padding_free=True" in recommendation
     assert "**Recommended:** cpu" in recommendation  # the other machine gets its own
