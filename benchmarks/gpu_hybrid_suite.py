@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
+from functools import partial
 from pathlib import Path
 
-from gpu_suite import report
+from gpu_suite import measure_group, one_isolated
 
-from nbhelpers.analysis.parity import check_against_first
 from nbhelpers.kernels.cache import cache_env, cold_vs_warm
 from nbhelpers.kernels.registry import uses_liger_switches
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.runner import run_isolated
-from nbhelpers.measure.store import RunRecord, RunStore
 
 STRATEGIES = ("static", "dynamic", "packed", "token_budget")
 BACKENDS = ("eager", "liger", "fla", "fla+liger")
@@ -95,27 +92,12 @@ def main() -> None:
     switches = tuple(s for s in args.liger_kernels.split(",") if s)
     groups = {"table": table(base, switches), "headline": headline(base, switches), "startup": startup(base)}
     for name in args.groups:
-        store = RunStore(out / f"hybrid-{name}.jsonl")
-        log = out / "logs" / f"hybrid-{name}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        measured: list[RunRecord] = []
-        for config in groups[name]:
-            start = time.perf_counter()
-            notebook = f"benchmarks/gpu_hybrid_suite.py {name}"
-            if name == "startup":
-                records = cold_vs_warm(config, out / "kernel-caches", notebook=notebook)
-            else:
-                records = [run_isolated(config, notebook=notebook, extra_env=env)]
-            for record in records:
-                record.config["group"] = f"hybrid-{name}"
-                if name in ("table", "headline"):
-                    check_against_first(record, [r for r in measured if r.ok])
-                measured.append(record)
-                store.append(record)
-                line = report(name, record, time.perf_counter() - start)
-                print(line, flush=True)
-                with open(log, "a", encoding="utf-8") as handle:
-                    handle.write(line + "\n")
+        notebook = f"benchmarks/gpu_hybrid_suite.py {name}"
+        if name == "startup":
+            measure = partial(cold_vs_warm, workdir=out / "kernel-caches", notebook=notebook)
+        else:
+            measure = partial(one_isolated, notebook=notebook, extra_env=env)
+        measure_group(f"hybrid-{name}", groups[name], out, measure, parity=name in ("table", "headline"))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from nbhelpers.analysis.parity import check_against_first
 from nbhelpers.data.strategies import PADDING_STRATEGIES
@@ -240,26 +243,47 @@ def main() -> None:
     )
     table = groups(str(longtail))
     for name in args.groups:
-        store = RunStore(out / f"{name}.jsonl")
-        log = out / "logs" / f"{name}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        measured: list[RunRecord] = []
-        for config in table[name]:
-            start = time.perf_counter()
-            if name in COLD_WARM_GROUPS:
-                records = cold_vs_warm(config, out / "kernel-caches", notebook=f"benchmarks/gpu_suite.py {name}")
-            else:
-                records = [run_isolated(config, notebook=f"benchmarks/gpu_suite.py {name}", extra_env=env)]
-            for record in records:
-                record.config["group"] = name
-                if name in PARITY_GROUPS:
-                    check_against_first(record, [r for r in measured if r.ok])
-                measured.append(record)
-                store.append(record)
-                line = report(name, record, time.perf_counter() - start)
-                print(line, flush=True)
-                with open(log, "a", encoding="utf-8") as handle:
-                    handle.write(line + "\n")
+        notebook = f"benchmarks/gpu_suite.py {name}"
+        if name in COLD_WARM_GROUPS:
+            measure = partial(cold_vs_warm, workdir=out / "kernel-caches", notebook=notebook)
+        else:
+            measure = partial(one_isolated, notebook=notebook, extra_env=env)
+        measure_group(name, table[name], out, measure, parity=name in PARITY_GROUPS)
+
+
+def one_isolated(config: RunConfig, **kwargs: Any) -> list[RunRecord]:
+    """One configuration in its own process, as a list (the shape measure_group takes)."""
+    return [run_isolated(config, **kwargs)]
+
+
+def measure_group(
+    group: str,
+    configs: Iterable[RunConfig],
+    out: Path,
+    measure: Callable[[RunConfig], list[RunRecord]],
+    *,
+    parity: bool,
+) -> list[RunRecord]:
+    """Measure each configuration in turn; append every record to OUT/<group>.jsonl and its console line to
+    OUT/logs/<group>.log as it finishes (a stop keeps what was measured). With ``parity`` each record's
+    first-step loss and gradient norm are checked against the group's first ok record."""
+    store = RunStore(out / f"{group}.jsonl")
+    log = out / "logs" / f"{group}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    measured: list[RunRecord] = []
+    for config in configs:
+        start = time.perf_counter()
+        for record in measure(config):
+            record.config["group"] = group
+            if parity:
+                check_against_first(record, [r for r in measured if r.ok])
+            measured.append(record)
+            store.append(record)
+            line = report(group, record, time.perf_counter() - start)
+            print(line, flush=True)
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+    return measured
 
 
 def report(group: str, record: RunRecord, seconds: float) -> str:

@@ -1,8 +1,8 @@
 """Command line: ``nbhelpers run-all``, ``sweep``, ``tune``, ``report``, ``doctor`` and ``warm-cache``.
 
-    nbhelpers run-all [--notebooks-dir notebooks] [--out runs] [--run-name default] [-p [NN:]NAME=VALUE ...]
+    nbhelpers run-all [--notebooks-dir DIR] [--out RUNS] [--run-name default] [-p [NN:]NAME=VALUE ...]
     nbhelpers sweep --grid batch_size=2,4 max_length=64,128 padding=dynamic,packed \\
-                    [--notebooks 01,02,03,04] [--out runs] [--name NAME] [--retry-failed] [--restart]
+                    [--notebooks 01,02,03,04] [--out RUNS] [--name NAME] [--retry-failed] [--restart]
     nbhelpers tune --run-name R --model M --batch-size 8 --max-length 2048 --num-samples 32 \\
                    --kernels eager,liger --strategies static,packed,token_budget --attention sdpa,torch_varlen \\
                    --budget-s 300
@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.resources import notebooks_folder, runs_folder
 
 # RunConfig's defaults, for the options of ``tune`` that set its fields.
 RUN_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
@@ -29,8 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run_all = sub.add_parser("run-all", help="run every notebook once on its defaults, print the report path")
-    run_all.add_argument("--notebooks-dir", default="notebooks", help="folder of the numbered notebooks")
-    run_all.add_argument("--out", default="runs", help="runs folder (the report lands in OUT/RUN_NAME)")
+    run_all.add_argument("--notebooks-dir", default=None, help="numbered notebooks (default: the workbook's)")
+    run_all.add_argument(
+        "--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/)"
+    )
     run_all.add_argument("--run-name", default="default", help="RUN_NAME passed to every notebook")
     run_all.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     run_all.add_argument("--timeout", type=float, default=None, help="seconds a cell may run (default: none)")
@@ -52,8 +55,10 @@ def _parser() -> argparse.ArgumentParser:
         help="parameter values; every combination runs",
     )
     sweep.add_argument("--notebooks", default="", help="comma-separated numbers or names (default: all)")
-    sweep.add_argument("--notebooks-dir", default="notebooks", help="folder of the numbered notebooks")
-    sweep.add_argument("--out", default="runs", help="runs folder; the sweep writes OUT/NAME")
+    sweep.add_argument("--notebooks-dir", default=None, help="numbered notebooks (default: the workbook's)")
+    sweep.add_argument(
+        "--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/); writes OUT/NAME"
+    )
     sweep.add_argument("--name", default=None, help="sweep name (default: derived from grid and notebooks)")
     sweep.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     sweep.add_argument("--timeout", type=float, default=None, help="seconds a cell may run (default: none)")
@@ -165,7 +170,7 @@ def _warm_cache(args: argparse.Namespace) -> int:
 def _tune_arguments(tune: argparse.ArgumentParser) -> None:
     defaults = RUN_CONFIG_DEFAULTS
     tune.add_argument("--run-name", default=defaults["run_name"], help="run folder under --out for records")
-    tune.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or ./runs)")
+    tune.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/)")
     for name in ("model", "dataset"):
         tune.add_argument(f"--{name}", default=defaults[name], help=f"RunConfig.{name}")
     for name in ("batch_size", "max_length", "num_samples", "steps", "warmup", "seed"):
@@ -238,8 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from nbhelpers.sweep import run_all
 
             report, result = run_all(
-                args.notebooks_dir,
-                args.out,
+                args.notebooks_dir or notebooks_folder(),
+                args.out or runs_folder(),
                 args.run_name,
                 kernel_name=args.kernel,
                 timeout=args.timeout,
@@ -255,8 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             result = run_sweep(
                 parse_grid(args.grid),
-                find_notebooks(args.notebooks, args.notebooks_dir),
-                args.out,
+                find_notebooks(args.notebooks, args.notebooks_dir or notebooks_folder()),
+                args.out or runs_folder(),
                 args.name,
                 kernel_name=args.kernel,
                 timeout=args.timeout,

@@ -106,6 +106,8 @@ COLUMN_FORMATS: dict[str, Callable[[Any], str]] = {
     "padding fraction": functools.partial(fmt_percent, fixed=True),
     "reason": fmt_reason,
     "step gain": fmt_speedup,
+    "recommended vs this": fmt_speedup,
+    "relative difference": lambda v: "" if is_missing(v) else f"{float(v):.2e}",
 }
 
 

@@ -37,3 +37,10 @@ def runs_folder() -> Path:
     if (REPO_ROOT / "notebooks").is_dir() and (REPO_ROOT / "pyproject.toml").is_file():
         return REPO_ROOT / "runs"
     return Path("runs").resolve()
+
+
+def notebooks_folder() -> Path:
+    """The numbered notebooks: a clone's ``notebooks/`` wherever a command runs, else ``notebooks/`` here."""
+    if (REPO_ROOT / "notebooks").is_dir() and (REPO_ROOT / "pyproject.toml").is_file():
+        return REPO_ROOT / "notebooks"
+    return Path("notebooks").resolve()

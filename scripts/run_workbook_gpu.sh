@@ -33,6 +33,8 @@ STRATEGIES=${STRATEGIES:-static,packed,token_budget}   # notebook 03
 ATTENTION=${ATTENTION:-sdpa,torch_varlen}              # notebook 03
 KERNELS=${KERNELS:-eager,liger}                        # notebook 03's grid and tuner
 TUNE_BUDGET_S=${TUNE_BUDGET_S:-240}                    # notebook 03's tuner: seconds for its whole search
+PEER_ROWS=${PEER_ROWS-trl_defaults,trl_best,trl}       # notebook 04: TRL SFTTrainer beside the recommendation
+CONVERGENCE_STEPS=${CONVERGENCE_STEPS:-50}             # notebook 04: loss curves, recommendation vs baseline
 
 # A parameter reaches only the notebooks whose parameters cell declares it; NN: limits it to notebook NN.
 exec "$PY" -m nbhelpers.cli run-all --run-name "$RUN_NAME" \
@@ -41,4 +43,5 @@ exec "$PY" -m nbhelpers.cli run-all --run-name "$RUN_NAME" \
   -p "02:BACKENDS=$BACKENDS" \
   -p "03:STRATEGIES=$STRATEGIES" -p "03:ATTENTION=$ATTENTION" -p "03:KERNELS=$KERNELS" \
   -p "03:TUNE_BUDGET_S=$TUNE_BUDGET_S" \
+  -p "04:PEER_ROWS=$PEER_ROWS" -p "04:CONVERGENCE_STEPS=$CONVERGENCE_STEPS" \
   "$@"

@@ -275,3 +275,21 @@ def test_10_smaller_cases(tmp_path, tokenizer):
     bars = "\r".join(f"steps: {i}0%|###| {i}/10 [00:01<00:02, 3.1it/s]" for i in range(9))
     stderr = "Traceback\nRuntimeError: boom\n" + bars
     assert runner.stderr_tail(stderr) == "Traceback | RuntimeError: boom"
+
+
+def test_10_max_length_beyond_the_models_positions_is_a_failed_record(runs_root, tmp_path):
+    from nbhelpers.models.families import preset_config
+    from nbhelpers.models.loading import check_positions, model_config
+
+    limit = preset_config("qwen3-tiny").max_position_embeddings
+    check_positions(preset_config("qwen3-tiny"), limit)  # the limit itself is allowed
+    config = RunConfig(run_name="pos", batch_size=2, max_length=limit + 1, num_samples=2, steps=1, warmup=0,
+                       device="cpu")  # fmt: skip
+    record = runner.run_config(config, isolate=False)
+    assert record.status == "failed" and f"max_length={limit + 1}" in record.reason
+    assert f"at most the model's {limit} positions" in record.reason
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    preset_config("qwen3-tiny", max_position_embeddings=128).save_pretrained(folder)
+    with pytest.raises(ConfigError, match="at most the model's 128 positions"):
+        check_positions(model_config(str(folder)), 256)

@@ -83,3 +83,27 @@ def test_run_all_refuses_a_malformed_parameter(capsys, tmp_path):
     code = main(["run-all", "--notebooks-dir", str(tmp_path / "nbs"), "--out", str(tmp_path / "runs"),
                  "-p", "01:NOPE=1", "--no-progress"])  # fmt: skip
     assert code == 2 and "declared by none of the notebooks" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run-all", "sweep"])
+def test_run_all_and_sweep_default_to_the_runs_folder_and_the_workbooks_notebooks(
+    command, tmp_path, monkeypatch
+):
+    seen: dict[str, object] = {}
+
+    def fake_run_all(notebooks_dir, out, run_name, **kwargs):
+        seen.update(notebooks=Path(notebooks_dir), out=Path(out))
+        return "report.html", sweep.SweepResult(Path(out), Path(out) / "j", [])
+
+    def fake_sweep(grid, notebooks, out, name, **kwargs):
+        seen.update(notebooks=Path(notebooks[0]).parent, out=Path(out))
+        return sweep.SweepResult(Path(out), Path(out) / "j", [])
+
+    monkeypatch.setattr(sweep, "run_all", fake_run_all)
+    monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
+    monkeypatch.setenv("NBHELPERS_RUNS", str(tmp_path / "elsewhere"))
+    monkeypatch.chdir(tmp_path)  # not the clone: the defaults must not depend on the working folder
+    argv = ["run-all"] if command == "run-all" else ["sweep", "--grid", "BATCH_SIZE=2"]
+    assert main([*argv, "--no-progress"]) == 0
+    assert seen["out"] == tmp_path / "elsewhere"
+    assert seen["notebooks"] == Path(__file__).resolve().parents[1] / "notebooks"

@@ -49,7 +49,14 @@ BAD_VALUES = [
     ("sharding", "ddp"),
     ("activation_checkpointing", "selective"),
     ("checkpoint_every", 0),
+    ("engine", "accelerate"),
 ]
+
+
+def test_a_trl_engine_refuses_sharding_and_profiling():
+    with pytest.raises(ConfigError, match="engine='trl_defaults'"):
+        RunConfig(engine="trl_defaults", profile=True)
+    assert RunConfig(engine="trl_defaults").name == "TRL SFTTrainer defaults, b4x128"
 
 
 @pytest.mark.parametrize(("parameter", "value"), BAD_VALUES)

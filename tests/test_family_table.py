@@ -91,7 +91,7 @@ def test_shipped_records_measure_table_entries():
 
 def test_sweep_grids_name_only_table_entries():
     sources = [ROOT / "README.md", ROOT / "nbhelpers" / "sweep.py", ROOT / "nbhelpers" / "cli.py"]
-    sources += sorted((ROOT / "scripts").glob("*"))
+    sources += sorted(p for p in (ROOT / "scripts").glob("*") if p.is_file())
     names = {}
     for source in sources:
         for line in source.read_text().splitlines():

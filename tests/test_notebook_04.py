@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
-from nbhelpers.measure.store import RunStore
+from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.sweep import execute_notebook, notebook_parameters
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_speedup_report.ipynb"
@@ -46,6 +46,8 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
         "RUN_NAME": "str",
         "RUN_DIRS": "str",
         "BASELINE_LABEL": "str",
+        "PEER_ROWS": "str",
+        "CONVERGENCE_STEPS": "int",
     }
 
 
@@ -59,6 +61,12 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
         make_record("eager", None, attn="eager", status="failed", reason="out of memory", run_name="nb04"),
     ]:
         store.append(record)
+    for step, launches in ((10, 1200.0), (20, None)):  # what nbhelpers.monitor writes during a training run
+        metrics = {"step": step, "real_tokens_per_s": 900.0 + step, "padding_fraction": 0.1, "mfu": 0.2,
+                   "launches_per_step": launches, "warnings": []}  # fmt: skip
+        environment = store.load()[0].environment  # the machine of the step records
+        store.append(RunRecord(config={"run_name": "nb04", "session": "s1"}, kind="monitor", metrics=metrics,
+                               environment=environment))
     RunStore.for_run("other").append(
         make_record("cpu", 50.0, run_name="other", device_name="cpu", hostname="laptop", device_type="cpu")
     )
@@ -85,13 +93,16 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
     ]
     assert [(r["label"], r["reason"]) for r in _frame_rows(by_id["failed"])] == [("eager", "out of memory")]
     overview = _frame_rows(by_id["records"])
-    assert [(r["run"], r["steps ok"], r["steps failed"]) for r in overview] == [
-        ("nb04", "3", "1"),
-        ("other", "1", "0"),
+    assert [(r["run"], r["steps ok"], r["steps failed"], r["other records"]) for r in overview] == [
+        ("nb04", "3", "1", "0"),
+        ("nb04", "0", "0", "2"),  # the monitored training run: another workload, counted apart
+        ("other", "1", "0", "0"),
     ]
     assert overview[0]["peak FLOP/s source"] == "table: NVIDIA H200 bf16 dense (989.0 TFLOP/s)"
     plots = [o for o in by_id["plots"].outputs if o["output_type"] == "execute_result"]
     assert "application/vnd.holoviews_exec.v0+json" in plots[0]["data"]  # a HoloViews layout was displayed
+    monitored = [o for o in by_id["monitor"].outputs if o["output_type"] == "execute_result"]
+    assert "application/vnd.holoviews_exec.v0+json" in monitored[0]["data"]  # the monitor's series over steps
     recommendation = _outputs_text(by_id["recommend"])
     assert "**Recommended:** packed" in recommendation and "padding_free=True" in recommendation
     assert "**Recommended:** cpu" in recommendation  # the other machine gets its own
@@ -113,3 +124,27 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
         "eager": "—",
         "cpu": "1.00x",
     }
+
+
+@pytest.mark.slow
+def test_notebook_04_measures_trl_peers_and_convergence_on_the_tiny_preset(runs_root, kernel_env, tmp_path):
+    """A real tiny record of this machine is recommended; the notebook runs TRL from its export beside it and the
+    convergence pair, and the report shows both."""
+    pytest.importorskip("trl", reason="TRL is in the test extras: pip install trl")
+    from nbhelpers.measure.config import RunConfig
+    from nbhelpers.measure.runner import run_configs
+
+    tiny = RunConfig(run_name="nb04trl", num_samples=4, batch_size=2, max_length=128, timing="epoch",
+                     padding="packed", extra={"parity_probe_samples": 0})  # fmt: skip
+    run_configs([tiny], store=RunStore.for_run("nb04trl"), isolate=False, progress=False)
+    out = tmp_path / "04.ipynb"
+    execute_notebook(NOTEBOOK, out, {"RUN_NAME": "nb04trl", "PEER_ROWS": "trl", "CONVERGENCE_STEPS": 2})
+    by_id = {cell.get("id"): cell for cell in nbformat.read(out, as_version=4).cells}
+    rows = {row["label"]: row for row in _frame_rows(by_id["peers"])}
+    assert set(rows) == {"TRL from the export of eager/packed/sdpa/b2x128", "eager/packed/sdpa/b2x128"}
+    assert rows["TRL from the export of eager/packed/sdpa/b2x128"]["status"] == "ok"
+    assert "TRL from its export" in _outputs_text(by_id["peers"]) and "goal" in _outputs_text(by_id["peers"])
+    assert "Convergence pass over 3 steps" in _outputs_text(by_id["convergence"])
+    soup = BeautifulSoup((runs_root / "nb04trl" / "report.html").read_text(), "html.parser")
+    assert soup.select("table.peers tbody tr") and "goal" in soup.select_one("p.export-gap").get_text()
+    assert "Convergence pass" in soup.select_one("p.convergence").get_text()

@@ -47,9 +47,19 @@ def test_fastest_eligible_record_ties_broken_by_memory(measured):
             "fused_linear_cross_entropy": True,
             "cross_entropy": False,
         },
-        "bf16": True,
         "torch_compile": False,
+        "activation_checkpointing": False,  # written out: TRL turns gradient checkpointing on by default
+        "learning_rate": 1e-5,
+        "lr_scheduler_type": "constant",
+        "weight_decay": 0.01,
+        "optim": "adamw_torch_fused",
+        "max_grad_norm": 0.0,
+        "seed": 0,
+        "bf16": True,
+        "tf32": True,
+        "train_sampling_strategy": "sequential",
     }
+    assert data["sft_config"]["activation_checkpointing"] is False and data["sft_config"]["bf16"] is True
     assert data["sft_config"]["model_init_kwargs"] == {"attn_implementation": "sdpa"}
     assert data["sft_config"]["pad_to_multiple_of"] == 128  # static padding, as measured
     assert data["from_pretrained"] == {
@@ -87,6 +97,15 @@ def test_nothing_eligible_is_a_clear_error(make_record):
     with pytest.raises(ValueError, match="1 failed, 1 failed parity, 1 parity not checked"):
         recommend(records)
     assert recommend_all(records) == []
+
+
+def _pretend_gpu(monkeypatch) -> None:
+    """A GPU record's bf16 and tf32 arguments, built on a CPU."""
+    import transformers.training_args as ta
+
+    monkeypatch.setattr(ta, "is_torch_bf16_gpu_available", lambda *a, **k: True)
+    monkeypatch.setattr(ta, "is_torch_tf32_available", lambda *a, **k: True)
+    monkeypatch.setattr(ta, "enable_tf32", lambda *a, **k: None)
 
 
 def _exec_training_arguments(code: str, tmp_path, monkeypatch):
@@ -136,9 +155,7 @@ def test_exported_code_bf16_on_a_gpu_record(make_record, tmp_path, monkeypatch):
     assert rec.training_arguments_kwargs()["bf16"] is True
     assert rec.from_pretrained_kwargs() == {"attn_implementation": "sdpa", "dtype": "bfloat16"}
     pytest.importorskip("accelerate", reason=NEEDS_ACCELERATE)
-    import transformers.training_args as ta
-
-    monkeypatch.setattr(ta, "is_torch_bf16_gpu_available", lambda *a, **k: True)  # a CPU here, a GPU there
+    _pretend_gpu(monkeypatch)
     args = _exec_training_arguments(rec.training_arguments_code(), tmp_path, monkeypatch)
     assert args.bf16 is True and args.use_liger_kernel is False
 
@@ -160,10 +177,12 @@ def test_sft_config_code(make_record, tmp_path, monkeypatch):
     except ImportError:
         pytest.skip("TRL is not installed: SFTConfig code checked with ast only (pip install trl)")
     pytest.importorskip("accelerate", reason="SFTConfig needs accelerate>=1.1")
+    _pretend_gpu(monkeypatch)
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     exec(compile(code, "<sft>", "exec"), namespace)
-    assert namespace["sft_config"].packing is True
+    config = namespace["sft_config"]
+    assert config.packing is True and config.gradient_checkpointing is False  # TRL's default True, turned off
 
 
 def test_model_code_registers_torch_varlen_before_loading(make_record):

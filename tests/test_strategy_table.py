@@ -239,9 +239,10 @@ def test_each_entry_has_its_label_description_collator_and_sft_settings(name):
     kwargs, comments = sft_config_settings(settings)
     assert set(kwargs) <= SFT_FIELDS and set(comments) <= set(kwargs)
     assert kwargs["padding_free"] == entry.packed  # TRL batches a packed strategy padding-free
-    assert kwargs["max_length"] == (2048 if kwargs["packing"] else 256)
-    if entry.trl.pad_to_multiple_of:
-        assert kwargs["pad_to_multiple_of"] == getattr(settings, entry.trl.pad_to_multiple_of)
+    padding_free_alone = kwargs["padding_free"] and not kwargs["packing"]  # TRL refuses a max_length then
+    assert kwargs["max_length"] == (2048 if kwargs["packing"] else None if padding_free_alone else 256)
+    expected_multiple = getattr(settings, entry.trl.pad_to_multiple_of) if entry.trl.pad_to_multiple_of else None
+    assert kwargs["pad_to_multiple_of"] == expected_multiple  # written out: TRL's default is "auto"
 
 
 def test_sft_settings_are_real_sft_config_fields_where_trl_is_installed():

@@ -9,8 +9,6 @@ TRL ``SFTConfig`` and ``from_pretrained``.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,6 +21,7 @@ from nbhelpers.analysis.records import (
     fastest,
     group_key,
     is_measured,
+    is_workbook,
     metric_value,
     parity_status,
     record_label,
@@ -31,7 +30,7 @@ from nbhelpers.analysis.records import (
     step_records,
     tokens_per_s,
 )
-from nbhelpers.data.strategies import STRATEGIES, PaddingSettings, Strategy, collator_code, sft_config_settings
+from nbhelpers.data.strategies import STRATEGIES, PaddingSettings, Strategy
 from nbhelpers.formatting import fmt_gib, fmt_rate, fmt_speedup
 from nbhelpers.kernels.attention import (
     ATTENTION_TABLE,
@@ -39,59 +38,21 @@ from nbhelpers.kernels.attention import (
     attention_setup_code,
     keeps_packed_apart,
 )
-from nbhelpers.kernels.registry import BASELINE_BACKEND, training_kwargs
+from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.models.families import hub_id
 
-OUTPUT_DIR = "outputs"
-
-
-@functools.lru_cache(maxsize=1)
-def _training_argument_names() -> frozenset[str]:
-    try:
-        from transformers import TrainingArguments
-    except Exception:  # transformers missing or broken: emit the transformers 5 spelling
-        return frozenset()
-    return frozenset(f.name for f in dataclasses.fields(TrainingArguments))
-
-
-def _sampling_kwargs(length_grouped: bool) -> dict[str, Any]:
-    """Length-grouped sampling in the installed transformers' spelling; nothing when not length-grouped."""
-    if not length_grouped:
-        return {}  # the default sampler: no need to import transformers to spell it
-    if "group_by_length" in _training_argument_names():
-        return {"group_by_length": True}
-    return {"train_sampling_strategy": "group_by_length"}
-
-
-def _resolved_dtype(config: dict[str, Any], device_type: str) -> str:
-    dtype = str(config.get("dtype", "auto"))
-    if dtype == "auto":
-        return "bf16-autocast" if device_type == "cuda" else "fp32"
-    return dtype
-
-
-def _literal(value: Any) -> str:
-    """Python source for a plain value, strings in double quotes (as ruff formats them)."""
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(_literal(v) for v in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
-    return repr(value)
-
-
-def _call(target: str, func: str, kwargs: dict[str, Any], comments: dict[str, str]) -> str:
-    lines = [f"{target} = {func}("]
-    for key, value in kwargs.items():
-        line = f"    {key}={_literal(value)},"
-        if comments.get(key):
-            line += f"  # {comments[key]}"
-        lines.append(line)
-    lines.append(")")
-    return "\n".join(lines)
+from .exports import (
+    call_code,
+    literal,
+    model_init_settings,
+    padding_settings,
+    resolved_dtype,
+    sft_settings,
+    sft_trainer_code,
+    trainer_code,
+    trainer_settings,
+)
 
 
 @dataclass
@@ -128,11 +89,7 @@ class Recommendation:
     @property
     def padding_settings(self) -> PaddingSettings:
         """The measured padding setting (strategy, batch shape, multiple, buckets, budget, seed)."""
-        return PaddingSettings(
-            strategy=self.strategy.name, batch_size=self.batch_size, max_length=self.max_length,
-            pad_to_multiple_of=self.pad_to_multiple_of, num_buckets=int(self.config.get("num_buckets", 4)),
-            token_budget=int(self.config.get("token_budget") or 0), seed=int(self.config.get("seed", 0)),
-        )  # fmt: skip
+        return padding_settings(self.config)
 
     @property
     def kernels(self) -> str:
@@ -144,7 +101,7 @@ class Recommendation:
 
     @property
     def dtype(self) -> str:
-        return _resolved_dtype(self.config, self.device_type)
+        return resolved_dtype(self.config, self.device_type)
 
     @property
     def batch_size(self) -> int:
@@ -177,58 +134,31 @@ class Recommendation:
 
     # -- keyword arguments ----------------------------------------------------------------------
 
-    def _common_kwargs(self) -> tuple[dict[str, Any], dict[str, str]]:
-        kwargs: dict[str, Any] = {"output_dir": OUTPUT_DIR, "per_device_train_batch_size": self.batch_size}
-        comments = {"per_device_train_batch_size": "as measured"}
-        backend_kwargs, backend_comments = training_kwargs(self.kernels, self.config.get("liger_kernels") or ())
-        kwargs.update(backend_kwargs)  # use_liger_kernel, liger_kernel_config, torch_compile, ... from the table
-        comments.update(backend_comments)
-        kwargs["bf16"] = self.dtype in ("bf16", "bf16-autocast")
-        comments["bf16"] = f"dtype={self.dtype!r}"
-        sampling = _sampling_kwargs(self.strategy.length_grouped)
-        kwargs.update(sampling)
-        for key in sampling:
-            comments[key] = f"padding={self.padding!r}: batches of similar lengths"
-        if self.device_type == "cpu":
-            kwargs["use_cpu"] = True
-            comments["use_cpu"] = "measured on a CPU"
-        return kwargs, comments
-
     def training_arguments_kwargs(self) -> dict[str, Any]:
-        return self._common_kwargs()[0]
+        return trainer_settings(self.config, self.device_type)[0]
 
     def sft_config_kwargs(self) -> dict[str, Any]:
-        return self._sft()[0]
-
-    def _sft(self) -> tuple[dict[str, Any], dict[str, str]]:
-        kwargs, comments = self._common_kwargs()
-        strategy_kwargs, strategy_comments = sft_config_settings(self.padding_settings)
-        kwargs.update(strategy_kwargs)
-        comments.update(strategy_comments)
-        model_init: dict[str, Any] = {"attn_implementation": self.attn_implementation}
-        if self.dtype == "bf16":
-            model_init["dtype"] = "bfloat16"
-        kwargs["model_init_kwargs"] = model_init
-        return kwargs, comments
+        return sft_settings(self.config, self.device_type)[0]
 
     def from_pretrained_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"attn_implementation": self.attn_implementation}
-        if self.dtype == "bf16":
-            kwargs["dtype"] = "bfloat16"
-        return kwargs
+        return model_init_settings(self.config, self.device_type)
 
     # -- code -----------------------------------------------------------------------------------
 
     def training_arguments_code(self) -> str:
         """Executable on its own: imports TrainingArguments and builds ``training_args``."""
-        kwargs, comments = self._common_kwargs()
-        return "from transformers import TrainingArguments\n\n" + _call(
+        kwargs, comments = trainer_settings(self.config, self.device_type)
+        return "from transformers import TrainingArguments\n\n" + call_code(
             "training_args", "TrainingArguments", kwargs, comments
         )
 
+    def trainer_code(self) -> str:
+        """Executable given ``model``, ``tokenizer``, ``training_args`` and ``train_dataset``: the plain Trainer."""
+        return trainer_code(self.config)
+
     def sft_config_code(self) -> str:
         """Executable where TRL is installed: builds ``sft_config``."""
-        kwargs, comments = self._sft()
+        kwargs, comments = sft_settings(self.config, self.device_type)
         lines = ["from trl import SFTConfig", ""]
         if kwargs["padding_free"] and not keeps_packed_apart(self.attn_implementation):
             apart = ", ".join(name for name in ATTENTION_TABLE if keeps_packed_apart(name))
@@ -236,33 +166,37 @@ class Recommendation:
                 f"# note: measured with attn_implementation={self.attn_implementation!r}; TRL's padding-free "
                 f"batches keep sequences apart only with one of: {apart}"
             )
-        lines.append(_call("sft_config", "SFTConfig", kwargs, comments))
+        lines.append(call_code("sft_config", "SFTConfig", kwargs, comments))
         return "\n".join(lines)
 
+    def sft_trainer_code(self) -> str:
+        """Executable given ``model``, ``tokenizer``, ``sft_config`` and ``train_dataset``: TRL's SFTTrainer."""
+        return sft_trainer_code()
+
     def model_code(self) -> str:
+        """The model and tokenizer: ``from_pretrained`` as measured (attention, weights dtype, no KV cache)."""
         model = str(self.config.get("model", "your-model"))
         hub = hub_id(model)
         note = "the measured model" if hub == model else f"the measured preset {model!r} has this shape"
-        args = ", ".join(f"{k}={_literal(v)}" for k, v in self.from_pretrained_kwargs().items())
-        collator = collator_code(self.padding_settings)
-        lines = ["from transformers import AutoModelForCausalLM", ""]
+        args = ", ".join(f"{k}={literal(v)}" for k, v in self.from_pretrained_kwargs().items())
+        lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer", ""]
         lines += attention_setup_code(self.attn_implementation)  # e.g. torch_varlen's register()
         lines += [
-            f"MODEL_ID = {_literal(hub)}  # {note}; use your checkpoint",
+            f"MODEL_ID = {literal(hub)}  # {note}; use your checkpoint",
             f"model = AutoModelForCausalLM.from_pretrained(MODEL_ID, {args})",
+            "tokenizer = AutoTokenizer.from_pretrained(MODEL_ID)",
         ]
         if self.strategy.packed:
             lines.append(
                 "model.config.use_cache = False  # with a KV cache, transformers attends across packed sequences"
             )
-        lines += [
-            f"# with the plain Trainer, batch as measured (padding={self.padding!r}):",
-            f"# data_collator = {collator}",
-        ]
         return "\n".join(lines)
 
     def to_python(self) -> str:
-        """Ready-to-paste code: TrainingArguments, TRL SFTConfig and the from_pretrained line."""
+        """Ready-to-paste code: the model, TrainingArguments and its Trainer, TRL's SFTConfig and SFTTrainer.
+
+        ``train_dataset``: your tokenized rows with ``input_ids`` and ``labels`` (prompt tokens -100), truncated
+        to the measured max_length."""
         header = [
             f"# Recommended by nbhelpers from measurements: {self.label!r}, run {self.run_name!r}, "
             + " ".join(self.machine.split()),
@@ -270,17 +204,14 @@ class Recommendation:
             f"over {self.baseline_label!r}"
             + (f", peak {fmt_gib(self.peak_memory_gib)} GiB" if self.peak_memory_gib is not None else "")
             + f", parity {self.parity}",
+            f"# train_dataset: your tokenized rows (input_ids, labels with prompt tokens -100), at most "
+            f"{self.max_length} tokens each",
         ]
         return "\n".join(
             header
-            + [
-                "",
-                self.training_arguments_code(),
-                "",
-                "# With TRL (pip install trl):",
-                self.sft_config_code(),
-            ]
-            + ["", self.model_code(), ""]
+            + ["", self.model_code(), "", "# With the plain Trainer:", self.training_arguments_code(), ""]
+            + [self.trainer_code(), "", "# Or with TRL (pip install trl):", self.sft_config_code(), ""]
+            + [self.sft_trainer_code(), ""]
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -346,7 +277,7 @@ def recommend(
     nothing is eligible.
     """
     records = list(records)
-    steps = step_records(records)
+    steps = [r for r in step_records(records) if is_workbook(r)]  # peer rows (TRL) are compared, not recommended
     if machine is not None:
         steps = [r for r in steps if r.machine == machine]
         records = [r for r in records if r.machine == machine]

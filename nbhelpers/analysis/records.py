@@ -15,6 +15,7 @@ from typing import Any
 
 from nbhelpers.data.strategies import BASELINE_STRATEGY
 from nbhelpers.kernels.registry import BASELINE_BACKEND, uses_liger_switches
+from nbhelpers.measure.engines import WORKBOOK
 from nbhelpers.measure.store import RunRecord
 
 STEP_KIND = "step"
@@ -126,9 +127,14 @@ def is_measured(record: RunRecord) -> bool:
     return record.kind == STEP_KIND and record.ok and tokens_per_s(record) is not None
 
 
+def is_workbook(record: RunRecord) -> bool:
+    """Measured in the workbook's own step, not a peer row (TRL's SFTTrainer; RunConfig.engine)."""
+    return str(record.config.get("engine", WORKBOOK)) == WORKBOOK
+
+
 def is_candidate(record: RunRecord) -> bool:
-    """A measured record that may be recommended: its parity check did not fail."""
-    return is_measured(record) and parity_status(record) != "fail"
+    """A measured workbook record that may be recommended: its parity check did not fail."""
+    return is_measured(record) and is_workbook(record) and parity_status(record) != "fail"
 
 
 def is_valid(record: RunRecord, validity: dict[str, str] | None = None) -> bool:
@@ -193,8 +199,9 @@ def fastest(records: Sequence[RunRecord]) -> RunRecord | None:
 
 
 def default_baseline(records: Sequence[RunRecord]) -> RunRecord | None:
-    """The first measured record with kernels "eager" and the baseline padding (static), else the first one."""
-    measured = [r for r in records if is_measured(r)]
+    """The first measured workbook record with kernels "eager" and the baseline padding (static), else the first
+    one; peer rows (TRL) are never a baseline."""
+    measured = [r for r in records if is_measured(r) and is_workbook(r)]
     for record in measured:
         if record.config.get("kernels") == BASELINE_BACKEND and record.config.get("padding") == BASELINE_STRATEGY:
             return record

@@ -82,9 +82,13 @@ def to_device(batch: dict[str, Any], device: str) -> dict[str, Any]:
 
 
 def sequence_lengths(batch: dict[str, Any]) -> list[int]:
-    """Real length of each sequence in a batch (packed rows split at position_ids == 0)."""
+    """Real length of each sequence in a batch (packed rows split at position_ids == 0; without a mask or
+    position_ids, every row is one sequence of its full width)."""
     if "position_ids" in batch and batch.get("attention_mask") is None:
         positions = batch["position_ids"].reshape(-1).tolist()
         starts = [i for i, p in enumerate(positions) if p == 0] + [len(positions)]
         return [b - a for a, b in zip(starts, starts[1:]) if b > a]
+    if batch.get("attention_mask") is None:
+        rows, width = batch["input_ids"].shape if batch["input_ids"].dim() == 2 else (1, batch["input_ids"].numel())
+        return [int(width)] * int(rows)
     return [int(n) for n in batch["attention_mask"].sum(dim=-1).tolist()]

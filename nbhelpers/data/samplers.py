@@ -63,12 +63,15 @@ class StrategyCollator:
     padding alone (the grouping is the sampler's job).
     """
 
-    def __init__(self, strategy: str, pad_token_id: int, max_length: int, pad_to_multiple_of: int = 8) -> None:
+    def __init__(
+        self, strategy: str, pad_token_id: int, max_length: int, pad_to_multiple_of: int = 8, boundaries: bool = False
+    ) -> None:
         self.settings = PaddingSettings(strategy, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of)
         self.strategy = strategy
         self.pad_token_id = pad_token_id
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
+        self.boundaries = boundaries  # packed rows also carry cu_seq_lens/seq_idx (a hybrid's linear attention)
 
     @property
     def packed(self) -> bool:
@@ -78,7 +81,7 @@ class StrategyCollator:
         if not examples:
             raise ValueError("a batch needs at least one example")
         rows = [as_example(e) for e in examples]
-        return collate(rows, self.settings, self.pad_token_id)
+        return collate(rows, self.settings, self.pad_token_id, self.boundaries)
 
     def __repr__(self) -> str:
         return (

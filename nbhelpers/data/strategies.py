@@ -191,7 +191,7 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy(
             "token_budget", "token budget", "packed rows filled greedily up to token_budget tokens per step",
             plan_token_budget, None, same_first_batch=False, length_grouped=False,
-            collator=FLATTENING + "  # with batches cut to a token budget",
+            collator=FLATTENING + "  # with the token budget's batch sampler (StrategyTrainer)",
             trl=TrlSettings(packing=True, padding_free=True, note="sequences packed into rows of max_length"),
         ),
     )
@@ -221,8 +221,23 @@ def collator_code(settings: PaddingSettings) -> str:
     return settings.entry.collator.format(**dataclasses.asdict(settings))
 
 
+def keeps_dataset_order(settings: PaddingSettings) -> bool:
+    """Whether the plan is ``batch_size`` samples at a time in dataset order (a collator alone reproduces it)."""
+    return settings.entry.plan is plan_in_order
+
+
+def trainer_collator_code(settings: PaddingSettings) -> str:
+    """The HF collator that batches as measured in a plain Trainer with sequential sampling; "" when the
+    strategy's plan needs the workbook's batch sampler (buckets, token budget)."""
+    return collator_code(settings) if keeps_dataset_order(settings) else ""
+
+
 def sft_config_settings(settings: PaddingSettings) -> tuple[dict[str, Any], dict[str, str]]:
-    """TRL ``SFTConfig`` keyword arguments of this setting, and a comment for some of them."""
+    """TRL ``SFTConfig`` keyword arguments of this setting, and a comment for some of them.
+
+    Each of ``max_length``, ``packing``, ``padding_free`` and ``pad_to_multiple_of`` is written out, since
+    TRL's defaults (1024, off, off, "auto") differ from most measured settings.
+    """
     trl = settings.entry.trl
     kwargs: dict[str, Any] = {}
     comments: dict[str, str] = {}
@@ -231,14 +246,19 @@ def sft_config_settings(settings: PaddingSettings) -> tuple[dict[str, Any], dict
         comments["per_device_train_batch_size"] = "one packed row of max_length tokens per step"
         kwargs["max_length"] = settings.effective_token_budget
         comments["max_length"] = "the measured token budget per step"
+    elif trl.padding_free:
+        kwargs["max_length"] = None
+        comments["max_length"] = (
+            f"TRL refuses max_length with padding_free and no packing: truncate the data to {settings.max_length} "
+            "tokens first, as measured"
+        )
     else:
         kwargs["max_length"] = settings.max_length
     kwargs["packing"] = trl.packing
     if trl.packing:
         kwargs["packing_strategy"] = "bfd"
     kwargs["padding_free"] = trl.padding_free
-    if trl.pad_to_multiple_of:
-        kwargs["pad_to_multiple_of"] = getattr(settings, trl.pad_to_multiple_of)
+    kwargs["pad_to_multiple_of"] = getattr(settings, trl.pad_to_multiple_of) if trl.pad_to_multiple_of else None
     if trl.note:
         carrier = "packing" if trl.packing else "padding_free" if trl.padding_free else "pad_to_multiple_of"
         comments[carrier] = f"padding={settings.strategy!r}: {trl.note}"
@@ -255,7 +275,9 @@ __all__ = [
     "Strategy",
     "TrlSettings",
     "collator_code",
+    "keeps_dataset_order",
     "plan_batches",
     "row_width",
     "sft_config_settings",
+    "trainer_collator_code",
 ]

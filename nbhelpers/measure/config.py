@@ -18,6 +18,8 @@ from nbhelpers.kernels.liger import DEFAULT_LIGER_KERNELS, LIGER_KERNELS
 from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
 
+from .engines import ENGINE_NAMES, ENGINES, WORKBOOK
+
 DTYPES = ("auto", "fp32", "bf16-autocast", "bf16")
 TIMINGS = ("steps", "epoch")
 DEVICES = ("auto", "cpu", "cuda")
@@ -63,6 +65,7 @@ class RunConfig:
     sharding: str = "none"  # one of SHARDINGS
     activation_checkpointing: str = "none"  # one of CHECKPOINTINGS
     checkpoint_every: int = 2  # k of activation_checkpointing="every_k": layers 0, k, 2k, ... are recomputed
+    engine: str = WORKBOOK  # one of ENGINE_NAMES: the workbook's step, or TRL's SFTTrainer as a peer row
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the record
 
     def __post_init__(self) -> None:
@@ -119,6 +122,9 @@ class RunConfig:
             raise ConfigError("profile_steps", self.profile_steps, f"at most steps ({self.steps})")
         check_int("timeout_s", self.timeout_s, 1, 7 * 24 * 3600)
         self._check_scale_out()
+        check_choice("engine", self.engine, ENGINE_NAMES)
+        if self.engine != WORKBOOK and (self.sharding != "none" or self.profile):
+            raise ConfigError("engine", self.engine, f"{WORKBOOK!r} with sharding or profile (TRL runs on one device)")
         if not isinstance(self.extra, dict):
             raise ConfigError("extra", self.extra, "a dict")
 
@@ -136,6 +142,8 @@ class RunConfig:
         """The label used in tables: the given label or one derived from the settings."""
         if self.label:
             return self.label
+        if self.engine != WORKBOOK:
+            return f"{ENGINES[self.engine].label}, b{self.batch_size}x{self.max_length}"
         name = f"{self.kernels}/{self.padding}/{self.attn_implementation}/b{self.batch_size}x{self.max_length}"
         if self.sharding != "none":
             name += f"/{self.sharding}x{self.gpus}"

@@ -114,13 +114,10 @@ def run_config(config: RunConfig, isolate: bool = True, notebook: str = "") -> R
     """Measure one configuration: in a subprocess by default, in this process when isolate=False."""
     if isolate or needs_launch(config):  # a sharded configuration always runs under torchrun
         return run_isolated(config, notebook)
-    from .step import measure
-    from .worker import attach_probe, failure_reason
+    from .worker import failure_reason, measure_config
 
     try:
-        record = measure(config, notebook=notebook, progress=True)
-        attach_probe(record, config)
-        return record
+        return measure_config(config, notebook)
     except Exception as error:  # noqa: BLE001 - every failure becomes a record
         return failed_record(config, failure_reason(error), notebook)
 

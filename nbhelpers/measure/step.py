@@ -23,7 +23,7 @@ from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.hybrid_paths import layer_paths
 from nbhelpers.models.families import BOUNDARIES_PACKING, model_shape, packs_with_boundaries, unsupported
-from nbhelpers.models.loading import build_model, count_parameters, model_source
+from nbhelpers.models.loading import build_model, check_positions, count_parameters, model_config, model_source
 
 from .config import RunConfig
 from .env import environment, peak_flops, resolve_device
@@ -172,6 +172,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         torch.backends.cuda.matmul.allow_tf32 = True
+    check_positions(model_config(config.model), config.max_length)  # before any data or weights load
     tokenizer = load_tokenizer(model_source(config.model))
     batches = prepare_batches(config, tokenizer, device, rank)
     weights_dtype = torch.bfloat16 if dtype == "bf16" else None

@@ -12,6 +12,7 @@ import traceback
 from pathlib import Path
 
 from .config import RunConfig
+from .engines import ENGINES
 from .env import safe_environment
 from .store import RunRecord
 
@@ -53,6 +54,20 @@ def attach_probe(record: RunRecord, config: RunConfig) -> None:
         record.metrics["parity_probe"] = probe
 
 
+def measure_config(config: RunConfig, notebook: str = "") -> RunRecord:
+    """Measure one configuration in this process with its engine: the workbook's step (with its parity probe)
+    or TRL's SFTTrainer; raises on failure."""
+    if ENGINES[config.engine].is_trl:
+        from .trl_loop import measure_trl
+
+        return measure_trl(config, notebook=notebook, progress=True)
+    from .step import measure
+
+    record = measure(config, notebook=notebook, progress=True)
+    attach_probe(record, config)
+    return record
+
+
 def run(config_path: str, result_path: str, notebook: str = "") -> int:
     config = RunConfig.from_dict(json.loads(Path(config_path).read_text()))
     try:
@@ -60,10 +75,7 @@ def run(config_path: str, result_path: str, notebook: str = "") -> int:
             from .distributed import run_rank
 
             return run_rank(config, result_path, notebook)
-        from .step import measure
-
-        record = measure(config, notebook=notebook, progress=True)
-        attach_probe(record, config)
+        record = measure_config(config, notebook)
     except BaseException as error:  # noqa: BLE001 - every failure becomes a record
         traceback.print_exc(file=sys.stderr)
         record = failed_record(config, failure_reason(error), notebook)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from nbhelpers.validation import check_hub_name
+from nbhelpers.validation import ConfigError, check_hub_name
 
 from .families import MODEL_PRESETS, family_of_preset, is_preset, preset_config, unsupported
 
@@ -62,6 +62,23 @@ def build_model(
         _refuse(name_or_path, unsupported(model.config.model_type, attn_implementation))
     disable_kv_cache(model)
     return model
+
+
+def model_config(name_or_path: str) -> Any:
+    """The transformers config of a preset, a folder or a hub id, without building the model."""
+    if is_preset(name_or_path):
+        return preset_config(name_or_path)
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(model_source(name_or_path))
+
+
+def check_positions(model_config: Any, max_length: int) -> None:
+    """``max_length`` within the model's positions (``max_position_embeddings``), else ConfigError."""
+    text = model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
+    limit = getattr(text, "max_position_embeddings", None)
+    if isinstance(limit, int) and max_length > limit:
+        raise ConfigError("max_length", max_length, f"at most the model's {limit} positions (max_position_embeddings)")
 
 
 def _refuse(model: str, refusal: str) -> None:

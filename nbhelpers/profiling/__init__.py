@@ -19,7 +19,7 @@ from nbhelpers.profiling.analyze import (
     top_kernels,
     utilization,
 )
-from nbhelpers.profiling.capture import profile_steps
+from nbhelpers.profiling.capture import ProfilerWindow, profile_steps
 from nbhelpers.profiling.classify import CATEGORIES, classify_cpu_op, classify_kernel
 from nbhelpers.profiling.diff import diff_categories, diff_summary, diff_traces
 from nbhelpers.profiling.parse import CPU_UNIT, GPU_UNIT, Trace, load_trace, trace_from_json
@@ -29,6 +29,7 @@ __all__ = [
     "CPU_UNIT",
     "GPU_UNIT",
     "IdleGaps",
+    "ProfilerWindow",
     "Trace",
     "Utilization",
     "busy_time_us",

@@ -11,7 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from nbhelpers.analysis.convergence import Convergence, convergence_of
 from nbhelpers.analysis.overview import failed_configurations, peak_flops_sources
+from nbhelpers.analysis.peers import export_gap, export_gap_text, peer_table
 from nbhelpers.analysis.recommend import recommend
 from nbhelpers.analysis.records import choose_baselines, machines_of, record_label, run_name_of, step_records
 from nbhelpers.analysis.speedup import build_table, waterfall_steps
@@ -143,6 +145,12 @@ def write_html_report(
             parts.append(f'<pre class="python">{html.escape(rec.to_python())}</pre>')
             json_text = html.escape(rec.to_json())
             parts.append(f'<details><summary>JSON</summary><pre class="json">{json_text}</pre></details>')
+            parts += _peer_section(m_records, rec, baseline_label)
+        curves = convergence_of(m_records)
+        parts += _convergence_section(curves)
+        if curves is not None:
+            models[f"convergence_{index}"] = report_plots.to_bokeh(report_plots.convergence_plot(curves))
+            parts.append(f"{{{{convergence_{index}}}}}")
         parts.append("</section>")
         sections.append("\n".join(parts))
 
@@ -211,6 +219,35 @@ def doctor_sections(records: list[RunRecord]) -> str:
             parts.append(f'<h3>Known slow combinations here</h3><ul class="doctor-notes">{items}</ul>')
         parts.append("</section>")
     return "\n".join(parts)
+
+
+def _peer_section(records: list[RunRecord], rec: Any, baseline_label: str | None) -> list[str]:
+    """TRL's SFTTrainer on the recommendation's workload (peer rows), and TRL run from the export."""
+    table = peer_table(records, rec, baseline_label)
+    parts = ["<h3>Against TRL</h3>"]
+    if len(table) <= 1:
+        parts.append("<p>No TRL peer rows measured (notebook 04's PEER_ROWS).</p>")
+        return parts
+    parts.append(
+        '<p class="meta">TRL\'s SFTTrainer on the same samples and weights, one untimed and one timed epoch, real '
+        "tokens counted on the batches its collator made (collation and its per-step logging inside the timed "
+        "epoch, as in a real run; samples without a loss token are dropped by TRL). A peer row is never a "
+        "baseline or a recommendation.</p>"
+    )
+    parts.append(_html_table(format_table(table), "peers"))
+    parts.append(f'<p class="export-gap">{html.escape(export_gap_text(export_gap(records, rec)))}</p>')
+    return parts
+
+
+def _convergence_section(result: Convergence | None) -> list[str]:
+    """The recommendation's loss curve against its baseline's over many steps (the plot follows)."""
+    parts = ["<h3>Convergence</h3>"]
+    if result is None:
+        parts.append("<p>Not measured (notebook 04's CONVERGENCE_STEPS).</p>")
+        return parts
+    parts.append(f'<p class="convergence">{html.escape(result.summary())}</p>')
+    parts.append(_html_table(format_table(result.frame()), "convergence"))
+    return parts
 
 
 def _inline_bokeh(models: list[Any]) -> str:

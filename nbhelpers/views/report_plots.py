@@ -1,4 +1,4 @@
-"""HoloViews (Bokeh) plots of the report: waterfall, throughput bars, memory bars.
+"""HoloViews (Bokeh) plots of the report: waterfall, throughput bars, memory bars, convergence curves.
 
 Every function takes the frames of :mod:`nbhelpers.views.report` (``build_table`` / ``waterfall_steps``)
 for ONE machine; plots never put two machines on one axis. HoloViews is imported lazily.
@@ -152,6 +152,22 @@ def report_plots(table: Any, steps: Any) -> Any:
     for more in layouts[1:]:
         result = result + more
     return result.cols(1)
+
+
+def convergence_plot(result: Any) -> Any:
+    """The recommendation's and the baseline's loss per step (an ``analysis.convergence.Convergence``), the
+    verdict and tolerances in the title."""
+    hv = holoviews()
+    frame = result.frame()
+    curves = [
+        hv.Curve(frame, "step", hv.Dimension(role, label="loss"), label=role).opts(color=color)
+        for role, color in (("recommended", OK_COLOR), ("baseline", BASE_COLOR))
+    ]
+    verdict = "pass" if result.passed else "fail"
+    return hv.Overlay(curves).opts(
+        title=f"Loss per step: {verdict} (per step within {result.step_rtol:g}, mean within {result.mean_rtol:g})",
+        width=700, height=300, legend_position="top_right",
+    )  # fmt: skip
 
 
 def to_bokeh(plot: Any) -> Any:

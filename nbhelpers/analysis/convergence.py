@@ -1,0 +1,136 @@
+"""Convergence, not only the first step: the recommendation's loss curve against the baseline's, step by step.
+
+Like Liger's convergence tests, both run the same number of steps on the same samples from the same weights and
+seed, and their losses must stay within stated tolerances at every step and on average. Both follow the same
+plan, so each step trains on the same samples: the baseline is the recommended configuration with the baseline
+kernels and attention, padded statically where the recommended strategy keeps dataset order (static's plan),
+else batched by the recommended strategy itself (its buckets or token budget; packed rows keep sequences apart).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbhelpers.data.strategies import BASELINE_STRATEGY, keeps_dataset_order
+from nbhelpers.kernels.attention import DEFAULT_ATTENTION
+from nbhelpers.kernels.registry import BASELINE_BACKEND
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.store import RunRecord
+from nbhelpers.validation import check_int
+
+from .peers import measure_for, run_config_of
+from .recommend import Recommendation
+
+# Per step, the two losses may differ by 2% of the baseline's: bf16 autocast and fused kernels (Liger, compile,
+# varlen attention) sum in another order, and the difference grows a little as the weights drift apart over
+# steps. The curves' means may differ by 0.5%: a systematic drift (a wrong kernel, a mask that lets sequences
+# see each other) shifts every step the same way and shows there first. Same dtype on a CPU: ~1e-6.
+STEP_RTOL = 0.02
+MEAN_RTOL = 0.005
+KIND = "convergence"  # the records' kind: not a timed step, never in a speed table
+ROLES = ("recommended", "baseline")
+
+
+def convergence_configs(rec: Recommendation, steps: int) -> list[RunConfig]:
+    """The recommended configuration and its baseline, ``steps`` steps each after the first, no warm-up."""
+    check_int("CONVERGENCE_STEPS", steps, 1, 100_000)
+    base = run_config_of(rec.config).replace(timing="steps", warmup=0, steps=steps, profile=False)
+    base = base.replace(extra={**base.extra, "parity_probe_samples": 0})  # the curves are the check here
+    padding = BASELINE_STRATEGY if keeps_dataset_order(base.padding_settings) else base.padding
+    baseline = base.replace(kernels=BASELINE_BACKEND, attn_implementation=DEFAULT_ATTENTION, padding=padding)
+    return [
+        base.replace(label=f"convergence: {rec.label}", extra={**base.extra, KIND: ROLES[0]}),
+        baseline.replace(
+            label=f"convergence: baseline ({BASELINE_BACKEND}, {DEFAULT_ATTENTION}, {padding})",
+            extra={**baseline.extra, KIND: ROLES[1]},
+        ),
+    ]
+
+
+def mark_convergence(record: RunRecord, earlier: list[RunRecord]) -> None:
+    """``run_configs(annotate=...)``: a convergence run is stored as kind "convergence", never as a timed step."""
+    record.kind = KIND
+
+
+def measure_convergence(rec: Recommendation | None, steps: int, run_name: str, notebook: str = "") -> str:
+    """Run the recommendation and its baseline ``steps`` steps each here (0: off), stored as kind "convergence"."""
+    check_int("CONVERGENCE_STEPS", steps, 0, 100_000)
+    if steps == 0:
+        return "convergence not measured (CONVERGENCE_STEPS=0)"
+    configs = convergence_configs(rec, steps) if rec is not None else []
+    return measure_for(rec, configs, run_name, notebook, annotate=mark_convergence)[1]
+
+
+@dataclass
+class Convergence:
+    """Two loss curves compared step by step."""
+
+    recommended: list[float]
+    baseline: list[float]
+    step_rel_diff: list[float] = field(default_factory=list)
+    mean_rel_diff: float = math.nan
+    step_rtol: float = STEP_RTOL
+    mean_rtol: float = MEAN_RTOL
+
+    @property
+    def max_step_rel_diff(self) -> float:
+        return max(self.step_rel_diff) if self.step_rel_diff else math.nan
+
+    @property
+    def passed(self) -> bool:
+        within = self.max_step_rel_diff <= self.step_rtol and self.mean_rel_diff <= self.mean_rtol
+        return bool(self.step_rel_diff) and within
+
+    def summary(self) -> str:
+        verdict = "pass" if self.passed else "fail"
+        return (
+            f"Convergence {verdict} over {len(self.step_rel_diff)} steps: largest per-step loss difference "
+            f"{self.max_step_rel_diff:.2e} (tolerance {self.step_rtol:g}), mean loss difference "
+            f"{self.mean_rel_diff:.2e} (tolerance {self.mean_rtol:g}), relative to the baseline."
+        )
+
+    def frame(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame(
+            {"step": range(len(self.step_rel_diff)), "recommended": self.recommended[: len(self.step_rel_diff)],
+             "baseline": self.baseline[: len(self.step_rel_diff)], "relative difference": self.step_rel_diff}
+        )  # fmt: skip
+
+
+def compare_curves(recommended: Sequence[float], baseline: Sequence[float]) -> Convergence:
+    """Per-step relative differences over the common steps, and that of the means; a non-finite loss fails."""
+    n = min(len(recommended), len(baseline))
+    a, b = [float(x) for x in recommended[:n]], [float(x) for x in baseline[:n]]
+    diffs = [abs(x - y) / max(abs(y), 1e-12) if math.isfinite(x + y) else math.inf for x, y in zip(a, b)]
+    mean_a, mean_b = (sum(a) / n, sum(b) / n) if n else (math.nan, math.nan)
+    mean = abs(mean_a - mean_b) / max(abs(mean_b), 1e-12) if n and math.isfinite(mean_a + mean_b) else math.inf
+    return Convergence(recommended=a, baseline=b, step_rel_diff=diffs, mean_rel_diff=mean)
+
+
+def convergence_of(records: Iterable[RunRecord]) -> Convergence | None:
+    """The comparison of the last recommended/baseline pair of convergence records; None without an ok pair."""
+    latest: dict[str, RunRecord] = {}
+    for record in records:
+        role = record.config.get("extra", {}).get(KIND) if isinstance(record.config.get("extra"), dict) else None
+        if record.kind == KIND and record.ok and role in ROLES:
+            latest[role] = record
+    if set(latest) != set(ROLES):
+        return None
+    return compare_curves(latest[ROLES[0]].metrics.get("losses", []), latest[ROLES[1]].metrics.get("losses", []))
+
+
+__all__ = [
+    "KIND",
+    "MEAN_RTOL",
+    "STEP_RTOL",
+    "Convergence",
+    "compare_curves",
+    "convergence_configs",
+    "convergence_of",
+    "mark_convergence",
+    "measure_convergence",
+]

@@ -1,0 +1,233 @@
+"""Peer rows: TRL's SFTTrainer on the recommendation's workload, beside the workbook's own records.
+
+:func:`peer_configs` makes the configurations (TRL's defaults, its best flags, the recommendation's own export),
+measured by the runner like any other (:mod:`nbhelpers.measure.engines`); :func:`peer_table` shows them against
+the baseline and the recommendation of the same workload; :func:`export_gap` says how close TRL, run from the
+recommendation's export, comes to the workbook's loop (goal: within :data:`EXPORT_GOAL`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.engines import ENGINES, TRL_ENGINES, WORKBOOK
+from nbhelpers.measure.store import RunRecord
+from nbhelpers.validation import ConfigError
+
+from .recommend import Recommendation
+from .records import (
+    choose_baselines,
+    group_key,
+    is_measured,
+    is_workbook,
+    metric_value,
+    record_label,
+    speedup,
+    step_records,
+    tokens_per_s,
+)
+
+EXPORT_GOAL = 0.05  # TRL run from the export should be within 5% of the workbook's loop (issue 16)
+EXPORT_ENGINE = "trl"
+# The fields that must match for a TRL record to be "the recommendation, run from its export".
+SETTING_FIELDS = ("padding", "kernels", "attn_implementation", "liger_kernels", "token_budget", "pad_to_multiple_of",
+                  "num_buckets", "activation_checkpointing")  # fmt: skip
+
+
+def run_config_of(config: Mapping[str, Any]) -> RunConfig:
+    """A record's config as a RunConfig (keys RunConfig lacks, such as a derived label, left out)."""
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    return RunConfig.from_dict({k: v for k, v in config.items() if k in known})
+
+
+def parse_peers(text: str) -> list[str]:
+    """``"trl_defaults, trl_best"`` -> engine names; "" -> none; an unknown name raises ConfigError (PEER_ROWS)."""
+    allowed = "'' or a comma-separated list drawn from " + ", ".join(TRL_ENGINES)
+    if not isinstance(text, str):
+        raise ConfigError("PEER_ROWS", text, allowed)
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in TRL_ENGINES]
+    if unknown:
+        raise ConfigError("PEER_ROWS", text, allowed)
+    return names
+
+
+def peer_configs(rec: Recommendation, engines: str) -> list[RunConfig]:
+    """The recommendation's workload under each TRL engine in ``engines`` (PEER_ROWS), one configuration each."""
+    base = run_config_of(rec.config)
+    configs = []
+    for name in parse_peers(engines):
+        label = f"{ENGINES[name].label}, b{base.batch_size}x{base.max_length}"
+        if name == EXPORT_ENGINE:
+            label = f"TRL from the export of {rec.label}"
+        configs.append(base.replace(engine=name, label=label, profile=False))
+    return configs
+
+
+def this_machine() -> str:
+    """The machine this process runs on, named as its records name it."""
+    from nbhelpers.measure.env import safe_environment
+
+    return RunRecord(config={}, environment=safe_environment("auto")).machine
+
+
+def measure_for(
+    rec: Recommendation | None, configs: list[RunConfig], run_name: str, notebook: str, annotate: Any = None
+) -> tuple[list[RunRecord], str]:
+    """Measure follow-up configurations of a recommendation here, stored in ``run_name``; nothing (and why) when
+    there is nothing to measure or the recommendation was measured on another machine."""
+    from nbhelpers.measure.runner import run_configs
+    from nbhelpers.measure.store import RunStore
+
+    if rec is None or not configs:
+        return [], "nothing to measure"
+    here = this_machine()
+    if rec.machine != here:
+        return [], f"the recommendation was measured on {rec.machine}, this is {here}: run this notebook there"
+    store = RunStore.for_run(run_name)
+    records = run_configs(configs, store=store, notebook=notebook, annotate=annotate)
+    return records, f"{len(records)} configuration(s) measured, {sum(1 for r in records if not r.ok)} failed"
+
+
+def measure_peers(rec: Recommendation | None, engines: str, run_name: str, notebook: str = "") -> str:
+    """Run TRL's SFTTrainer as each engine of ``engines`` (PEER_ROWS) on the recommendation's workload; a line."""
+    parse_peers(engines)  # PEER_ROWS is checked even when nothing can be measured
+    configs = peer_configs(rec, engines) if rec is not None else []
+    return measure_for(rec, configs, run_name, notebook)[1]
+
+
+def engine_name(record: RunRecord) -> str:
+    return str(record.config.get("engine", WORKBOOK))
+
+
+def _same_settings(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return all(a.get(f) == b.get(f) for f in SETTING_FIELDS)
+
+
+def peer_records(records: Iterable[RunRecord], rec: Recommendation) -> list[RunRecord]:
+    """The peer rows (any engine but the workbook's) of the recommendation's run, machine and workload."""
+    target = _record_of(records, rec)
+    if target is None:
+        return []
+    return [r for r in step_records(records) if not is_workbook(r) and group_key(r) == group_key(target)]
+
+
+def _record_of(records: Iterable[RunRecord], rec: Recommendation) -> RunRecord | None:
+    return next((r for r in records if r.record_id == rec.record_id), None)
+
+
+def peer_table(records: Iterable[RunRecord], rec: Recommendation, baseline_label: str | None = None) -> Any:
+    """One row per peer record, then the recommendation: real tok/s, speedup over the baseline, and over the peer."""
+    import pandas as pd
+
+    records = list(records)
+    target = _record_of(records, rec)
+    rows = []
+    if target is not None:
+        base = choose_baselines(records, baseline_label).get(group_key(target))
+        for record in [*peer_records(records, rec), target]:
+            rate = tokens_per_s(record) if is_measured(record) else None
+            rows.append({
+                "label": record_label(record), "engine": engine_name(record), "status": record.status,
+                "real tok/s": rate,
+                "speedup": speedup(record, base) if rate is not None and base is not None else None,
+                "recommended vs this": rec.real_tokens_per_s / rate if rate else None,
+                "peak memory GiB": metric_value(record, "peak_memory_gib", None),
+                "gradient checkpointing": _checkpointing(record),
+                "reason": record.reason,
+            })  # fmt: skip
+    columns = ["label", "engine", "status", "real tok/s", "speedup", "recommended vs this", "peak memory GiB",
+               "gradient checkpointing", "reason"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _checkpointing(record: RunRecord) -> str:
+    flags = record.metrics.get("sft_config")
+    if isinstance(flags, dict):  # a TRL row: its flags, else TRL's default (on)
+        value = flags.get("activation_checkpointing", flags.get("gradient_checkpointing", True))
+        return "on" if value else "off"
+    return "off" if record.config.get("activation_checkpointing", "none") == "none" else "on"
+
+
+def export_gap(records: Iterable[RunRecord], rec: Recommendation) -> dict[str, Any] | None:
+    """The workbook's loop vs TRL run from the recommendation's export (same workload and settings); None when
+    that TRL record is missing or failed."""
+    match = [
+        r for r in peer_records(records, rec)
+        if engine_name(r) == EXPORT_ENGINE and is_measured(r) and _same_settings(r.config, rec.config)
+    ]  # fmt: skip
+    if not match:
+        return None
+    trl = float(tokens_per_s(match[-1]))
+    ratio = trl / rec.real_tokens_per_s
+    return {
+        "workbook_label": rec.label,
+        "trl_label": record_label(match[-1]),
+        "workbook_tokens_per_s": rec.real_tokens_per_s,
+        "trl_tokens_per_s": trl,
+        "trl_over_workbook": ratio,
+        "goal": EXPORT_GOAL,
+        "within_goal": abs(1 - ratio) <= EXPORT_GOAL,
+    }
+
+
+def local_recommendation(recommendations: Iterable[Recommendation]) -> Recommendation | None:
+    """The recommendation measured on this machine (peer rows and convergence runs are measured here), or None."""
+    here = this_machine()
+    return next((r for r in recommendations if r.machine == here), None)
+
+
+def peer_overview(
+    records: Iterable[RunRecord], recommendations: Iterable[Recommendation], baseline_label: str | None = None
+) -> Any:
+    """:func:`peer_table` of every recommendation, formatted, with its machine."""
+    import pandas as pd
+
+    from nbhelpers.formatting import format_table
+
+    records = list(records)
+    frames = []
+    for rec in recommendations:
+        table = format_table(peer_table(records, rec, baseline_label))
+        table.insert(0, "machine", rec.machine)
+        frames.append(table)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["machine", "label"])
+
+
+def export_gap_lines(records: Iterable[RunRecord], recommendations: Iterable[Recommendation]) -> str:
+    """:func:`export_gap_text` of every recommendation, one line each, with its machine."""
+    records = list(records)
+    return "\n".join(f"{rec.machine}: {export_gap_text(export_gap(records, rec))}" for rec in recommendations)
+
+
+def export_gap_text(gap: dict[str, Any] | None) -> str:
+    """One sentence for a notebook or the report."""
+    if gap is None:
+        return "TRL from the recommendation's export: not measured (PEER_ROWS must name 'trl')."
+    verdict = "within" if gap["within_goal"] else "outside"
+    return (
+        f"Workbook loop {gap['workbook_tokens_per_s']:,.0f} real tok/s vs TRL from its export "
+        f"{gap['trl_tokens_per_s']:,.0f} ({gap['trl_over_workbook']:.1%} of it): {verdict} the "
+        f"{gap['goal']:.0%} goal."
+    )
+
+
+__all__ = [
+    "EXPORT_GOAL",
+    "export_gap",
+    "export_gap_lines",
+    "export_gap_text",
+    "local_recommendation",
+    "peer_overview",
+    "measure_for",
+    "measure_peers",
+    "parse_peers",
+    "peer_configs",
+    "peer_records",
+    "peer_table",
+    "run_config_of",
+    "this_machine",
+]

@@ -1,0 +1,188 @@
+"""TRL's ``SFTTrainer`` measured as a peer of the workbook's step: same samples, same timing, same counts.
+
+The same tokenized samples (``input_ids`` and ``labels``, prompt tokens -100) and the same random weights as
+:func:`nbhelpers.measure.step.measure`; ``trainer.train()`` runs two epochs, the first untimed, the second timed
+from its first step to its last with device syncs. Real tokens are counted on each batch TRL's collator makes
+(:func:`~nbhelpers.data.collate.count_tokens`), so tok/s means the same as in the workbook's records. The flags
+come from the configuration's engine (:mod:`nbhelpers.measure.engines`); the harness adds only what a
+measurement needs (two epochs, no checkpoints, no reports, per-step loss, the workload's dtype and device).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from typing import Any
+
+from nbhelpers.analysis.exports import model_init_settings
+from nbhelpers.data.collate import count_tokens, sequence_lengths
+from nbhelpers.data.loading import IGNORE_INDEX, load_examples
+from nbhelpers.data.tokenizer import load_tokenizer
+from nbhelpers.models.families import model_shape
+from nbhelpers.models.loading import build_model, count_parameters, model_source
+
+from .config import RunConfig
+from .engines import engine_of
+from .env import environment, peak_flops, resolve_device
+from .metrics import mfu, model_flops, step_time_stats
+from .step import check_finite_losses, compute_dtype, peak_memory_gib
+from .store import RunRecord
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+class CountingCollator:
+    """Wraps TRL's collator: keeps each batch's token counts, sequence lengths and shape, in order."""
+
+    def __init__(self, collator: Any) -> None:
+        self.collator = collator
+        self.batches: list[tuple[Any, list[int], list[int]]] = []
+
+    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = self.collator(examples)
+        self.batches.append((count_tokens(batch), sequence_lengths(batch), list(batch["input_ids"].shape)))
+        return batch
+
+
+def epoch_timer(device: str) -> Any:
+    """A TrainerCallback that times every epoch and step with device syncs and keeps every logged loss."""
+    from transformers import TrainerCallback
+
+    class EpochTimer(TrainerCallback):
+        def __init__(self) -> None:
+            self.epochs: list[float] = []
+            self.steps: list[list[float]] = []
+            self.losses: list[float] = []
+            self._epoch = self._step = 0.0
+
+        def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            _sync(device)
+            self._epoch = time.perf_counter()
+            self.steps.append([])
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            _sync(device)
+            self._step = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            _sync(device)
+            self.steps[-1].append(time.perf_counter() - self._step)
+
+        def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            _sync(device)
+            self.epochs.append(time.perf_counter() - self._epoch)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+            if logs and "loss" in logs:
+                self.losses.append(float(logs["loss"]))
+
+    return EpochTimer()
+
+
+def sft_config(config: RunConfig, device: str, output_dir: str) -> tuple[Any, dict[str, Any]]:
+    """The engine's SFTConfig plus the harness settings; returns it and the engine's own flags (recorded)."""
+    from trl import SFTConfig
+
+    flags, _ = engine_of(config.to_dict()).sft_flags(config.to_dict(), device)  # type: ignore[misc]
+    flags = {k: v for k, v in flags.items() if k not in ("output_dir", "model_init_kwargs", "use_cpu")}
+    dtype = compute_dtype(config, device)
+    harness = {
+        "output_dir": output_dir, "num_train_epochs": 2, "save_strategy": "no", "report_to": "none",
+        "logging_strategy": "steps", "logging_steps": 1, "disable_tqdm": True, "seed": config.seed,
+        "bf16": dtype in ("bf16", "bf16-autocast"), "use_cpu": device == "cpu",
+    }  # fmt: skip
+    for key in ("bf16", "seed"):  # the workload's dtype and seed, whatever the flags say
+        flags.pop(key, None)
+    return SFTConfig(**(harness | flags)), flags
+
+
+def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -> RunRecord:
+    """Run TRL's SFTTrainer on the configuration's samples (one untimed, one timed epoch) and return its record."""
+    import torch
+    from datasets import Dataset
+    from transformers import PrinterCallback
+    from trl import SFTTrainer
+
+    device = resolve_device(config.device)
+    dtype = compute_dtype(config, device)
+    torch.manual_seed(config.seed)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        torch.backends.cuda.matmul.allow_tf32 = True
+    tokenizer = load_tokenizer(model_source(config.model))
+    examples = load_examples(
+        config.dataset, tokenizer, config.num_samples, config.max_length,
+        config.prompt_field, config.response_field, config.use_chat_template,
+        data_format=config.data_format, prompt_template=config.prompt_template, min_rows=config.batch_size,
+    )  # fmt: skip
+    rows = [{"input_ids": e["input_ids"], "labels": e["labels"]} for e in examples]
+    attention = model_init_settings(config.to_dict(), device)["attn_implementation"]
+    engine = engine_of(config.to_dict())
+    if engine.name != "trl":
+        attention = "sdpa"  # TRL's own settings: transformers' default attention
+    weights_dtype = torch.bfloat16 if dtype == "bf16" else None
+    model = build_model(config.model, attention, config.seed, weights_dtype, device)
+    model.config.use_cache = False  # a training model: with a cache, packed rows attend across sequences
+    shape = model_shape(model.config)
+    with tempfile.TemporaryDirectory(prefix="nbhelpers-trl-") as output_dir:  # TRL writes nothing we keep
+        args, flags = sft_config(config, device, output_dir)
+        trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+        counter = CountingCollator(trainer.data_collator)
+        trainer.data_collator = counter
+        timer = epoch_timer(device)
+        trainer.add_callback(timer)
+        trainer.remove_callback(PrinterCallback)  # the logs are kept in the record, not printed
+        trainer.train()
+    if len(timer.epochs) != 2 or len(counter.batches) % 2:
+        raise RuntimeError(f"expected two epochs of equal batches; got {len(timer.epochs)} epoch(s)")
+    half = len(counter.batches) // 2
+    timed = counter.batches[half:]
+    total_time = timer.epochs[1]
+    real = sum(c.real for c, _, _ in timed)
+    positions = sum(c.positions for c, _, _ in timed)
+    flops = [model_flops(shape, lengths) for _, lengths, _ in timed]
+    check_finite_losses([(f"step {n + 1}", v) for n, v in enumerate(timer.losses)])
+    peak = peak_flops(device, dtype)
+    memory, memory_source = peak_memory_gib(device)
+    dropped = sum(1 for r in rows if all(t == IGNORE_INDEX for t in r["labels"]))
+    metrics: dict[str, Any] = {
+        **step_time_stats(timer.steps[1]),
+        "step_times_s": timer.steps[1],
+        "timed_batch_shapes": [shape_ for _, _, shape_ in timed],
+        "first_epoch_s": timer.epochs[0],
+        "timed_epoch_s": total_time,
+        "positions_per_step": positions / len(timed),
+        "real_tokens_per_step": real / len(timed),
+        "loss_tokens_per_step": sum(c.loss for c, _, _ in timed) / len(timed),
+        "padding_fraction": 1 - real / positions,
+        "real_tokens_per_s": real / total_time,
+        "positions_per_s": positions / total_time,
+        "model_flops_per_step": sum(flops) / len(flops),
+        "mfu": mfu(sum(flops), total_time, peak.flops_per_s),
+        "peak_flops": peak.flops_per_s,
+        "peak_flops_source": peak.source,
+        "peak_memory_gib": memory,
+        "peak_memory_source": memory_source,
+        "losses": timer.losses,
+        "loss_first": timer.losses[0] if timer.losses else float("nan"),
+        "compute_dtype": dtype,
+        "num_parameters": count_parameters(model),
+        "timed_batches": len(timed),
+        "timed_real_tokens": [c.real for c, _, _ in timed],
+        "sft_config": flags,
+        "attn_implementation_used": attention,
+        "samples_without_loss_tokens": dropped,  # TRL drops them; the workbook trains on them (no loss)
+        "engine": engine.name,
+    }
+    return RunRecord(
+        config=config.to_dict() | {"label": config.name},
+        kind="step",
+        notebook=notebook,
+        metrics=metrics,
+        environment=environment(device),
+    )

@@ -1,0 +1,26 @@
+"""Watch a real training run: real tok/s, padding, loss tokens, MFU, peak memory and, every N steps, a profiler
+window (launches per step, kernel-time categories, nominal utilization), with warnings that name the notebook
+that fixes what they see. Records go to the run store (kind ``monitor``) for notebook 04.
+
+``Monitor`` drives a plain training loop; ``attach(trainer)`` (or ``MonitorCallback``) a Trainer or SFTTrainer.
+"""
+
+from nbhelpers.monitor.alerts import HIGH_PADDING_FRACTION, KERNEL_BOUND_MFU, KERNEL_BOUND_UTILIZATION, Alert
+from nbhelpers.monitor.callback import MonitorCallback, attach
+from nbhelpers.monitor.core import LOG_PREFIX, MONITOR_KIND, Monitor, MonitorWarning
+from nbhelpers.monitor.counting import BatchCount, count_batch
+
+__all__ = [
+    "HIGH_PADDING_FRACTION",
+    "KERNEL_BOUND_MFU",
+    "KERNEL_BOUND_UTILIZATION",
+    "LOG_PREFIX",
+    "MONITOR_KIND",
+    "Alert",
+    "BatchCount",
+    "Monitor",
+    "MonitorCallback",
+    "MonitorWarning",
+    "attach",
+    "count_batch",
+]
