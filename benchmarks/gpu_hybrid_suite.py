@@ -26,7 +26,7 @@ from pathlib import Path
 
 from gpu_suite import measure_group, one_isolated
 
-from nbhelpers.kernels.cache import cache_env, cold_vs_warm
+from nbhelpers.kernels.cache import cache_env, cold_vs_warm, make_cache_folders
 from nbhelpers.kernels.registry import uses_liger_switches
 from nbhelpers.measure.config import RunConfig
 
@@ -85,9 +85,8 @@ def main() -> None:
     out = Path(args.out)
     os.environ["NBHELPERS_RUNS"] = str(out)
     cache = Path(os.environ.get("NBHELPERS_KERNEL_CACHE", "/tmp/nbh-kernel-cache"))
-    env = cache_env(cache)  # Triton, Inductor and tilelang caches shared by every row
-    for path in env.values():
-        Path(path).mkdir(parents=True, exist_ok=True)
+    env = cache_env(cache)  # Triton (with its autotune results), Inductor and tilelang caches shared by every row
+    make_cache_folders(env)
     base = base_config(args.model, args.samples, args.batch_size)
     switches = tuple(s for s in args.liger_kernels.split(",") if s)
     groups = {"table": table(base, switches), "headline": headline(base, switches), "startup": startup(base)}
