@@ -7,12 +7,15 @@ from pathlib import Path
 import papermill
 import pytest
 from notebook_helpers import assert_committed_clean, execute, outputs_text
+from test_notebook_own_data import write_own_data
 
 from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_several_gpus.ipynb"
 PARAMETERS = {
-    "RUN_NAME": "str", "MODEL": "str", "GPUS": "int", "DEVICE": "str", "DTYPE": "str", "PADDING": "str",
+    "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "DATA_FORMAT": "str", "PROMPT_FIELD": "str",
+    "RESPONSE_FIELD": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
+    "GPUS": "int", "DEVICE": "str", "DTYPE": "str", "PADDING": "str",
     "ATTENTION": "str", "KERNELS": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int",
     "STEPS": "int", "WARMUP": "int", "ACTIVATION_CHECKPOINTING": "str", "PLAN_MODEL": "str", "PLAN_TOKENS": "int",
     "CAPACITY_GIB": "float",
@@ -29,11 +32,14 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
 
 @pytest.mark.slow
 def test_notebook_05_scales_two_gloo_ranks_and_plans_memory(runs_root, kernel_env, tmp_path):
-    cells = execute(NOTEBOOK, tmp_path / "05.ipynb", {"RUN_NAME": "nb05", "DEVICE": "cpu", "NUM_SAMPLES": 8,
-                                                      "MAX_LENGTH": 48, "STEPS": 1, "WARMUP": 0})  # fmt: skip
+    dataset = write_own_data(tmp_path, "alpaca")  # one's own data, its format detected, as in notebooks 01-03
+    cells = execute(NOTEBOOK, tmp_path / "05.ipynb", {"RUN_NAME": "nb05", "DATASET": str(dataset), "DEVICE": "cpu",
+                                                      "NUM_SAMPLES": 8, "MAX_LENGTH": 48, "STEPS": 1, "WARMUP": 0})
     records = RunStore.for_run("nb05").load()
     assert [r.config["gpus"] for r in records] == [1, 2]
     assert all(r.ok for r in records), [r.reason for r in records]
+    assert {r.config["dataset"] for r in records} == {str(dataset)}
+    assert "alpaca" in outputs_text(cells["setup"])
     assert records[1].metrics["world_size"] == 2
     scaling = outputs_text(cells["scaling"])
     assert "scaling_efficiency" in scaling and "FSDP2 on 2" in scaling
