@@ -12,11 +12,11 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nbhelpers.data.balance import rank_plan
-from nbhelpers.data.collate import collate, count_tokens, sequence_lengths, to_device
+from nbhelpers.data.collate import TokenCounts, collate, count_tokens, sequence_lengths, to_device
 from nbhelpers.data.loading import load_examples
 from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
@@ -135,6 +135,30 @@ def peak_memory_gib(device: str) -> tuple[float, str]:
     return kib / 2**20, "peak RSS of the process (ru_maxrss)"
 
 
+def throughput_metrics(
+    counts: Sequence[TokenCounts], total_time: float, flops: Sequence[float], device: str, dtype: str
+) -> dict[str, Any]:
+    """Per-step token counts, real tokens and positions per second, MFU and peak memory of a timed pass."""
+    real = sum(c.real for c in counts)
+    positions = sum(c.positions for c in counts)
+    peak = peak_flops(device, dtype)
+    memory, memory_source = peak_memory_gib(device)
+    return {
+        "positions_per_step": positions / len(counts),
+        "real_tokens_per_step": real / len(counts),
+        "loss_tokens_per_step": sum(c.loss for c in counts) / len(counts),
+        "padding_fraction": 1 - real / positions,
+        "real_tokens_per_s": real / total_time,
+        "positions_per_s": positions / total_time,
+        "model_flops_per_step": sum(flops) / len(flops),
+        "mfu": mfu(sum(flops), total_time, peak.flops_per_s),
+        "peak_flops": peak.flops_per_s,
+        "peak_flops_source": peak.source,
+        "peak_memory_gib": memory,
+        "peak_memory_source": memory_source,
+    }
+
+
 def allocator_stats(device: str) -> dict[str, int]:
     """CUDA caching-allocator counters: retries (cache flushes under memory pressure) and raw cudaMallocs."""
     if device != "cuda":
@@ -228,31 +252,14 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         + [(f"untimed step {n + 1}", float(v)) for n, v in enumerate(untimed_losses)]
         + [(f"timed step {n + 1}", v) for n, v in enumerate(losses[1:])]
     )
-    stats = step_time_stats(times)
-    total_time = sum(times)
-    real = sum(c.real for c in counts)
-    positions = sum(c.positions for c in counts)
-    peak = peak_flops(device, dtype)
-    memory, memory_source = peak_memory_gib(device)
     allocator = allocator_stats(device)
     metrics: dict[str, Any] = {
-        **stats,
+        **step_time_stats(times),
         "step_times_s": times,
         "timed_batch_shapes": shapes,
         "untimed_step_times_s": untimed_times,
         "first_step_s": first_step_s,
-        "positions_per_step": positions / len(counts),
-        "real_tokens_per_step": real / len(counts),
-        "loss_tokens_per_step": sum(c.loss for c in counts) / len(counts),
-        "padding_fraction": 1 - real / positions,
-        "real_tokens_per_s": real / total_time,
-        "positions_per_s": positions / total_time,
-        "model_flops_per_step": sum(flops) / len(flops),
-        "mfu": mfu(sum(flops), total_time, peak.flops_per_s),
-        "peak_flops": peak.flops_per_s,
-        "peak_flops_source": peak.source,
-        "peak_memory_gib": memory,
-        "peak_memory_source": memory_source,
+        **throughput_metrics(counts, sum(times), flops, device, dtype),
         "loss_first": float(first_loss),
         "grad_norm_first": float(first_grad_norm),
         "losses": losses,
@@ -280,7 +287,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         profiled = flops[: config.profile_steps]
         profiled_flops = sum(profiled) / len(profiled)
         trace_path, summary = capture_and_summarize(
-            lambda i: step(batch(i)), config, run_dir(config.run_name), device, profiled_flops, peak.flops_per_s,
+            lambda i: step(batch(i)), config, run_dir(config.run_name), device, profiled_flops, metrics["peak_flops"],
             first_active_batch=first_timed,
         )  # fmt: skip
         artifacts["trace"] = str(trace_path)

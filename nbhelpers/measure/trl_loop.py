@@ -23,9 +23,9 @@ from nbhelpers.models.loading import build_model, count_parameters, model_source
 
 from .config import RunConfig
 from .engines import engine_of
-from .env import environment, peak_flops, resolve_device
-from .metrics import mfu, model_flops, step_time_stats
-from .step import check_finite_losses, compute_dtype, peak_memory_gib
+from .env import environment, resolve_device
+from .metrics import model_flops, step_time_stats
+from .step import check_finite_losses, compute_dtype, throughput_metrics
 from .store import RunRecord
 
 
@@ -143,12 +143,8 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
     half = len(counter.batches) // 2
     timed = counter.batches[half:]
     total_time = timer.epochs[1]
-    real = sum(c.real for c, _, _ in timed)
-    positions = sum(c.positions for c, _, _ in timed)
     flops = [model_flops(shape, lengths) for _, lengths, _ in timed]
     check_finite_losses([(f"step {n + 1}", v) for n, v in enumerate(timer.losses)])
-    peak = peak_flops(device, dtype)
-    memory, memory_source = peak_memory_gib(device)
     dropped = sum(1 for r in rows if all(t == IGNORE_INDEX for t in r["labels"]))
     metrics: dict[str, Any] = {
         **step_time_stats(timer.steps[1]),
@@ -156,18 +152,7 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
         "timed_batch_shapes": [shape_ for _, _, shape_ in timed],
         "first_epoch_s": timer.epochs[0],
         "timed_epoch_s": total_time,
-        "positions_per_step": positions / len(timed),
-        "real_tokens_per_step": real / len(timed),
-        "loss_tokens_per_step": sum(c.loss for c, _, _ in timed) / len(timed),
-        "padding_fraction": 1 - real / positions,
-        "real_tokens_per_s": real / total_time,
-        "positions_per_s": positions / total_time,
-        "model_flops_per_step": sum(flops) / len(flops),
-        "mfu": mfu(sum(flops), total_time, peak.flops_per_s),
-        "peak_flops": peak.flops_per_s,
-        "peak_flops_source": peak.source,
-        "peak_memory_gib": memory,
-        "peak_memory_source": memory_source,
+        **throughput_metrics([c for c, _, _ in timed], total_time, flops, device, dtype),
         "losses": timer.losses,
         "loss_first": timer.losses[0] if timer.losses else float("nan"),
         "compute_dtype": dtype,
