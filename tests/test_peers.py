@@ -144,3 +144,16 @@ def test_report_shows_peers_export_gap_and_convergence(make_record, tmp_path):
     assert soup.select_one("p.convergence").get_text().startswith("Convergence pass over 2 steps")
     records_labels = [td.get_text() for td in soup.select('table.records td[data-col="label"]')]
     assert "TRL defaults" in records_labels and "convergence baseline" not in records_labels  # not a timed step
+
+
+@pytest.mark.parametrize("padding", ["packed", "token_budget"])
+def test_every_trl_engine_builds_an_sft_config_with_checkpointing_as_named(padding, tmp_path):
+    trl = pytest.importorskip("trl")
+    from nbhelpers.measure.engines import ENGINES, TRL_ENGINES
+
+    config = RunConfig(padding=padding).to_dict()
+    for name in TRL_ENGINES:
+        flags, _ = ENGINES[name].sft_flags(config, "cpu")
+        sft = trl.SFTConfig(**{"output_dir": str(tmp_path)} | dict(flags) | {"use_cpu": True, "bf16": False})
+        assert sft.gradient_checkpointing is (name == "trl_defaults"), name  # only TRL's defaults keep it on
+        assert sft.per_device_train_batch_size >= 1

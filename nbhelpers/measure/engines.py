@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nbhelpers.analysis.exports import Settings, padding_settings, sft_settings
+from nbhelpers.analysis.exports import Settings, padding_settings, sft_settings, spelled
 
 SftFlags = Callable[[Mapping[str, Any], str], Settings]  # (config dict, device type) -> SFTConfig flags, comments
 
@@ -32,6 +32,11 @@ class Engine:
         return self.sft_flags is not None
 
 
+def _no_checkpointing() -> dict[str, bool]:
+    """Checkpointing off, under the name the installed transformers takes (TRL turns it on by default)."""
+    return {spelled("activation_checkpointing", "gradient_checkpointing"): False}
+
+
 def defaults_flags(config: Mapping[str, Any], device_type: str) -> Settings:
     """What a user writes first: the batch size and max_length; everything else TRL's default."""
     return (
@@ -43,7 +48,7 @@ def defaults_flags(config: Mapping[str, Any], device_type: str) -> Settings:
 def best_flags(config: Mapping[str, Any], device_type: str) -> Settings:
     """TRL's own best flags: padding-free batches, Liger, no gradient checkpointing."""
     kwargs, comments = defaults_flags(config, device_type)
-    kwargs.update(padding_free=True, max_length=None, use_liger_kernel=True, gradient_checkpointing=False)
+    kwargs.update(padding_free=True, max_length=None, use_liger_kernel=True, **_no_checkpointing())
     return kwargs, comments
 
 
@@ -51,7 +56,7 @@ def packing_flags(config: Mapping[str, Any], device_type: str) -> Settings:
     """TRL's packing (bfd) into rows of the configuration's token budget, Liger, no gradient checkpointing."""
     budget = padding_settings(config).effective_token_budget
     kwargs = {"per_device_train_batch_size": 1, "max_length": budget, "packing": True, "packing_strategy": "bfd",
-              "use_liger_kernel": True, "gradient_checkpointing": False}  # fmt: skip
+              "use_liger_kernel": True, **_no_checkpointing()}  # fmt: skip
     return kwargs, {}
 
 
