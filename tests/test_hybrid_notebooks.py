@@ -24,12 +24,14 @@ def test_notebooks_01_to_04_run_the_hybrid_preset(runs_root, kernel_env, tmp_pat
     assert baseline[0].config["model"] == "qwen3.5-tiny" and baseline[0].metrics["kernels_per_step"] > 0
     assert "real tokens / s" in outputs_text(cells["run"])
 
-    execute(
+    cells = execute(
         NOTEBOOKS / "02_kernel_swap_in.ipynb", tmp_path / "02.ipynb",
         HYBRID | {"BACKENDS": "eager,liger", "LIGER_KERNELS": "cross_entropy", "BATCH_SIZE": 1, "MAX_LENGTH": 48,
                   "PADDING": "static", "NUM_SAMPLES": 4, "STEPS": 1, "WARMUP": 0, "MEASURE_STARTUP": False,
                   "DOCTOR_PROBES": False},
     )  # fmt: skip
+    shipped = outputs_text(cells["gpu-parity"]) + outputs_text(cells["gpu-results"])
+    assert "from hybrid/" in shipped and "hybrid-headline-b4.jsonl" in shipped  # the family's own H200 records
     # Packed rows carry their boundaries (cu_seqlens): the reference path runs each sequence apart, the measured
     # packed configuration is ok, and the contamination proof passes for that path and catches the mixing ones.
     cells = execute(

@@ -53,3 +53,14 @@ def test_no_benchmark_script_names_a_device_call():
     for script in sorted(BENCHMARKS.glob("*.py")):
         found = [m.group(0) for m in CALL_NUMBER.finditer(script.read_text())]
         assert not found, f"{script.name} names device calls {found}: name records by experiment instead"
+
+
+def test_each_family_reads_its_own_shipped_records():
+    from nbhelpers.analysis.gpu_results import family_results_dir, load_gpu_records
+    from nbhelpers.resources import GPU_RESULTS_DIR
+
+    assert family_results_dir("qwen3-1.7b") == GPU_RESULTS_DIR
+    assert family_results_dir("/no/such/checkpoint") == GPU_RESULTS_DIR
+    hybrid = load_gpu_records(family_results_dir("qwen3.5-2b"))
+    assert hybrid and {r.config["model"] for r in hybrid} == {"qwen3.5-2b"}
+    assert {"eager", "fla"} <= {r.config["kernels"] for r in hybrid}

@@ -23,6 +23,7 @@ from nbhelpers.kernels.liger import LIGER_BACKEND
 from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.jsonl import read_lines
 from nbhelpers.measure.store import RunRecord, records_frame
+from nbhelpers.models.families import family_of_model
 from nbhelpers.resources import GPU_RESULTS_DIR
 
 VALIDITY_FILE = "validity.json"
@@ -104,6 +105,14 @@ def load_validity(folder: str | Path | None = None) -> dict[str, str]:
         else:
             warnings.warn(f"{path}: {record_id}: skipped an entry without a validity note", stacklevel=2)
     return notes
+
+
+def family_results_dir(model: str) -> Path:
+    """The shipped GPU records of ``model``'s family: its folder under benchmarks/gpu (the hybrid family's
+    ``hybrid/``), the top folder for a family without one or a model of no known family."""
+    family = family_of_model(model)
+    folder = GPU_RESULTS_DIR / family.shipped_results if family and family.shipped_results else GPU_RESULTS_DIR
+    return folder if folder.is_dir() else GPU_RESULTS_DIR
 
 
 def load_gpu_records(folder: str | Path | None = None) -> list[RunRecord]:

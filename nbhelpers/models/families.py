@@ -48,6 +48,7 @@ class ModelFamily:
     packing: tuple[str, ...]  # packing modes on the reference path (any kernel backend)
     kernel_packing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # backend -> modes it adds
     packing_hint: str = ""  # what to install for packing the family cannot do yet, said in the refusal
+    shipped_results: str = ""  # folder under benchmarks/gpu holding this family's shipped GPU records ("" = top)
 
     def packing_modes(self, kernels: str = "") -> tuple[str, ...]:
         """The packing modes this family keeps apart with the kernel backend ``kernels``."""
@@ -103,6 +104,7 @@ FAMILIES: dict[str, ModelFamily] = {
             # (kernels.hybrid_paths) runs the delta rule and the convolution once per sequence. With position_ids
             # alone transformers' Gated DeltaNet mixes the sequences (measured: logits off by up to 0.107 on CPU).
             packing=(BOUNDARIES_PACKING,),
+            shipped_results="hybrid",
         ),
     )
 }
