@@ -76,6 +76,14 @@ def resolve_device(requested: str = "auto") -> str:
     return requested
 
 
+def sync_device(device: str) -> None:
+    """Wait for the device's queued work (CUDA); a no-op elsewhere. Every clock read of a measurement follows one."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
 def device_properties(device: str) -> dict[str, Any]:
     """Name and size of the device that runs the step."""
     import torch

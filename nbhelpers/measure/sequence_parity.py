@@ -28,7 +28,7 @@ from typing import Any
 
 from nbhelpers.data.collate import collate, to_device
 from nbhelpers.data.contamination import BROKEN_MODES, sequence_ids
-from nbhelpers.data.loading import IGNORE_INDEX, Example, load_examples
+from nbhelpers.data.loading import IGNORE_INDEX, Example
 from nbhelpers.data.strategies import PaddingSettings, plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
@@ -37,7 +37,7 @@ from nbhelpers.models.loading import build_model, model_source
 
 from .config import RunConfig
 from .env import resolve_device
-from .step import compute_dtype
+from .step import compute_dtype, config_examples
 
 PROBE_SAMPLES = 6  # the first samples of the workload; config.extra["parity_probe_samples"] overrides (0 = off)
 PROBE_VERSION = 1
@@ -238,11 +238,7 @@ def parity_probe(config: RunConfig) -> dict[str, Any] | None:
     dtype = compute_dtype(config, device)
     _free_device_memory(device)
     tokenizer = load_tokenizer(model_source(config.model))
-    examples = load_examples(
-        config.dataset, tokenizer, size, config.max_length,
-        config.prompt_field, config.response_field, config.use_chat_template,
-        data_format=config.data_format, prompt_template=config.prompt_template,
-    )  # fmt: skip
+    examples = config_examples(config, tokenizer, num_samples=size, min_rows=0)
     weights_dtype = torch.bfloat16 if dtype == "bf16" else None
     model = build_model(config.model, config.attn_implementation, config.seed, weights_dtype, device)
     model.train()

@@ -17,7 +17,7 @@ from typing import Any
 
 from nbhelpers.data.balance import rank_plan
 from nbhelpers.data.collate import TokenCounts, collate, count_tokens, sequence_lengths, to_device
-from nbhelpers.data.loading import load_examples
+from nbhelpers.data.loading import Example, load_examples
 from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
@@ -26,7 +26,7 @@ from nbhelpers.models.families import BOUNDARIES_PACKING, model_shape, packs_wit
 from nbhelpers.models.loading import build_model, check_positions, count_parameters, model_config, model_source
 
 from .config import RunConfig
-from .env import environment, peak_flops, resolve_device
+from .env import environment, peak_flops, resolve_device, sync_device
 from .metrics import mfu, model_flops, step_time_stats
 from .parallel import Rank, full_value, global_loss_tokens, init_process_group, loss_scale, prepare_model
 from .store import RunRecord, run_dir
@@ -48,15 +48,24 @@ def packing_mode(config: RunConfig) -> str:
     return BOUNDARIES_PACKING if packs_with_boundaries(config.model) else "position_ids"
 
 
+def config_examples(
+    config: RunConfig, tokenizer: Any, num_samples: int | None = None, min_rows: int | None = None
+) -> list[Example]:
+    """The configuration's tokenized samples (its dataset, fields, format and max length): ``num_samples``
+    (default: the configuration's), at least ``min_rows`` of them (default: one batch)."""
+    return load_examples(
+        config.dataset, tokenizer, config.num_samples if num_samples is None else num_samples, config.max_length,
+        config.prompt_field, config.response_field, config.use_chat_template,
+        data_format=config.data_format, prompt_template=config.prompt_template,
+        min_rows=config.batch_size if min_rows is None else min_rows,
+    )  # fmt: skip
+
+
 def prepare_batches(config: RunConfig, tokenizer: Any, device: str, rank: Rank | None = None) -> list[dict[str, Any]]:
     """The step batches on the device, in plan order: the whole plan when timing an epoch, else as many as
     the first step, warm-up and timed steps take (they cycle when the plan is shorter). With several ranks,
     this rank's share of each global step (balanced by tokens)."""
-    examples = load_examples(
-        config.dataset, tokenizer, config.num_samples, config.max_length,
-        config.prompt_field, config.response_field, config.use_chat_template,
-        data_format=config.data_format, prompt_template=config.prompt_template, min_rows=config.batch_size,
-    )  # fmt: skip
+    examples = config_examples(config, tokenizer)
     settings = config.padding_settings
     lengths = [len(e["input_ids"]) for e in examples]
     rank = rank or Rank()
@@ -116,13 +125,6 @@ def make_step(
         return loss.detach(), grad_norm.detach()
 
     return step
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
 
 
 def peak_memory_gib(device: str) -> tuple[float, str]:
@@ -216,18 +218,18 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     def batch(i: int) -> dict[str, Any]:
         return batches[i % len(batches)]
 
-    _sync(device)
+    sync_device(device)
     start = time.perf_counter()
     first_loss, first_grad_norm = step(batch(0))
-    _sync(device)
+    sync_device(device)
     first_step_s = time.perf_counter() - start
     untimed, timed = step_schedule(config, len(batches))
     untimed_times, untimed_losses = [], []
     for i in untimed:
-        _sync(device)
+        sync_device(device)
         start = time.perf_counter()
         loss, _ = step(batch(i))
-        _sync(device)
+        sync_device(device)
         untimed_times.append(time.perf_counter() - start)
         untimed_losses.append(loss)
     times, losses, counts, flops, shapes = [], [float(first_loss)], [], [], []
@@ -238,10 +240,10 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         iterator = tqdm(timed, desc=f"timing {config.name}", file=sys.stderr)
     for i in iterator:
         b = batch(i)
-        _sync(device)
+        sync_device(device)
         start = time.perf_counter()
         loss, _ = step(b)
-        _sync(device)
+        sync_device(device)
         times.append(time.perf_counter() - start)
         losses.append(float(loss))
         counts.append(count_tokens(b))

@@ -16,24 +16,17 @@ from typing import Any
 
 from nbhelpers.analysis.exports import model_init_settings
 from nbhelpers.data.collate import count_tokens, sequence_lengths
-from nbhelpers.data.loading import IGNORE_INDEX, load_examples
+from nbhelpers.data.loading import IGNORE_INDEX
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.loading import build_model, count_parameters, model_source
 
 from .config import RunConfig
 from .engines import engine_of
-from .env import environment, resolve_device
+from .env import environment, resolve_device, sync_device
 from .metrics import model_flops, step_time_stats
-from .step import check_finite_losses, compute_dtype, throughput_metrics
+from .step import check_finite_losses, compute_dtype, config_examples, throughput_metrics
 from .store import RunRecord
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
 
 
 class CountingCollator:
@@ -61,20 +54,20 @@ def epoch_timer(device: str) -> Any:
             self._epoch = self._step = 0.0
 
         def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            _sync(device)
+            sync_device(device)
             self._epoch = time.perf_counter()
             self.steps.append([])
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            _sync(device)
+            sync_device(device)
             self._step = time.perf_counter()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            _sync(device)
+            sync_device(device)
             self.steps[-1].append(time.perf_counter() - self._step)
 
         def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            _sync(device)
+            sync_device(device)
             self.epochs.append(time.perf_counter() - self._epoch)
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
@@ -115,11 +108,7 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
         torch.cuda.reset_peak_memory_stats()
         torch.backends.cuda.matmul.allow_tf32 = True
     tokenizer = load_tokenizer(model_source(config.model))
-    examples = load_examples(
-        config.dataset, tokenizer, config.num_samples, config.max_length,
-        config.prompt_field, config.response_field, config.use_chat_template,
-        data_format=config.data_format, prompt_template=config.prompt_template, min_rows=config.batch_size,
-    )  # fmt: skip
+    examples = config_examples(config, tokenizer)
     rows = [{"input_ids": e["input_ids"], "labels": e["labels"]} for e in examples]
     attention = model_init_settings(config.to_dict(), device)["attn_implementation"]
     engine = engine_of(config.to_dict())

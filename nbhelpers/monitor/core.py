@@ -21,12 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers.measure.env import safe_environment, table_peak_flops
+from nbhelpers.measure.env import safe_environment, sync_device, table_peak_flops
 from nbhelpers.measure.metrics import mfu, model_flops
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.shape import ModelShape
-from nbhelpers.validation import check_run_name
+from nbhelpers.validation import check_int, check_run_name
 
 from .alerts import FALLBACK_KERNEL, Alert, fallback_alert, kernel_bound_alert, padding_alert
 from .counting import EMPTY, BatchCount, batch_tensors, count_batch
@@ -65,11 +65,6 @@ class StepHandle:
     logs: dict[str, Any] = field(default_factory=dict)
 
 
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name}={value!r}: must be an integer from {low} to {high}")
-
-
 class Monitor:
     """Watches a real training run and writes kind-"monitor" records to ``runs/<run_name>/records.jsonl``.
 
@@ -96,11 +91,11 @@ class Monitor:
         source: str = "loop",
     ) -> None:
         check_run_name(run_name, "run_name")
-        _check_int("profile_every", profile_every, 0, 10**9)
-        _check_int("profile_steps", profile_steps, 1, 100)
-        _check_int("profile_warmup", profile_warmup, 0, 100)
+        check_int("profile_every", profile_every, 0, 10**9)
+        check_int("profile_steps", profile_steps, 1, 100)
+        check_int("profile_warmup", profile_warmup, 0, 100)
         if log_every is not None:
-            _check_int("log_every", log_every, 1, 10**9)
+            check_int("log_every", log_every, 1, 10**9)
         number = isinstance(peak_flops, (int, float)) and not isinstance(peak_flops, bool)
         if peak_flops is not None and not (number and math.isfinite(peak_flops) and peak_flops > 0):
             raise ValueError(f"peak_flops={peak_flops!r}: must be a positive number of FLOP/s, or None")
@@ -183,7 +178,7 @@ class Monitor:
         if self.model is None:
             raise RuntimeError("the monitor has no model: pass model= or call bind(model) first")
         number = step if step is not None else self._steps + 1
-        self._sync()
+        sync_device(self.device)
         start = time.perf_counter()  # before a window opens: starting the profiler is part of the window's cost
         profiled = self.window.begin_step(number) if self.window is not None else False
         self._step_open = (number, start, profiled)
@@ -199,7 +194,7 @@ class Monitor:
         """Finish the step; when ``log_every`` steps have passed, close the interval and return its figures."""
         if self._step_open is None:
             raise RuntimeError("end_step() without begin_step()")
-        self._sync()
+        sync_device(self.device)
         number, start, profiled = self._step_open
         elapsed = time.perf_counter() - start
         self._step_open = None
@@ -361,9 +356,3 @@ class Monitor:
     def _model_name(self) -> str:
         config = getattr(self.model, "config", None)
         return str(getattr(config, "_name_or_path", "") or getattr(config, "model_type", "") or "")
-
-    def _sync(self) -> None:
-        if self.device == "cuda":
-            import torch
-
-            torch.cuda.synchronize()
