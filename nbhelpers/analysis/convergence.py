@@ -21,7 +21,7 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.validation import check_int
 
-from .peers import measure_for, run_config_of
+from .peers import measure_for
 from .recommend import Recommendation
 
 # Per step, the two losses may differ by 2% of the baseline's: bf16 autocast and fused kernels (Liger, compile,
@@ -37,7 +37,7 @@ ROLES = ("recommended", "baseline")
 def convergence_configs(rec: Recommendation, steps: int) -> list[RunConfig]:
     """The recommended configuration and its baseline, ``steps`` steps each after the first, no warm-up."""
     check_int("CONVERGENCE_STEPS", steps, 1, 100_000)
-    base = run_config_of(rec.config).replace(timing="steps", warmup=0, steps=steps, profile=False)
+    base = RunConfig.from_record(rec.config).replace(timing="steps", warmup=0, steps=steps, profile=False)
     base = base.replace(extra={**base.extra, "parity_probe_samples": 0})  # the curves are the check here
     padding = BASELINE_STRATEGY if keeps_dataset_order(base.padding_settings) else base.padding
     baseline = base.replace(kernels=BASELINE_BACKEND, attn_implementation=DEFAULT_ATTENTION, padding=padding)

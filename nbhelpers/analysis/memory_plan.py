@@ -211,7 +211,6 @@ def planned_vs_measured(records: Any, capacity_gib: float = H200_USABLE_GIB, cud
     from nbhelpers.measure.config import RunConfig
     from nbhelpers.models.families import is_preset, model_shape, preset_config
 
-    fields = {f.name for f in dataclasses.fields(RunConfig)}
     rows = []
     for record in records:
         metrics = record.metrics
@@ -221,7 +220,7 @@ def planned_vs_measured(records: Any, capacity_gib: float = H200_USABLE_GIB, cud
             continue
         if (cuda_only and "cuda" not in source) or not is_preset(str(record.config.get("model"))):
             continue
-        config = RunConfig.from_dict({k: v for k, v in record.config.items() if k in fields})
+        config = RunConfig.from_record(record.config)
         settings = dataclasses.replace(
             settings_from_config(config, capacity_gib), tokens_per_gpu=max(a * b for a, b in shapes)
         )

@@ -21,12 +21,7 @@ CONFIG_FILE = "accelerate_fsdp2.yaml"
 
 
 def _as_config(config: RunConfig | dict[str, Any]) -> RunConfig:
-    if isinstance(config, RunConfig):
-        return config
-    import dataclasses
-
-    fields = {f.name for f in dataclasses.fields(RunConfig)}
-    return RunConfig.from_dict({k: v for k, v in config.items() if k in fields})
+    return config if isinstance(config, RunConfig) else RunConfig.from_record(config)
 
 
 def decoder_layer_class(model: str) -> str:

@@ -8,7 +8,6 @@ recommendation's export, comes to the workbook's loop (goal: within :data:`EXPOR
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -37,12 +36,6 @@ SETTING_FIELDS = ("padding", "kernels", "attn_implementation", "liger_kernels", 
                   "num_buckets", "activation_checkpointing")  # fmt: skip
 
 
-def run_config_of(config: Mapping[str, Any]) -> RunConfig:
-    """A record's config as a RunConfig (keys RunConfig lacks, such as a derived label, left out)."""
-    known = {f.name for f in dataclasses.fields(RunConfig)}
-    return RunConfig.from_dict({k: v for k, v in config.items() if k in known})
-
-
 def parse_peers(text: str) -> list[str]:
     """``"trl_defaults, trl_best"`` -> engine names; "" -> none; an unknown name raises ConfigError (PEER_ROWS)."""
     allowed = "'' or a comma-separated list drawn from " + ", ".join(TRL_ENGINES)
@@ -57,7 +50,7 @@ def parse_peers(text: str) -> list[str]:
 
 def peer_configs(rec: Recommendation, engines: str) -> list[RunConfig]:
     """The recommendation's workload under each TRL engine in ``engines`` (PEER_ROWS), one configuration each."""
-    base = run_config_of(rec.config)
+    base = RunConfig.from_record(rec.config)
     configs = []
     for name in parse_peers(engines):
         label = f"{ENGINES[name].label}, b{base.batch_size}x{base.max_length}"
@@ -228,6 +221,5 @@ __all__ = [
     "peer_configs",
     "peer_records",
     "peer_table",
-    "run_config_of",
     "this_machine",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,6 +179,13 @@ class RunConfig:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_record(cls, config: Mapping[str, Any]) -> RunConfig:
+        """A stored record's config as a RunConfig: keys it carries beside the fields (a derived label, a
+        benchmark group, the tuner's notes) are left out; the fields are validated as in :meth:`from_dict`."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls.from_dict({k: v for k, v in config.items() if k in known})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
