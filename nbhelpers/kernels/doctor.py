@@ -11,7 +11,6 @@ skip the paths it marks broken (:func:`skip_broken`), with the reason.
 
 from __future__ import annotations
 
-import importlib.metadata
 import shutil
 import socket
 import subprocess
@@ -20,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from nbhelpers.measure.env import package_versions
 from nbhelpers.measure.store import RunRecord
 
 from .attention import ATTENTION_TABLE
@@ -81,14 +81,8 @@ class DoctorReport:
 
 
 def installed_versions(names: Iterable[str] = DOCTOR_PACKAGES) -> dict[str, str | None]:
-    """Installed version of each distribution (importlib.metadata), None where it is not installed."""
-    versions: dict[str, str | None] = {}
-    for name in names:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
+    """Installed version of each distribution, None where it is not installed."""
+    return package_versions(names, missing=None)
 
 
 def driver_version() -> str | None:

@@ -8,6 +8,7 @@ import platform
 import socket
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,13 +56,14 @@ def detect_platform() -> str:
     return "terminal"
 
 
-def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
-    versions = {}
+def package_versions(names: Iterable[str] = PACKAGES, missing: str | None = "not installed") -> dict[str, Any]:
+    """Installed version of each distribution (importlib.metadata); ``missing`` where one is not installed."""
+    versions: dict[str, Any] = {}
     for name in names:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            versions[name] = "not installed"
+            versions[name] = missing
     return versions
 
 
