@@ -7,7 +7,7 @@
                    --kernels eager,liger --strategies static,packed,token_budget --attention sdpa,torch_varlen \\
                    --budget-s 300
     nbhelpers report RUN_DIR [RUN_DIR ...] [--output report.html] [--baseline LABEL]
-    nbhelpers doctor [--run-name R] [--out runs] [--pin kernel-set.txt] [--json] [--device auto] [--no-probes]
+    nbhelpers doctor [--run-name R] [--out RUNS] [--pin kernel-set.txt] [--json] [--device auto] [--no-probes]
     nbhelpers warm-cache --cache-dir DIR [--archive kernel-cache.tar.gz] [--model M --kernels liger ...] [--no-step]
 """
 
@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _doctor_arguments(doctor: argparse.ArgumentParser) -> None:
     doctor.add_argument("--run-name", default=None, help="append the verdict to runs/RUN_NAME/records.jsonl")
-    doctor.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or ./runs)")
+    doctor.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/)")
     doctor.add_argument("--pin", default=None, metavar="FILE", help="write the curated kernel set (pip -r file)")
     doctor.add_argument("--json", action="store_true", help="print the verdict as JSON instead of a table")
     doctor.add_argument("--device", default="auto", help="auto, cpu or cuda")
