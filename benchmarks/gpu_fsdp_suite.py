@@ -19,7 +19,7 @@ import os
 import time
 from pathlib import Path
 
-from gpu_suite import report
+from gpu_suite import NO_FLCE, report
 
 from nbhelpers.analysis.memory_plan import planned_vs_measured
 from nbhelpers.analysis.records import gpu_count, record_label, scaling_efficiency
@@ -29,7 +29,6 @@ from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.models.families import is_preset
 
 MODEL = "qwen3-8b"
-NO_FLCE = ("rope", "rms_norm", "swiglu", "cross_entropy")
 BASE = dict(
     run_name="h200x2-fsdp", model=MODEL, dtype="bf16", batch_size=64, max_length=2048, num_samples=1024,
     padding="token_budget", token_budget=8192, steps=5, warmup=2, sharding="fsdp2", timeout_s=280,
@@ -46,7 +45,8 @@ def groups(hybrid_model: str) -> dict[str, list[RunConfig]]:
         "best": [
             best.replace(label=f"varlen + liger (no flce), 8k tokens per GPU, {n} GPU", gpus=n, profile=n == 2)
             for n in (1, 2)
-        ] + [
+        ]
+        + [
             budget16.replace(label=f"varlen + liger, 16k per GPU, checkpoint every 2nd layer, {n} GPU", gpus=n)
             for n in (1, 2)
         ],  # fmt: skip

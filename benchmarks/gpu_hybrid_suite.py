@@ -2,8 +2,8 @@
 
 Usage (GPU machine with fla and tilelang, see ../shared/gpu/hybrid_wheels.sh):
     PYTHONPATH=. python benchmarks/gpu_hybrid_suite.py --out DIR --model PRESET [--samples 64] [GROUP ...]
-Groups: table (default; every row below), headline (six of its rows, reference first), startup (cold vs warm
-first step of fla on packed rows).
+Groups: table (default; every row below, or those --rows names), headline (five of its rows, reference first),
+startup (cold vs warm first step of the recommended fla + Liger token-budget configuration).
 
 PRESET: the hybrid family's ~2B preset (hidden 2048, 24 layers, 18 Gated DeltaNet). Batch 8 x 2048,
 one timed epoch of the default data after one untimed pass (few samples,
@@ -67,10 +67,26 @@ def headline(base: RunConfig, switches: tuple[str, ...] = LIGER_KERNELS) -> list
     return [rows[key] for key in HEADLINE]
 
 
-def startup(base: RunConfig) -> list[RunConfig]:
-    """fla on packed rows, timed by steps: its first step is the startup cost (cold, then warm)."""
-    return [base.replace(label="fla, packed, sdpa", kernels="fla", padding="packed", timing="steps", steps=3,
-                         warmup=1, profile=False, timeout_s=480)]  # fmt: skip
+def startup(base: RunConfig, switches: tuple[str, ...] = LIGER_KERNELS) -> list[RunConfig]:
+    """The recommended hybrid configuration (fla + Liger, token budget), timed by steps: its first step is the
+    startup cost (cold, then warm)."""
+    return [base.replace(label="fla+liger, token_budget, sdpa", kernels="fla+liger", liger_kernels=switches,
+                         padding="token_budget", timing="steps", steps=2, warmup=1, profile=False,
+                         timeout_s=480)]  # fmt: skip
+
+
+def chosen_rows(configs: list[RunConfig], rows: str) -> list[RunConfig]:
+    """The rows named as "kernels:strategy,..." (every row when empty), in the order named (the first is the
+    parity reference); a name the table lacks is an error that lists what it has."""
+    if not rows:
+        return configs
+    wanted = [tuple(row.split(":", 1)) for row in rows.split(",") if row]
+    have = {(c.kernels, c.padding): c for c in configs}
+    unknown = [":".join(w) for w in wanted if w not in have]
+    if unknown:
+        names = ", ".join(":".join(key) for key in have)
+        raise SystemExit(f"--rows {','.join(unknown)} is not in the table; its rows: {names}")
+    return [have[key] for key in dict.fromkeys(wanted)]
 
 
 def main() -> None:
@@ -81,6 +97,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=8, help="rows per step (x 2048 tokens)")
     parser.add_argument("--liger-kernels", default=",".join(LIGER_KERNELS), help="Liger switches of the liger rows")
+    parser.add_argument("--rows", default="", help="only these table rows, as kernels:strategy,... (e.g. fla:static)")
     args = parser.parse_args()
     out = Path(args.out)
     os.environ["NBHELPERS_RUNS"] = str(out)
@@ -89,7 +106,11 @@ def main() -> None:
     make_cache_folders(env)
     base = base_config(args.model, args.samples, args.batch_size)
     switches = tuple(s for s in args.liger_kernels.split(",") if s)
-    groups = {"table": table(base, switches), "headline": headline(base, switches), "startup": startup(base)}
+    groups = {
+        "table": chosen_rows(table(base, switches), args.rows),
+        "headline": headline(base, switches),
+        "startup": startup(base, switches),
+    }
     for name in args.groups:
         notebook = f"benchmarks/gpu_hybrid_suite.py {name}"
         if name == "startup":

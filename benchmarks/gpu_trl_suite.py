@@ -17,15 +17,13 @@ import os
 from functools import partial
 from pathlib import Path
 
-from gpu_suite import measure_group, one_isolated
+from gpu_suite import NO_FLCE, measure_group, one_isolated
 
 from nbhelpers.analysis.convergence import compare_curves, convergence_configs, mark_convergence
 from nbhelpers.analysis.peers import peer_configs
 from nbhelpers.analysis.recommend import recommend
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.engines import TRL_ENGINES
-
-NO_FLCE = ("rope", "rms_norm", "swiglu", "cross_entropy")
 
 
 def base_config(samples: int) -> RunConfig:
