@@ -14,9 +14,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.resources import notebooks_folder, runs_folder
@@ -31,9 +33,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run_all = sub.add_parser("run-all", help="run every notebook once on its defaults, print the report path")
     run_all.add_argument("--notebooks-dir", default=None, help="numbered notebooks (default: the workbook's)")
-    run_all.add_argument(
-        "--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/)"
-    )
+    run_all.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/)")
     run_all.add_argument("--run-name", default="default", help="RUN_NAME passed to every notebook")
     run_all.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     run_all.add_argument("--timeout", type=float, default=None, help="seconds a cell may run (default: none)")
@@ -100,9 +100,26 @@ def _warm_arguments(warm: argparse.ArgumentParser) -> None:
         warm.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=f"RunConfig.{name}")
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
+    """Send whatever is written to stdout, by Python or by native code, to stderr while the block runs."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _doctor(args: argparse.Namespace) -> int:
     import json
-    import os
 
     from nbhelpers.kernels.doctor import describe_machine, doctor_table, run_doctor
     from nbhelpers.kernels.kernel_set import write_kernel_set
@@ -111,7 +128,8 @@ def _doctor(args: argparse.Namespace) -> int:
 
     if args.out:
         os.environ["NBHELPERS_RUNS"] = str(args.out)
-    report = run_doctor(args.device, run_probes=not args.no_probes)
+    with _stdout_to_stderr(enabled=args.json):  # kernel libraries log to stdout (tilelang's compile lines)
+        report = run_doctor(args.device, run_probes=not args.no_probes)
     record = report.to_record(args.run_name or "default", notebook="nbhelpers doctor")
     if args.run_name:
         RunStore.for_run(args.run_name).append(record)

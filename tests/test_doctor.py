@@ -279,3 +279,24 @@ def test_a_real_fused_kernel_passes_its_probe_under_tritons_cpu_interpreter():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == PASS
+
+
+def test_doctor_json_stays_parseable_when_a_kernel_library_prints(monkeypatch, capfd):
+    """tilelang logs its compiles to stdout (seen on the H200): --json moves all of it to stderr."""
+    import json
+
+    from nbhelpers import cli
+    from nbhelpers.kernels import doctor
+
+    real = doctor.run_doctor
+
+    def noisy(*args, **kwargs):
+        print("compile log from Python")
+        os.write(1, b"compile log from native code\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(doctor, "run_doctor", noisy)
+    assert cli.main(["doctor", "--json", "--no-probes", "--device", "cpu"]) == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out)["kind"] == "doctor"
+    assert "compile log from Python" in err and "compile log from native code" in err
