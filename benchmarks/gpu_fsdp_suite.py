@@ -45,8 +45,7 @@ def groups(hybrid_model: str) -> dict[str, list[RunConfig]]:
         "best": [
             best.replace(label=f"varlen + liger (no flce), 8k tokens per GPU, {n} GPU", gpus=n, profile=n == 2)
             for n in (1, 2)
-        ]
-        + [
+        ] + [
             budget16.replace(label=f"varlen + liger, 16k per GPU, checkpoint every 2nd layer, {n} GPU", gpus=n)
             for n in (1, 2)
         ],  # fmt: skip

@@ -3,16 +3,15 @@
 Usage: python benchmarks/gpu_suite.py GROUP [GROUP ...] --out DIR
 Groups: baseline, kernels, compile-static, startup, startup-cold-warm, startup-cold-warm-liger, padding,
 padding-flex, longtail, rerun, epoch-default, epoch-longtail, epoch-flex-padded, epoch-flex-rest,
-epoch-token-budget-flex, epoch-varlen,
-epoch-varlen-longtail, epoch-liger-packed, epoch-liger-no-flce, epoch-token-budget-varlen,
-epoch-liger-varlen. Each group's records append to DIR/<group>.jsonl as each configuration finishes (a stop
-at any point keeps what was measured) and its console lines to DIR/logs/<group>.log; traces land in
-DIR/<run_name>/traces/. To ship them, copy the records into benchmarks/gpu/ under a name that says what they
-measure, the log into benchmarks/gpu/logs/ under the same name, and give each record a validity entry in
-benchmarks/gpu/validity.json. Every configuration shares one sample pool and one seed. In the epoch groups
-each strategy is timed over one whole pass of the same 256 samples (after one untimed pass), and every
-record's first-step loss and gradient norm are checked against the group's first record (static padding).
-"""
+epoch-token-budget-flex, epoch-varlen, epoch-varlen-longtail, epoch-liger-packed, epoch-liger-no-flce,
+epoch-token-budget-varlen, epoch-liger-varlen. Each group's records append to DIR/<group>.jsonl as each
+configuration finishes (a stop at any point keeps what was measured) and its console lines to
+DIR/logs/<group>.log; traces land in DIR/<run_name>/traces/. To ship them, copy the records into benchmarks/gpu/
+under a name that says what they measure, the log into benchmarks/gpu/logs/ under the same name, and give each
+record a validity entry in benchmarks/gpu/validity.json. Every configuration shares one sample pool and one seed.
+In the epoch groups each strategy is timed over one whole pass of the same 256 samples (after one untimed pass),
+and every record's first-step loss and gradient norm are checked against the group's first record (static
+padding)."""
 
 from __future__ import annotations
 
@@ -87,12 +86,8 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
             flex.replace(label="eager, packed, flex_attention (warm cache)", padding="packed"),
             flex.replace(label="eager, token_budget 16k, flex_attention", padding="token_budget", token_budget=16384),
             flex.replace(label="liger, packed, flex_attention", padding="packed", kernels="liger"),
-            flex.replace(
-                label="liger, token_budget 32k, flex_attention",
-                padding="token_budget",
-                kernels="liger",
-                token_budget=32768,
-            ),
+            flex.replace(label="liger, token_budget 32k, flex_attention", padding="token_budget", kernels="liger",
+                         token_budget=32768),
             base.replace(label="longtail: eager, static, sdpa", **longtail),
             base.replace(label="longtail: eager, packed, sdpa", padding="packed", **longtail),
             flex.replace(label="longtail: eager, packed, flex_attention", padding="packed", **longtail),
@@ -102,18 +97,10 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
             base.replace(label="compile, static pad 2048, sdpa", kernels="compile", timeout_s=400),
             flex.replace(label="eager, packed, flex_attention", padding="packed"),
         ],
-        "startup-cold-warm-liger": [  # Liger's Triton kernels (autotuned) cold and warm: the recommendation, then FLCE
-            base.replace(
-                label="liger without fused linear cross-entropy, token budget 16,384, torch_varlen",
-                kernels="liger",
-                liger_kernels=NO_FLCE,
-                padding="token_budget",
-                token_budget=16384,
-                attn_implementation="torch_varlen",
-                num_samples=256,
-                steps=3,
-                warmup=1,
-            ),
+        "startup-cold-warm-liger": [  # Liger's Triton kernels cold and warm: the recommendation, then static padding
+            base.replace(label="liger without fused linear cross-entropy, token budget 16,384, torch_varlen",
+                         kernels="liger", liger_kernels=NO_FLCE, padding="token_budget", token_budget=16384,
+                         attn_implementation="torch_varlen", num_samples=256, steps=3, warmup=1),
             base.replace(label="liger, static pad 2048, sdpa", kernels="liger", steps=3, warmup=1),
         ],  # fmt: skip
         "epoch-default": epoch_group(base, "", with_extras=True),
@@ -131,98 +118,53 @@ def groups(longtail_path: str) -> dict[str, list[RunConfig]]:
         ],
         "epoch-varlen": [
             parity_reference(base),
-            epoch.replace(
-                label="eager, packed, torch_varlen", padding="packed", attn_implementation="torch_varlen", profile=True
-            ),
+            epoch.replace(label="eager, packed, torch_varlen", padding="packed", attn_implementation="torch_varlen",
+                          profile=True),
         ],
         "epoch-varlen-longtail": [
             parity_reference(base.replace(**longtail)),
-            epoch.replace(
-                label="longtail: eager, packed, torch_varlen",
-                padding="packed",
-                attn_implementation="torch_varlen",
-                profile=True,
-                **longtail,
-            ),
+            epoch.replace(label="longtail: eager, packed, torch_varlen", padding="packed",
+                          attn_implementation="torch_varlen", profile=True, **longtail),
         ],
         "epoch-liger-packed": [  # why Liger ran slower than eager on packed rows (epoch-default): profiled, and sdpa
             parity_reference(base),
-            epoch.replace(
-                label="liger, packed, flex_attention (profiled)",
-                padding="packed",
-                kernels="liger",
-                attn_implementation="flex_attention",
-                profile=True,
-            ),
+            epoch.replace(label="liger, packed, flex_attention (profiled)", padding="packed", kernels="liger",
+                          attn_implementation="flex_attention", profile=True),
             epoch.replace(label="liger, packed, sdpa", padding="packed", kernels="liger", profile=True),
         ],
         "epoch-liger-no-flce": [  # Liger on packed rows with its plain cross-entropy instead of the fused one
             parity_reference(base),
-            epoch.replace(
-                label="liger without fused linear cross-entropy, packed, flex_attention",
-                padding="packed",
-                kernels="liger",
-                liger_kernels=NO_FLCE,
-                attn_implementation="flex_attention",
-                profile=True,
-            ),
+            epoch.replace(label="liger without fused linear cross-entropy, packed, flex_attention", padding="packed",
+                          kernels="liger", liger_kernels=NO_FLCE,
+                          attn_implementation="flex_attention", profile=True),
         ],
         "epoch-token-budget-varlen": [  # one 16k-token row per step: no compile, no mask
-            epoch.replace(
-                label="eager, token_budget 16k, torch_varlen",
-                padding="token_budget",
-                token_budget=16384,
-                attn_implementation="torch_varlen",
-                profile=True,
-            ),
-            epoch.replace(
-                label="longtail: eager, token_budget 16k, torch_varlen",
-                padding="token_budget",
-                token_budget=16384,
-                attn_implementation="torch_varlen",
-                **longtail,
-            ),
+            epoch.replace(label="eager, token_budget 16k, torch_varlen", padding="token_budget", token_budget=16384,
+                          attn_implementation="torch_varlen", profile=True),
+            epoch.replace(label="longtail: eager, token_budget 16k, torch_varlen", padding="token_budget",
+                          token_budget=16384, attn_implementation="torch_varlen", **longtail),
         ],
         "epoch-liger-varlen": [  # Liger with and without its fused cross-entropy, on varlen rows
             parity_reference(base),
-            epoch.replace(
-                label="liger without fused linear cross-entropy, packed, torch_varlen",
-                padding="packed",
-                kernels="liger",
-                liger_kernels=NO_FLCE,
-                attn_implementation="torch_varlen",
-            ),
-            epoch.replace(
-                label="liger, token_budget 16k, torch_varlen",
-                padding="token_budget",
-                token_budget=16384,
-                kernels="liger",
-                attn_implementation="torch_varlen",
-            ),
-            epoch.replace(
-                label="liger without fused linear cross-entropy, token_budget 16k, torch_varlen",
-                padding="token_budget",
-                token_budget=16384,
-                kernels="liger",
-                liger_kernels=NO_FLCE,
-                attn_implementation="torch_varlen",
-            ),
+            epoch.replace(label="liger without fused linear cross-entropy, packed, torch_varlen", padding="packed",
+                          kernels="liger", liger_kernels=NO_FLCE, attn_implementation="torch_varlen"),
+            epoch.replace(label="liger, token_budget 16k, torch_varlen", padding="token_budget", token_budget=16384,
+                          kernels="liger", attn_implementation="torch_varlen"),
+            epoch.replace(label="liger without fused linear cross-entropy, token_budget 16k, torch_varlen",
+                          padding="token_budget", token_budget=16384, kernels="liger", liger_kernels=NO_FLCE,
+                          attn_implementation="torch_varlen"),
         ],
         "epoch-token-budget-flex": [
-            flex.replace(
-                label="eager, token_budget 16k, flex_attention",
-                padding="token_budget",
-                token_budget=16384,
-                timing="epoch",
-                num_samples=256,
-                timeout_s=400,
-            )
+            flex.replace(label="eager, token_budget 16k, flex_attention", padding="token_budget", token_budget=16384,
+                         timing="epoch", num_samples=256, timeout_s=400)
         ],  # fmt: skip
         "kernels": [
-            dynamic.replace(label=f"{k}, pad to longest, sdpa", kernels=k, profile=True) for k in KERNEL_BACKENDS
+            dynamic.replace(label=f"{k}, pad to longest, sdpa", kernels=k, profile=True)
+            for k in KERNEL_BACKENDS
         ],
         "compile-static": [
-            base.replace(label=f"{k}, static pad 2048, sdpa", kernels=k, timeout_s=400) for k in ("compile", "liger")
+            base.replace(label=f"{k}, static pad 2048, sdpa", kernels=k, timeout_s=400)
+            for k in ("compile", "liger")
         ],
         "startup": [
             dynamic.replace(label=f"{k}, pad to longest, sdpa (warm cache)", kernels=k) for k in ("liger", "compile")
@@ -363,7 +305,6 @@ def report(group: str, record: RunRecord, seconds: float) -> str:
         f"parity={parity.get('status', '-')} loss={m.get('loss_first', 0):.5f} "
         f"grad={m.get('grad_norm_first', 0):.4f} ({seconds:.0f}s)"
     )
-
 
 if __name__ == "__main__":
     main()
