@@ -49,6 +49,17 @@ def test_peer_rows_are_compared_never_recommended_nor_a_baseline(make_record):
     gap = export_gap(records, rec)
     assert gap["trl_over_workbook"] == pytest.approx(390 / 400) and gap["within_goal"]
     assert "within the 5% goal" in export_gap_text(gap)
+    assert "over the epoch's wall clock" not in export_gap_text(gap)  # this record has no epoch timing
+
+
+def test_export_gap_text_adds_what_trl_spent_between_its_steps(make_record):
+    records = _records(make_record)
+    records[-1].metrics.update(timed_epoch_s=2.0, time_outside_steps_s=0.1, real_tokens_per_s_epoch_wall=370.5)
+    gap = export_gap(records, recommend(records))
+    assert (gap["trl_timed_epoch_s"], gap["trl_time_outside_steps_s"]) == (2.0, 0.1)
+    assert export_gap_text(gap).endswith(
+        "TRL spent 0.10 s of its 2.00 s timed epoch (5.0%): 370 real tok/s over the epoch's wall clock."
+    )
 
 
 def test_export_gap_needs_the_same_settings(make_record):
@@ -122,6 +133,12 @@ def test_trl_peer_row_counts_the_same_tokens_as_the_workbook(runs_root):
     assert trl.metrics["timed_real_tokens"] == workbook.metrics["timed_real_tokens"]
     assert trl.metrics["sft_config"]["padding_free"] is True
     assert trl.metrics["real_tokens_per_s"] > 0 and len(trl.metrics["losses"]) == 4  # two epochs of 2 steps
+    # Timed as the workbook times its loop (the sum of the steps); the epoch's wall clock is kept beside it.
+    m = trl.metrics
+    steps = sum(m["step_times_s"])
+    assert m["real_tokens_per_s"] == pytest.approx(sum(m["timed_real_tokens"]) / steps)
+    assert m["time_outside_steps_s"] == pytest.approx(m["timed_epoch_s"] - steps) and m["time_outside_steps_s"] >= 0
+    assert m["real_tokens_per_s_epoch_wall"] == pytest.approx(sum(m["timed_real_tokens"]) / m["timed_epoch_s"])
     assert trl.metrics["losses"][0] == pytest.approx(workbook.metrics["losses"][0], rel=1e-5)  # same first step
 
 
@@ -140,7 +157,7 @@ def test_report_shows_peers_export_gap_and_convergence(make_record, tmp_path):
     soup = BeautifulSoup(text, "html.parser")
     labels = [td.get_text() for td in soup.select('table.peers td[data-col="label"]')]
     assert labels == ["TRL other", "TRL defaults", "TRL export", "token budget"]
-    assert "97.5% of it): within the 5% goal" in soup.select_one("p.export-gap").get_text()
+    assert "97.5% of it), both timed over their steps: within the 5% goal" in soup.select_one("p.export-gap").get_text()
     assert soup.select_one("p.convergence").get_text().startswith("Convergence pass over 2 steps")
     records_labels = [td.get_text() for td in soup.select('table.records td[data-col="label"]')]
     assert "TRL defaults" in records_labels and "convergence baseline" not in records_labels  # not a timed step

@@ -156,6 +156,7 @@ def export_gap(records: Iterable[RunRecord], rec: Recommendation) -> dict[str, A
         return None
     trl = float(tokens_per_s(match[-1]))
     ratio = trl / rec.real_tokens_per_s
+    metrics = match[-1].metrics
     return {
         "workbook_label": rec.label,
         "trl_label": record_label(match[-1]),
@@ -164,6 +165,9 @@ def export_gap(records: Iterable[RunRecord], rec: Recommendation) -> dict[str, A
         "trl_over_workbook": ratio,
         "goal": EXPORT_GOAL,
         "within_goal": abs(1 - ratio) <= EXPORT_GOAL,
+        "trl_epoch_wall_tokens_per_s": metrics.get("real_tokens_per_s_epoch_wall"),
+        "trl_time_outside_steps_s": metrics.get("time_outside_steps_s"),
+        "trl_timed_epoch_s": metrics.get("timed_epoch_s"),
     }
 
 
@@ -201,11 +205,19 @@ def export_gap_text(gap: dict[str, Any] | None) -> str:
     if gap is None:
         return "TRL from the recommendation's export: not measured (PEER_ROWS must name 'trl')."
     verdict = "within" if gap["within_goal"] else "outside"
-    return (
+    text = (
         f"Workbook loop {gap['workbook_tokens_per_s']:,.0f} real tok/s vs TRL from its export "
-        f"{gap['trl_tokens_per_s']:,.0f} ({gap['trl_over_workbook']:.1%} of it): {verdict} the "
-        f"{gap['goal']:.0%} goal."
+        f"{gap['trl_tokens_per_s']:,.0f} ({gap['trl_over_workbook']:.1%} of it), both timed over their steps: "
+        f"{verdict} the {gap['goal']:.0%} goal."
     )
+    outside, epoch = gap.get("trl_time_outside_steps_s"), gap.get("trl_timed_epoch_s")
+    if outside is not None and epoch:
+        text += (
+            f" Between its steps (data loader, collator, logging) TRL spent {outside:.2f} s of its "
+            f"{epoch:.2f} s timed epoch ({outside / epoch:.1%}): {gap['trl_epoch_wall_tokens_per_s']:,.0f} real "
+            "tok/s over the epoch's wall clock."
+        )
+    return text
 
 
 __all__ = [

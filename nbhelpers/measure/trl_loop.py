@@ -6,6 +6,11 @@ from its first step to its last with device syncs. Real tokens are counted on ea
 (:func:`~nbhelpers.data.collate.count_tokens`), so tok/s means the same as in the workbook's records. The flags
 come from the configuration's engine (:mod:`nbhelpers.measure.engines`); the harness adds only what a
 measurement needs (two epochs, no checkpoints, no reports, per-step loss, the workload's dtype and device).
+
+Throughput is timed as the workbook times its own loop: the sum of the timed epoch's synced steps (callback
+``on_step_begin`` to ``on_step_end``: forward, backward, clipping, optimizer). What TRL spends between steps
+(its data loader and collator, logging, callbacks) is kept beside it: ``time_outside_steps_s`` and
+``real_tokens_per_s_epoch_wall`` over the whole timed epoch.
 """
 
 from __future__ import annotations
@@ -131,7 +136,9 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
         raise RuntimeError(f"expected two epochs of equal batches; got {len(timer.epochs)} epoch(s)")
     half = len(counter.batches) // 2
     timed = counter.batches[half:]
-    total_time = timer.epochs[1]
+    epoch_time, steps_time = timer.epochs[1], sum(timer.steps[1])
+    if len(timer.steps[1]) != len(timed):
+        raise RuntimeError(f"timed {len(timer.steps[1])} steps but TRL's collator made {len(timed)} batches")
     flops = [model_flops(shape, lengths) for _, lengths, _ in timed]
     check_finite_losses([(f"step {n + 1}", v) for n, v in enumerate(timer.losses)])
     dropped = sum(1 for r in rows if all(t == IGNORE_INDEX for t in r["labels"]))
@@ -140,8 +147,10 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
         "step_times_s": timer.steps[1],
         "timed_batch_shapes": [shape_ for _, _, shape_ in timed],
         "first_epoch_s": timer.epochs[0],
-        "timed_epoch_s": total_time,
-        **throughput_metrics([c for c, _, _ in timed], total_time, flops, device, dtype),
+        "timed_epoch_s": epoch_time,
+        "time_outside_steps_s": epoch_time - steps_time,
+        "real_tokens_per_s_epoch_wall": sum(c.real for c, _, _ in timed) / epoch_time,
+        **throughput_metrics([c for c, _, _ in timed], steps_time, flops, device, dtype),
         "losses": timer.losses,
         "loss_first": timer.losses[0] if timer.losses else float("nan"),
         "compute_dtype": dtype,
