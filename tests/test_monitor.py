@@ -63,6 +63,17 @@ def test_counts_a_packed_padding_free_batch():
     assert count.sequence_lengths == (3, 2, 4) and count.padding_fraction == 0.0
 
 
+def test_trailing_pads_of_a_padding_free_row_padded_to_a_multiple_are_not_real_tokens():
+    """TRL's collator with padding_free and pad_to_multiple_of pads the flat row with position id 0."""
+    trl = pytest.importorskip("trl.trainer.sft_trainer", reason="TRL is in the test extras: pip install trl")
+    collator = trl.DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True, pad_to_multiple_of=8)
+    batch = collator([{"input_ids": [5, 6, 7]}, {"input_ids": [8, 9]}])  # 5 real tokens padded to 8
+    assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0, 0, 0]] and "attention_mask" not in batch
+    count = count_batch(batch)
+    assert (count.positions, count.real, count.loss) == (8, 5, 2 + 1)
+    assert count.sequence_lengths == (3, 2) and count.padding_fraction == pytest.approx(3 / 8)
+
+
 def test_a_batch_without_labels_has_no_loss_count_and_one_without_input_ids_is_refused():
     count = count_batch({"input_ids": torch.ones(2, 4, dtype=torch.long)})
     assert (count.positions, count.real, count.loss, count.sequence_lengths) == (8, 8, None, (4, 4))

@@ -67,11 +67,36 @@ def collate(
     return {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask}
 
 
+def _packed_rows(batch: dict[str, Any]) -> list[list[int]] | None:
+    """The position_ids of each row of a padding-free batch (position_ids, no mask), else None."""
+    if "position_ids" not in batch or batch.get("attention_mask") is not None:
+        return None
+    ids = batch["position_ids"]
+    return ids.reshape(-1, ids.shape[-1]).tolist() if ids.dim() > 1 else [ids.tolist()]
+
+
+def trailing_padding(positions: Sequence[int]) -> int:
+    """Positions of padding at the end of one padding-free row: the final run of position ids 0.
+
+    A collator that pads a flat row to a multiple (TRL's ``padding_free`` with ``pad_to_multiple_of``) pads
+    ``position_ids`` with 0, so each pad looks like a one-token sequence; a real one-token sequence there has
+    no token in the loss either and is counted with them."""
+    end = len(positions)
+    while end and positions[end - 1] == 0:
+        end -= 1
+    return len(positions) - end
+
+
 def count_tokens(batch: dict[str, Any]) -> TokenCounts:
-    """Positions, real tokens and loss tokens of a collated batch (labels are shifted by one)."""
+    """Positions, real tokens and loss tokens of a collated batch (labels are shifted by one); a padding-free
+    row's trailing pads (:func:`trailing_padding`) are not real tokens."""
     positions = int(batch["input_ids"].numel())
     mask = batch.get("attention_mask")
-    real = int(mask.sum()) if mask is not None else positions
+    rows = _packed_rows(batch)
+    if mask is not None:
+        real = int(mask.sum())
+    else:
+        real = positions - sum(trailing_padding(row) for row in rows or [])
     loss = int((batch["labels"][..., 1:] != IGNORE_INDEX).sum())
     return TokenCounts(positions=positions, real=real, loss=loss)
 
@@ -82,12 +107,16 @@ def to_device(batch: dict[str, Any], device: str) -> dict[str, Any]:
 
 
 def sequence_lengths(batch: dict[str, Any]) -> list[int]:
-    """Real length of each sequence in a batch (packed rows split at position_ids == 0; without a mask or
-    position_ids, every row is one sequence of its full width)."""
-    if "position_ids" in batch and batch.get("attention_mask") is None:
-        positions = batch["position_ids"].reshape(-1).tolist()
-        starts = [i for i, p in enumerate(positions) if p == 0] + [len(positions)]
-        return [b - a for a, b in zip(starts, starts[1:]) if b > a]
+    """Real length of each sequence in a batch (packed rows split at position_ids == 0, their trailing pads
+    left out; without a mask or position_ids, every row is one sequence of its full width)."""
+    rows = _packed_rows(batch)
+    if rows is not None:
+        lengths = []
+        for row in rows:
+            positions = row[: len(row) - trailing_padding(row)]
+            starts = [i for i, p in enumerate(positions) if p == 0] + [len(positions)]
+            lengths += [b - a for a, b in zip(starts, starts[1:]) if b > a]
+        return lengths
     if batch.get("attention_mask") is None:
         rows, width = batch["input_ids"].shape if batch["input_ids"].dim() == 2 else (1, batch["input_ids"].numel())
         return [int(width)] * int(rows)

@@ -3,7 +3,8 @@
 The counts are the data layer's (:func:`nbhelpers.data.collate.count_tokens` and ``sequence_lengths``), so a
 monitored run counts as the workbook's measured steps do: padded rows say which positions are real with an
 ``attention_mask``; padding-free (packed) rows carry no mask and split into sequences where ``position_ids``
-restart at 0; loss tokens are labels other than -100 after the one-position shift.
+restart at 0, and the pads a collator adds at a row's end to reach a multiple (position id 0 each) are not
+real tokens; loss tokens are labels other than -100 after the one-position shift.
 """
 
 from __future__ import annotations
