@@ -1,17 +1,20 @@
 """What does nbhelpers.monitor cost a training step? The same steps without it, with it, and with profiler windows.
 
 Usage: python benchmarks/monitor_overhead.py [--model qwen3-tiny] [--batch-size 4] [--max-length 256]
-       [--padding dynamic] [--steps 20] [--rounds 3] [--profile-every 10] [--log-every 10] [--out FILE]
+       [--padding dynamic] [--block 10] [--rounds 12] [--profile-every 40] [--log-every 10] [--out FILE]
 
 One process, one model, fixed batches of consecutive samples of the default dataset collated by the padding
-strategy, AdamW (fused on a GPU, under bf16 autocast there). Each round runs three arms of --steps steps in turn,
-each arm going first in one round of three, so the drift of a shared machine falls on every arm alike: "plain"
-(no monitor), "monitor" (counting, timing, an interval record every --log-every steps, no profiler) and
-"windows" (the same with a profiler window every --profile-every steps). Every step is timed outside the
-monitor, a device sync before each clock read. Printed: each arm's median step time and its overhead over plain
-(between windows, for "windows": its unprofiled steps; issue 16's target is <= 2% on an H200), and each window's
-own cost as the monitor records it (window_cost_s: the window's steps plus writing and reading its trace, minus
-as many unprofiled median steps). Records go to runs/monitor-overhead/; --out also writes the numbers as JSON.
+strategy, AdamW (fused on a GPU, under bf16 autocast there). Three arms: "plain" (no monitor), "monitor"
+(counting, timing, an interval record every --log-every steps, no profiler) and "windows" (the same with a
+profiler window every --profile-every steps). Each round runs one block of --block steps per arm, the arms'
+order rotating from round to round, and a block is timed as a training job runs: a device sync and a clock read
+at its start and end only, none between its steps (a sync per step would hide what the monitor's own timing
+costs a real job). Printed: per arm, the median over rounds of its block's time over the plain block's of the
+same round (the drift of a shared machine cancels within a round); for "windows", its blocks without a profiled
+step (between windows; issue 16's target is <= 2% on an H200; step numbers run half a block ahead so that a
+window lies inside one block), the mean over all its blocks with the windows' cost in them, and each window's
+own cost as the monitor records it (window_cost_s: the window's steps plus writing and reading its trace, minus as many
+unprofiled median steps). Records go to runs/monitor-overhead/; --out also writes the numbers as JSON.
 CPU numbers say the script works, not what a GPU costs.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 from pathlib import Path
@@ -34,10 +38,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--padding", default="dynamic")
     parser.add_argument("--attention", default="sdpa")
-    parser.add_argument("--steps", type=int, default=20, help="steps per arm and round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--block", type=int, default=10, help="steps per arm and round")
+    parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--profile-every", type=int, default=10)
+    parser.add_argument("--profile-every", type=int, default=40)
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, default=None)
@@ -52,14 +56,14 @@ def main() -> None:
     from nbhelpers.data.loading import load_examples
     from nbhelpers.data.strategies import PaddingSettings
     from nbhelpers.data.tokenizer import load_tokenizer
-    from nbhelpers.measure.env import resolve_device
+    from nbhelpers.measure.env import resolve_device, sync_device
     from nbhelpers.models.loading import build_model
     from nbhelpers.monitor import Monitor
 
     device = resolve_device(args.device)
     tokenizer = load_tokenizer(args.model)
     size = args.batch_size
-    examples = load_examples("default", tokenizer, size * args.steps, args.max_length)
+    examples = load_examples("default", tokenizer, size * args.block, args.max_length)
     settings = PaddingSettings(args.padding, size, args.max_length)
     batches = [
         to_device(collate(examples[i : i + size], settings, tokenizer.pad_token_id), device)
@@ -69,10 +73,6 @@ def main() -> None:
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device == "cuda")
 
-    def sync() -> None:
-        if device == "cuda":
-            torch.cuda.synchronize()
-
     def train_step(batch: dict[str, Any]) -> None:
         with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
             loss = model(**batch).loss
@@ -80,49 +80,81 @@ def main() -> None:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    def timed(run: Any) -> float:
-        sync()
+    def block_time(step: Any) -> float:
+        """One block of steps, timed as a job runs: a sync at its start and end, none between its steps."""
+        sync_device(device)
         start = time.perf_counter()
-        run()
-        sync()
+        for batch in batches:
+            step(batch)
+        sync_device(device)
         return time.perf_counter() - start
 
     for batch in batches[: args.warmup]:
         train_step(batch)
     every = {"plain": None, "monitor": 0, "windows": args.profile_every}  # None: no monitor at all
-    times: dict[str, list[float]] = {arm: [] for arm in every}
-    costs: list[dict[str, Any]] = []
+    monitors = {
+        arm: Monitor(RUN_NAME, model=model, log_every=args.log_every, profile_every=n, source="benchmark")
+        for arm, n in every.items() if n is not None
+    }  # fmt: skip
     window_length = 2  # the monitor's default: one warm-up and one traced step
+
+    shift = len(batches) // 2  # step numbers run ahead by half a block: a window opens mid-block, never across two
+
+    def monitored(monitor: Monitor) -> Any:
+        def step(batch: dict[str, Any]) -> None:
+            monitor.begin_step(monitor.steps_done + 1 if monitor.steps_done else shift + 1)
+            monitor.add_batch(batch)
+            train_step(batch)
+            monitor.end_step()
+
+        return step
+
+    def has_window(arm: str, first: int) -> bool:
+        n = every[arm]
+        return bool(n) and any(s >= n and s % n < window_length for s in range(first, first + len(batches)))
+
+    blocks: dict[str, list[float]] = {arm: [] for arm in every}
+    clean: dict[str, list[bool]] = {arm: [] for arm in every}  # False: a block with a profiled step
     for round_index in range(args.rounds):
         arms = list(every)
         for arm in arms[round_index % 3 :] + arms[: round_index % 3]:  # each arm takes its turn first
-            if every[arm] is None:
-                times[arm] += [timed(lambda b=b: train_step(b)) for b in batches]
+            if arm not in monitors:
+                blocks[arm].append(block_time(train_step))
+                clean[arm].append(True)
                 continue
-            monitor = Monitor(
-                RUN_NAME, model=model, log_every=args.log_every, profile_every=every[arm], source="benchmark"
-            )
-            for number, batch in enumerate(batches, start=1):
-
-                def monitored(batch: dict[str, Any] = batch, monitor: Monitor = monitor) -> None:
-                    with monitor.step(batch):
-                        train_step(batch)
-
-                elapsed = timed(monitored)
-                if not every[arm] or (number % every[arm]) >= window_length:  # keep the steps between windows
-                    times[arm].append(elapsed)
-            monitor.close()
-            costs += [r.metrics for r in monitor.records if r.metrics.get("window_time_s") is not None]
-    plain = statistics.median(times["plain"])
+            monitor = monitors[arm]
+            first = monitor.steps_done + 1 if monitor.steps_done else shift + 1
+            blocks[arm].append(block_time(monitored(monitor)))
+            clean[arm].append(not has_window(arm, first))
+    costs: list[dict[str, Any]] = []
+    for monitor in monitors.values():
+        monitor.close()
+        costs += [r.metrics for r in monitor.records if r.metrics.get("window_time_s") is not None]
     result: dict[str, Any] = {"device": device, "model": args.model, "batch_size": size, "padding": args.padding,
-                              "max_length": args.max_length, "steps_per_arm": args.steps, "rounds": args.rounds,
+                              "max_length": args.max_length, "block_steps": len(batches), "rounds": args.rounds,
                               "profile_every": args.profile_every, "log_every": args.log_every, "arms": {}}  # fmt: skip
-    print(f"{device}, {args.model}, batch {size} x {args.max_length} ({args.padding}), {args.rounds} rounds")
-    for arm, values in times.items():
-        median = statistics.median(values)
-        overhead = median / plain - 1
-        result["arms"][arm] = {"steps": len(values), "median_s": median, "overhead_vs_plain": overhead}
-        print(f"  {arm:8s} {len(values):4d} steps  median {median * 1e3:9.2f} ms  overhead {overhead:+7.2%}")
+    print(f"{device}, {args.model}, batch {size} x {args.max_length} ({args.padding}), {args.rounds} rounds "
+          f"of {len(batches)}-step blocks")  # fmt: skip
+    for arm, times in blocks.items():
+        rounds = list(zip(times, blocks["plain"], clean[arm]))
+        between = [t / p - 1 for t, p, ok in rounds if ok]  # blocks without a profiled step
+        overall = [t / p - 1 for t, p, _ in rounds]  # every block, windows included
+        step_ms = statistics.median(t for t, _, ok in rounds if ok) / len(batches) * 1e3 if between else math.nan
+        entry = {"blocks": len(rounds), "clean_blocks": len(between), "median_step_s": step_ms / 1e3,
+                 "overhead_vs_plain": statistics.median(between) if between else None,
+                 "overhead_range": (min(between), max(between)) if between else None,
+                 "overhead_with_windows": statistics.mean(overall) if arm == "windows" else None,
+                 "block_times_s": times, "clean": clean[arm]}  # fmt: skip
+        result["arms"][arm] = entry
+        if not between:
+            print(f"  {arm:8s} no block without a profiled step: raise --profile-every above twice --block")
+            continue
+        overhead = entry["overhead_vs_plain"]
+        text = (f"  {arm:8s} {len(between):3d} blocks  {step_ms:9.2f} ms/step  overhead {overhead:+7.2%} "
+                f"(rounds {min(between):+.2%} .. {max(between):+.2%})")  # fmt: skip
+        if arm == "windows":
+            text += f"; with its windows, over all {len(rounds)} blocks: {entry['overhead_with_windows']:+.2%}"
+        print(text)
     if costs:
         window_cost = [c["window_cost_s"] for c in costs if c.get("window_cost_s") is not None]
         result["windows"] = {

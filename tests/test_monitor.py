@@ -147,6 +147,51 @@ def test_plain_loop_hook_counts_times_profiles_and_stores(runs_root, tiny_model)
     assert list(frame["step"]) == [2, 4] and frame["launches_per_step"].notna().all()
 
 
+class _FakeEvent:
+    """A CUDA event's timing interface on the host clock; counts the waits on it."""
+
+    waits = 0
+
+    def record(self, stream=None):
+        import time
+
+        self.at = time.perf_counter()
+
+    def synchronize(self):
+        _FakeEvent.waits += 1
+
+    def elapsed_time(self, end):
+        return (end.at - self.at) * 1e3
+
+
+def test_event_timed_steps_never_sync_the_device_and_are_read_when_the_interval_closes(
+    runs_root, tiny_model, monkeypatch
+):
+    import nbhelpers.monitor.timing as timing
+
+    syncs = []
+    monkeypatch.setattr(timing, "sync_device", lambda device: syncs.append(device))
+    monitor = Monitor("events", model=tiny_model, log_every=3, profile_every=3, profile_warmup=0)
+    monitor.timer = timing.StepTimer("cpu", event_factory=_FakeEvent)  # as on CUDA, with host-clock events
+    _FakeEvent.waits = 0
+    batch = _padded([30, 32], 32)
+    logs = []
+    for _ in range(3):
+        with monitor.step(batch) as step:
+            tiny_model(**batch).loss.backward()
+        logs.append(step.logs)
+        if not logs[-1]:  # steps 1 and 2: timed by events, nothing waited on, the device never synced
+            assert (_FakeEvent.waits, syncs) == (0, [])
+    # step 3 ran under the profiler: timed on the host after a sync at its start and end
+    assert syncs == ["cpu", "cpu"] and _FakeEvent.waits == 2  # the interval read steps 1 and 2's events
+    figures = logs[-1]
+    assert (figures["steps"], figures["rated_steps"]) == (3, 2) and figures["time_s"] > 0
+    assert figures["real_tokens_per_s"] == pytest.approx(2 * 62 / figures["time_s"])
+    assert figures["window_cost_s"] is not None
+    with pytest.raises(ValueError, match="not both"):
+        timing.StepTime(1.0, events=(_FakeEvent(), _FakeEvent()))
+
+
 def test_a_packed_loop_raises_no_padding_warning_and_a_padded_one_does(runs_root, tiny_model):
     packed = {"input_ids": torch.arange(1, 41)[None], "position_ids": torch.cat([torch.arange(20)] * 2)[None]}
     packed["labels"] = packed["input_ids"].clone()

@@ -2,9 +2,11 @@
 MFU, peak memory and (every N steps) a profiler window's figures, written to the run store and returned for logs.
 
 A training loop drives it with ``begin_step`` / ``add_batch`` / ``end_step`` (or the ``step(batch)`` context
-manager); :mod:`nbhelpers.monitor.callback` drives it from a Trainer. Every clock read follows a device sync.
-Step time runs from the step's start to its end: loading the next batch, logging and evaluation between steps are
-not in it. Rates cover the steps that ran without the profiler; a window's steps are reported as its cost.
+manager); :mod:`nbhelpers.monitor.callback` drives it from a Trainer. Step time runs from the step's start to its
+end: loading the next batch, logging and evaluation between steps are not in it. On CUDA a step is timed by an
+event pair read when its interval closes, so the job's queue is never drained between steps
+(:mod:`nbhelpers.monitor.timing`); a profiler window's steps, and steps on other devices, are timed on the host
+after a device sync. Rates cover the steps that ran without the profiler; a window's steps are its cost.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import datetime as dt
 import math
 import re
 import statistics
-import time
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers.measure.env import safe_environment, sync_device, table_peak_flops
+from nbhelpers.measure.env import safe_environment, table_peak_flops
 from nbhelpers.measure.metrics import mfu, model_flops
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir
 from nbhelpers.models.families import model_shape
@@ -30,6 +31,7 @@ from nbhelpers.validation import check_int, check_run_name
 
 from .alerts import FALLBACK_KERNEL, Alert, fallback_alert, kernel_bound_alert, padding_alert
 from .counting import EMPTY, BatchCount, batch_tensors, count_batch
+from .timing import StepTime, StepTimer
 from .window import MonitorWindow, WindowResult, WindowSchedule
 
 MONITOR_KIND = "monitor"  # RunRecord.kind of the monitor's records: one per logging interval
@@ -49,13 +51,17 @@ class MonitorWarning(UserWarning):
 
 @dataclass
 class StepSample:
-    """One finished step: its number, wall time, counts and whether the profiler was on."""
+    """One finished step: its number, duration, counts and whether the profiler was on."""
 
     step: int
-    time_s: float
+    duration: StepTime
     count: BatchCount
     profiled: bool
     flops: float | None
+
+    @property
+    def time_s(self) -> float:
+        return self.duration.seconds()
 
 
 @dataclass
@@ -125,10 +131,11 @@ class Monitor:
         self.alerts: list[Alert] = []
         self._warned: set[str] = set()
         self._samples: list[StepSample] = []
-        self._recent: list[float] = []
+        self._recent: list[StepTime] = []
         self._windows: list[WindowResult] = []
         self._pending: dict[tuple[int, tuple[int, ...]], dict[str, Any]] = {}
-        self._step_open: tuple[int, float, bool] | None = None
+        self._step_open: tuple[int, bool] | None = None
+        self.timer = StepTimer("cpu")
         self._steps = 0
         self.session = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} {uuid.uuid4().hex[:6]}"
         if model is not None:
@@ -165,6 +172,7 @@ class Monitor:
         else:
             self.peak_source = f"no datasheet peak on {self.device}: pass peak_flops= (FLOP/s) for MFU"
         self.environment = safe_environment(self.device)
+        self.timer = StepTimer(self.device, self.device_index)
         self.window = MonitorWindow(
             self.folder / "traces", self.device, self.schedule, self.peak_flops, self.keep_traces,
             prefix=f"monitor-rank{self.rank}" if distributed else "monitor",
@@ -172,16 +180,22 @@ class Monitor:
         self._alert(fallback_alert(layer_paths(model), TORCH))
         return self
 
+    @property
+    def steps_done(self) -> int:
+        """The number of the last finished step (0 before the first)."""
+        return self._steps
+
     # -- one step -----------------------------------------------------------------------------------------
     def begin_step(self, step: int | None = None) -> None:
         """Start step ``step`` (default: the next one); opens a profiler window when one is due."""
         if self.model is None:
             raise RuntimeError("the monitor has no model: pass model= or call bind(model) first")
         number = step if step is not None else self._steps + 1
-        sync_device(self.device)
-        start = time.perf_counter()  # before a window opens: starting the profiler is part of the window's cost
-        profiled = self.window.begin_step(number) if self.window is not None else False
-        self._step_open = (number, start, profiled)
+        window = self.window
+        # A window's step is timed on the host, from before the profiler starts (starting it is part of its cost).
+        self.timer.start(synced=window is not None and (window.running or window.schedule.due(number)))
+        profiled = window.begin_step(number) if window is not None else False
+        self._step_open = (number, profiled)
 
     def add_batch(self, batch: Mapping[str, Any]) -> None:
         """Count a batch of the current step (one per micro-batch; the same tensors seen twice count once)."""
@@ -194,19 +208,18 @@ class Monitor:
         """Finish the step; when ``log_every`` steps have passed, close the interval and return its figures."""
         if self._step_open is None:
             raise RuntimeError("end_step() without begin_step()")
-        sync_device(self.device)
-        number, start, profiled = self._step_open
-        elapsed = time.perf_counter() - start
+        number, profiled = self._step_open
+        duration = self.timer.stop()
         self._step_open = None
         count = sum((count_batch(b) for b in self._pending.values()), EMPTY) if self._pending else EMPTY
         self._pending = {}
         flops = model_flops(self.shape, count.sequence_lengths) if self.shape is not None else None
-        self._samples.append(StepSample(number, elapsed, count, profiled, flops))
+        self._samples.append(StepSample(number, duration, count, profiled, flops))
         self._steps = number
         if not profiled:
-            self._recent = (self._recent + [elapsed])[-RECENT_STEPS:]
+            self._recent = (self._recent + [duration])[-RECENT_STEPS:]
         elif self.window is not None:
-            result = self.window.end_step(elapsed, flops or 0.0)
+            result = self.window.end_step(duration.seconds(), flops or 0.0)
             if result is not None:
                 self._windows.append(result)
         if self.log_every is not None and len(self._samples) >= self.log_every:
@@ -323,7 +336,7 @@ class Monitor:
 
     def _window_figures(self, window: WindowResult) -> dict[str, Any]:
         s = window.summary
-        median = statistics.median(self._recent) if self._recent else None
+        median = statistics.median(t.seconds() for t in self._recent) if self._recent else None
         cost = window.time_s - window.steps * median if median is not None else None
         return {
             "window_step": window.first_step,
