@@ -364,6 +364,28 @@ def test_a_model_without_a_decoder_config_is_counted_without_mfu(runs_root):
         monitor.end_step()
 
 
+def test_frozen_weights_of_a_lora_style_run_lose_their_weight_gradient_flops(runs_root):
+    from nbhelpers.models.loading import build_model, frozen_matmul_parameters
+
+    model = build_model("qwen3-tiny", "sdpa", seed=0)
+    assert frozen_matmul_parameters(model) == 0
+    for parameter in model.parameters():  # the base frozen as LoRA freezes it, norms left trainable
+        parameter.requires_grad_(parameter.dim() < 2)
+    weights = {id(p): p for p in model.parameters() if p.dim() >= 2}
+    lookup = model.get_input_embeddings().weight
+    tied = lookup is model.get_output_embeddings().weight
+    expected = sum(p.numel() for i, p in weights.items() if tied or i != id(lookup))
+    assert frozen_matmul_parameters(model) == expected
+    monitor = Monitor("lora", model=model, log_every=1, peak_flops=1e12)
+    batch = _padded([20, 32], 32)
+    with monitor.step(batch) as step:
+        model(**batch).loss.backward()
+    shape = model_shape(model.config)
+    assert step.logs["frozen_parameters"] == expected
+    assert step.logs["model_flops"] == pytest.approx(model_flops(shape, [20, 32]) - 2 * expected * 52)
+    assert step.logs["model_flops"] == pytest.approx(model_flops(shape, [20, 32], frozen_parameters=expected))
+
+
 def test_a_kept_trace_lands_in_the_run_folder_and_its_record(runs_root, tiny_model):
     from nbhelpers.profiling.parse import load_trace
 

@@ -83,12 +83,15 @@ def linear_attention_flops(shape: ModelShape, sequence_lengths: Sequence[int]) -
     return 3.0 * shape.linear_attention_layers * shape.linear_num_value_heads * forward
 
 
-def model_flops(shape: ModelShape, sequence_lengths: Sequence[int]) -> float:
+def model_flops(shape: ModelShape, sequence_lengths: Sequence[int], frozen_parameters: int = 0) -> float:
     """Useful training FLOPs of one step over these sequences (padding does no useful work): weight matmuls,
-    softmax attention of the full-attention layers, and the delta rule of the linear-attention layers."""
+    softmax attention of the full-attention layers, and the delta rule of the linear-attention layers.
+
+    ``frozen_parameters``: matmul weights that train frozen (a LoRA base model): their weight gradients are not
+    computed, 2 FLOPs per weight and token fewer (the inputs' gradients still flow through them)."""
     real_tokens = sum(sequence_lengths)
     return (
-        matmul_flops_per_token(shape) * real_tokens
+        (matmul_flops_per_token(shape) - 2.0 * frozen_parameters) * real_tokens
         + attention_flops(shape, sequence_lengths)
         + linear_attention_flops(shape, sequence_lengths)
     )

@@ -146,3 +146,21 @@ def count_parameters(model: Any) -> int:
             seen.add(id(parameter))
             total += parameter.numel()
     return total
+
+
+def frozen_matmul_parameters(model: Any) -> int:
+    """Weights (two or more dimensions) that do matmul work per token but train frozen (``requires_grad``
+    False, as a LoRA base model's): shared tensors once, the input embedding left out unless it is also the
+    lm head (a lookup has no weight gradient to skip)."""
+    embedding = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    lookup = getattr(embedding, "weight", None)
+    seen = {id(lookup)} if lookup is not None and lookup is not getattr(output, "weight", None) else set()
+    frozen = 0
+    for parameter in model.parameters():
+        if id(parameter) in seen:
+            continue
+        seen.add(id(parameter))
+        if not parameter.requires_grad and parameter.dim() >= 2:
+            frozen += parameter.numel()
+    return frozen

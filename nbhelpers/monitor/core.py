@@ -26,6 +26,7 @@ from nbhelpers.measure.env import safe_environment, table_peak_flops
 from nbhelpers.measure.metrics import mfu, model_flops
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir
 from nbhelpers.models.families import model_shape
+from nbhelpers.models.loading import frozen_matmul_parameters
 from nbhelpers.models.shape import ModelShape
 from nbhelpers.validation import check_int, check_run_name
 
@@ -120,6 +121,7 @@ class Monitor:
         self.model: Any = None
         self.shape: ModelShape | None = None
         self._flops_note = ""
+        self.frozen_parameters = 0
         self.device = "cpu"
         self.device_index: int | None = None
         self.rank = 0
@@ -155,6 +157,7 @@ class Monitor:
             self._flops_note = "" if config is not None else "the model has no config to count FLOPs from"
         except (AttributeError, TypeError, ValueError) as error:  # not a decoder config the FLOP count knows
             self.shape, self._flops_note = None, f"cannot count FLOPs from the model's config ({error})"
+        self.frozen_parameters = frozen_matmul_parameters(model) if hasattr(model, "parameters") else 0
         parameter = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
         self.device = parameter.device.type if parameter is not None else "cpu"
         self.device_index = parameter.device.index if parameter is not None else None
@@ -213,7 +216,9 @@ class Monitor:
         self._step_open = None
         count = sum((count_batch(b) for b in self._pending.values()), EMPTY) if self._pending else EMPTY
         self._pending = {}
-        flops = model_flops(self.shape, count.sequence_lengths) if self.shape is not None else None
+        flops = None
+        if self.shape is not None:
+            flops = model_flops(self.shape, count.sequence_lengths, self.frozen_parameters)
         self._samples.append(StepSample(number, duration, count, profiled, flops))
         self._steps = number
         if not profiled:
@@ -325,7 +330,7 @@ class Monitor:
         elif self.peak_flops and time_s > 0:
             value, note = mfu(useful, time_s, self.peak_flops), ""
         return {"model_flops": useful, "mfu": value, "mfu_note": note, "peak_flops": self.peak_flops,
-                "peak_flops_source": self.peak_source}  # fmt: skip
+                "peak_flops_source": self.peak_source, "frozen_parameters": self.frozen_parameters}  # fmt: skip
 
     def _memory(self) -> dict[str, Any]:
         if self.device != "cuda":
