@@ -2,6 +2,7 @@
 
 Usage (on the 2-GPU machine; NCCL's NVLink multicast off, as that machine sets):
     NCCL_NVLS_ENABLE=0 python benchmarks/gpu_fsdp_suite.py plain best --out DIR
+    python benchmarks/gpu_fsdp_suite.py plain best --rehearse --out DIR   # the same path on a CPU: 2 gloo ranks
 Groups: plain (SDPA, eager kernels, a packed row of 8,192 tokens per GPU, bf16 weights: the reference
 measured by hand before the workbook had FSDP2), best (torch_varlen, Liger without the fused linear
 cross-entropy, token budgets per GPU, with and without activation checkpointing), hybrid (a slice of the
@@ -10,6 +11,9 @@ Each configuration runs under torchrun through the runner (one process per GPU) 
 appends to DIR/<group>.jsonl as it lands (records written like benchmarks/gpu_suite.py: same report line,
 same store); at the end the script prints each 2-GPU record's scaling efficiency against its 1-GPU record
 and the memory planner's prediction beside every measured peak. Sized to finish in about 8 minutes.
+``--rehearse`` runs every configuration of the groups at a CPU's sizes (the tiny preset, two gloo ranks; Liger's
+interpretable kernels only, in fp32, SDPA for torch_varlen), so the script is proven end to end before GPU time is spent
+on it; its numbers mean nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from gpu_suite import NO_FLCE, report
 
 from nbhelpers.analysis.memory_plan import planned_vs_measured
 from nbhelpers.analysis.records import gpu_count, record_label, scaling_efficiency
+from nbhelpers.kernels.liger import CPU_INTERPRETABLE_LIGER_KERNELS
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_isolated
 from nbhelpers.measure.store import RunRecord, RunStore
@@ -35,30 +40,45 @@ BASE = dict(
 )  # fmt: skip
 
 
-def groups(hybrid_model: str) -> dict[str, list[RunConfig]]:
-    base = RunConfig(**BASE)
+# --rehearse: the same configurations at a CPU's sizes (token budgets scaled by the same 1/64).
+REHEARSAL = dict(model="qwen3-tiny", device="cpu", batch_size=8, max_length=64, num_samples=32,
+                 token_budget=128, steps=2, warmup=1, timeout_s=300)  # fmt: skip
+
+
+def groups(hybrid_model: str, rehearse: bool = False) -> dict[str, list[RunConfig]]:
+    base = RunConfig(**(BASE | (REHEARSAL if rehearse else {})))
     plain = base.replace(attn_implementation="sdpa", kernels="eager")
     best = base.replace(attn_implementation="torch_varlen", kernels="liger", liger_kernels=NO_FLCE)
-    budget16 = best.replace(token_budget=16384, activation_checkpointing="every_k", checkpoint_every=2)
+    if rehearse:  # On a CPU Liger runs in Triton's interpreter: only some of its kernels run there, and its rope
+        # gives NaN on bf16 tensors (fp32 weights then); torch_varlen (flash attention) does not run at all (SDPA).
+        switches = tuple(k for k in NO_FLCE if k in CPU_INTERPRETABLE_LIGER_KERNELS)
+        best = best.replace(attn_implementation="sdpa", liger_kernels=switches, dtype="auto")
+    budget16 = best.replace(token_budget=2 * base.token_budget, activation_checkpointing="every_k", checkpoint_every=2)
+    per_gpu, per_gpu16 = _tokens(base.token_budget), _tokens(budget16.token_budget)
     table = {
-        "plain": [plain.replace(label=f"plain FSDP2, sdpa, 8k tokens per GPU, {n} GPU", gpus=n) for n in (1, 2)],
+        "plain": [plain.replace(label=f"plain FSDP2, sdpa, {per_gpu} tokens per GPU, {n} GPU", gpus=n) for n in (1, 2)],
         "best": [
-            best.replace(label=f"varlen + liger (no flce), 8k tokens per GPU, {n} GPU", gpus=n, profile=n == 2)
+            best.replace(label=f"varlen + liger (no flce), {per_gpu} tokens per GPU, {n} GPU", gpus=n, profile=n == 2)
             for n in (1, 2)
         ] + [
-            budget16.replace(label=f"varlen + liger, 16k per GPU, checkpoint every 2nd layer, {n} GPU", gpus=n)
+            budget16.replace(label=f"varlen + liger, {per_gpu16} per GPU, checkpoint every 2nd layer, {n} GPU", gpus=n)
             for n in (1, 2)
         ],  # fmt: skip
         "hybrid": [],
     }
     if hybrid_model and is_preset(hybrid_model):
-        slice_ = best.replace(model=hybrid_model, attn_implementation="sdpa", kernels="eager", num_samples=512)
-        table["hybrid"] = [slice_.replace(label=f"{hybrid_model}, 8k per GPU, 2 GPU", gpus=2)]
+        slice_ = best.replace(model=hybrid_model, attn_implementation="sdpa", kernels="eager",
+                              num_samples=min(512, base.num_samples))  # fmt: skip
+        table["hybrid"] = [slice_.replace(label=f"{hybrid_model}, {per_gpu} per GPU, 2 GPU", gpus=2)]
     return table
 
 
+def _tokens(n: int) -> str:
+    return f"{n // 1024}k" if n % 1024 == 0 else f"{n:,}"
+
+
 def _same_but_gpus(a: RunRecord, b: RunRecord) -> bool:
-    skip = {"gpus", "label", "group"}
+    skip = {"gpus", "label", "group", "profile"}  # a profiled 2-GPU run still scales against its unprofiled 1-GPU one
     return {k: v for k, v in a.config.items() if k not in skip} == {k: v for k, v in b.config.items() if k not in skip}
 
 
@@ -83,11 +103,12 @@ def main() -> None:
     parser.add_argument("groups", nargs="+", choices=("plain", "best", "hybrid"))
     parser.add_argument("--out", required=True)
     parser.add_argument("--hybrid-model", default="", help="the hybrid family's preset of the 27B width, fewer layers")
+    parser.add_argument("--rehearse", action="store_true", help="the same path on a CPU at tiny sizes (2 gloo ranks)")
     args = parser.parse_args()
     out = Path(args.out)
     os.environ["NBHELPERS_RUNS"] = str(out)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    table = groups(args.hybrid_model)
+    table = groups(args.hybrid_model, args.rehearse)
     measured: list[RunRecord] = []
     for name in args.groups:
         if not table[name]:

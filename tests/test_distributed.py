@@ -142,3 +142,56 @@ def test_more_gpus_than_the_machine_has_is_a_failed_record_before_anything_start
     monkeypatch.setattr(runner, "launch_command", lambda *a, **k: pytest.fail("torchrun must not start"))
     record = runner.run_isolated(config)
     assert record.status == "failed" and record.reason == why
+
+
+def test_kernel_checks_see_through_fsdp2_s_wrapper_class(monkeypatch):
+    """fully_shard turns Qwen3ForCausalLM into torch's FSDPQwen3ForCausalLM: the Liger rope check (and a hybrid's
+    path check) must still read the model's own modeling module (the 2-GPU suite's rehearsal caught this)."""
+    import socket
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    from nbhelpers.kernels.backends import apply_backend
+    from nbhelpers.models.loading import build_model, modeling_module
+
+    model = build_model("qwen3-tiny", "sdpa", seed=0)
+    modeling = modeling_module(model)
+    assert modeling.__name__ == "transformers.models.qwen3.modeling_qwen3"
+    monkeypatch.setattr(modeling, "apply_rotary_pos_emb", modeling.apply_rotary_pos_emb)  # restored afterwards
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # Liger on a CPU (LIGER_CPU_ENV)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        fully_shard(model)
+        assert type(model).__module__.startswith("torch.distributed") and modeling_module(model) is modeling
+        report = apply_backend(model, "liger", ("rope",), "cpu")  # raised "patch did not replace: rope" before
+        assert report["rope"] is True
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_the_two_gpu_suite_rehearses_on_a_cpu(tmp_path):
+    """benchmarks/gpu_fsdp_suite.py --rehearse: its configurations at a CPU's sizes, end to end under torchrun
+    (2 gloo ranks), records stored and the scaling line printed, before any GPU time is spent on it."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'benchmarks'}"}
+    command = [sys.executable, str(root / "benchmarks" / "gpu_fsdp_suite.py"), "plain", "hybrid", "--rehearse",
+               "--hybrid-model", "qwen3.5-tiny", "--out", str(tmp_path)]  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    plain = [json.loads(line) for line in (tmp_path / "plain.jsonl").read_text().splitlines()]
+    hybrid = [json.loads(line) for line in (tmp_path / "hybrid.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in plain + hybrid] == ["ok"] * 3, [r.get("reason") for r in plain + hybrid]
+    assert [r["config"]["gpus"] for r in plain] == [1, 2] and plain[1]["metrics"]["world_size"] == 2
+    assert "plain FSDP2, sdpa, 128 tokens per GPU, 2 GPU:" in done.stdout and "scaling efficiency" in done.stdout
+    assert hybrid[0]["config"]["model"] == "qwen3.5-tiny"

@@ -20,9 +20,10 @@ Light at import: torch is imported inside the functions.
 from __future__ import annotations
 
 import inspect
-import sys
 from collections.abc import Callable
 from typing import Any
+
+from nbhelpers.models.loading import modeling_module
 
 DELTA_RULE_HOOKS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
 CONV_HOOKS = ("causal_conv1d_fn", "causal_conv1d_update")
@@ -48,7 +49,7 @@ _ORIGINALS: dict[tuple[str, str], Any] = {}  # (modeling module, hook) -> what t
 
 def hybrid_modeling(model: Any) -> Any | None:
     """The modeling module of a hybrid model (the one holding the four kernel hooks), or None."""
-    module = sys.modules.get(type(model).__module__)
+    module = modeling_module(model)
     return module if module is not None and all(hasattr(module, h) for h in HYBRID_HOOKS) else None
 
 

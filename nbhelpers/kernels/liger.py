@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
-import sys
 from typing import Any
+
+from nbhelpers.models.loading import modeling_module
 
 from .spec import BackendUnavailable
 
@@ -161,7 +162,7 @@ def liger_report(model: Any) -> dict[str, bool]:
         from liger_kernel.transformers.swiglu import LigerSwiGLUMLP
     except ImportError:
         return report
-    modeling = sys.modules[type(model).__module__]
+    modeling = modeling_module(model)
     report["rope"] = getattr(modeling, "apply_rotary_pos_emb", None) is liger_rotary_pos_emb
     norms = _rms_norm_modules(model)
     report["rms_norm"] = bool(norms) and all(

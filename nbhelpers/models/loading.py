@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,17 @@ def meta_model(name: str) -> Any:
 
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(preset_config(name))
+
+
+def modeling_module(model: Any) -> Any | None:
+    """The module that defines a model's class (its modeling file, where transformers binds the kernels it
+    calls), also through a wrapper class that subclasses it: FSDP2's ``fully_shard`` turns Qwen3ForCausalLM
+    into ``torch.distributed.fsdp...FSDPQwen3ForCausalLM``. The first class of the MRO outside torch."""
+    for cls in type(model).__mro__:
+        name = getattr(cls, "__module__", "") or ""
+        if not name.startswith("torch.") and name != "builtins":
+            return sys.modules.get(name)
+    return None
 
 
 def count_parameters(model: Any) -> int:
