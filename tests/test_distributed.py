@@ -128,6 +128,26 @@ def test_two_gloo_ranks_match_one_process_on_the_same_global_batch(runs_root):
     assert m["grad_norm_first"] == pytest.approx(one.metrics["grad_norm_first"], rel=1e-4)
 
 
+@pytest.mark.slow
+def test_liger_fused_linear_cross_entropy_under_fsdp2_matches_one_process(runs_root):
+    """Liger under FSDP2 (its fused lm head + loss reads the lm head's weight inside the root
+    module's all-gather), the patch report verified on the sharded model, losses equal to one process."""
+    from nbhelpers.measure.runner import run_config, run_isolated
+
+    # Few steps: under FSDP2 each of Liger's kernel launches in Triton's interpreter costs ~20x what it costs in one
+    # process (~60 s a step here against ~3 s).
+    base = RunConfig(run_name="gloo-liger", model="qwen3-tiny", batch_size=1, max_length=48, num_samples=4,
+                     padding="packed", steps=1, warmup=0, device="cpu", timeout_s=300, kernels="liger",
+                     liger_kernels=("fused_linear_cross_entropy",), extra={"parity_probe_samples": 0})  # fmt: skip
+    two = run_isolated(base.replace(gpus=2, sharding="fsdp2"))
+    one = run_config(base.replace(batch_size=2), isolate=True)
+    assert two.ok, two.reason
+    assert one.ok, one.reason
+    assert two.metrics["patch_report"]["fused_linear_cross_entropy"]  # rank 0's, verified on its sharded model
+    assert len(two.metrics["losses"]) == 2  # the first step and the timed one
+    assert two.metrics["losses"] == pytest.approx(one.metrics["losses"], rel=1e-5)
+
+
 def test_more_gpus_than_the_machine_has_is_a_failed_record_before_anything_starts(monkeypatch, runs_root):
     from nbhelpers.measure import distributed, env, runner
 
