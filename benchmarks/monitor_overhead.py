@@ -1,7 +1,7 @@
 """What does nbhelpers.monitor cost a training step? The same steps without it, with it, and with profiler windows.
 
 Usage: python benchmarks/monitor_overhead.py [--model qwen3-tiny] [--batch-size 4] [--max-length 256]
-       [--padding dynamic] [--block 10] [--rounds 12] [--profile-every 40] [--log-every 10] [--out FILE]
+       [--padding dynamic] [--block 10] [--rounds 12] [--profile-every 40] [--log-every 15] [--out FILE]
 
 One process, one model, fixed batches of consecutive samples of the default dataset collated by the padding
 strategy, AdamW (fused on a GPU, under bf16 autocast there). Three arms: "plain" (no monitor), "monitor"
@@ -42,10 +42,16 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--profile-every", type=int, default=40)
-    parser.add_argument("--log-every", type=int, default=10)
+    parser.add_argument("--log-every", type=int, default=15, help="not a divisor of --block: flushes fall mid-block")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, default=None)
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.block < 2:
+        parser.error(f"--block={args.block}: must be at least 2, the length of a profiler window")
+    if args.profile_every % args.block:
+        parser.error(f"--profile-every={args.profile_every} must be a multiple of --block={args.block}, so that "
+                     "each profiler window lies inside one block")  # fmt: skip
+    return args
 
 
 def main() -> None:

@@ -50,6 +50,7 @@ def test_peer_rows_are_compared_never_recommended_nor_a_baseline(make_record):
     assert gap["trl_over_workbook"] == pytest.approx(390 / 400) and gap["within_goal"]
     assert "within the 5% goal" in export_gap_text(gap)
     assert "over the epoch's wall clock" not in export_gap_text(gap)  # this record has no epoch timing
+    assert "TRL timed over its epoch's wall clock" in export_gap_text(gap)  # a record from before step timing
 
 
 def test_export_gap_text_adds_what_trl_spent_between_its_steps(make_record):
@@ -148,6 +149,7 @@ def test_report_shows_peers_export_gap_and_convergence(make_record, tmp_path):
     from nbhelpers.views.report import write_html_report
 
     records = _records(make_record)
+    records[-1].metrics.update(timed_epoch_s=2.0, time_outside_steps_s=0.1, real_tokens_per_s_epoch_wall=370.5)
     for role, losses in (("recommended", [12.0, 11.9]), ("baseline", [12.0, 11.91])):
         record = make_record(f"convergence {role}", 100.0, kind=KIND, extra={KIND: role})
         record.metrics["losses"] = losses
@@ -157,7 +159,9 @@ def test_report_shows_peers_export_gap_and_convergence(make_record, tmp_path):
     soup = BeautifulSoup(text, "html.parser")
     labels = [td.get_text() for td in soup.select('table.peers td[data-col="label"]')]
     assert labels == ["TRL other", "TRL defaults", "TRL export", "token budget"]
-    assert "97.5% of it), both timed over their steps: within the 5% goal" in soup.select_one("p.export-gap").get_text()
+    gap_text = soup.select_one("p.export-gap").get_text()
+    assert "97.5% of it), both timed over their steps: within the 5% goal" in gap_text
+    assert "TRL spent 0.10 s of its 2.00 s timed epoch (5.0%)" in gap_text
     assert soup.select_one("p.convergence").get_text().startswith("Convergence pass over 2 steps")
     records_labels = [td.get_text() for td in soup.select('table.records td[data-col="label"]')]
     assert "TRL defaults" in records_labels and "convergence baseline" not in records_labels  # not a timed step

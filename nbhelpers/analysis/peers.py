@@ -205,12 +205,13 @@ def export_gap_text(gap: dict[str, Any] | None) -> str:
     if gap is None:
         return "TRL from the recommendation's export: not measured (PEER_ROWS must name 'trl')."
     verdict = "within" if gap["within_goal"] else "outside"
+    outside, epoch = gap.get("trl_time_outside_steps_s"), gap.get("trl_timed_epoch_s")
+    basis = "both timed over their steps" if outside is not None else "TRL timed over its epoch's wall clock"
     text = (
         f"Workbook loop {gap['workbook_tokens_per_s']:,.0f} real tok/s vs TRL from its export "
-        f"{gap['trl_tokens_per_s']:,.0f} ({gap['trl_over_workbook']:.1%} of it), both timed over their steps: "
+        f"{gap['trl_tokens_per_s']:,.0f} ({gap['trl_over_workbook']:.1%} of it), {basis}: "
         f"{verdict} the {gap['goal']:.0%} goal."
     )
-    outside, epoch = gap.get("trl_time_outside_steps_s"), gap.get("trl_timed_epoch_s")
     if outside is not None and epoch:
         text += (
             f" Between its steps (data loader, collator, logging) TRL spent {outside:.2f} s of its "

@@ -88,10 +88,12 @@ def model_flops(shape: ModelShape, sequence_lengths: Sequence[int], frozen_param
     softmax attention of the full-attention layers, and the delta rule of the linear-attention layers.
 
     ``frozen_parameters``: matmul weights that train frozen (a LoRA base model): their weight gradients are not
-    computed, 2 FLOPs per weight and token fewer (the inputs' gradients still flow through them)."""
+    computed, 2 FLOPs per weight and token fewer (the inputs' gradients still flow through them, also where no
+    layer before them trains, which a step could skip: counted, so MFU stays an upper bound there)."""
     real_tokens = sum(sequence_lengths)
+    frozen = min(float(frozen_parameters), float(shape.flop_parameters))
     return (
-        (matmul_flops_per_token(shape) - 2.0 * frozen_parameters) * real_tokens
+        (matmul_flops_per_token(shape) - 2.0 * frozen) * real_tokens
         + attention_flops(shape, sequence_lengths)
         + linear_attention_flops(shape, sequence_lengths)
     )

@@ -137,8 +137,12 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
     half = len(counter.batches) // 2
     timed = counter.batches[half:]
     epoch_time, steps_time = timer.epochs[1], sum(timer.steps[1])
-    if len(timer.steps[1]) != len(timed):
-        raise RuntimeError(f"timed {len(timer.steps[1])} steps but TRL's collator made {len(timed)} batches")
+    accumulation = int(args.gradient_accumulation_steps)
+    if len(timer.steps[1]) * accumulation != len(timed):
+        raise RuntimeError(
+            f"timed {len(timer.steps[1])} steps of {accumulation} micro-batch(es) but TRL's collator made "
+            f"{len(timed)} batches"
+        )
     flops = [model_flops(shape, lengths) for _, lengths, _ in timed]
     check_finite_losses([(f"step {n + 1}", v) for n, v in enumerate(timer.losses)])
     dropped = sum(1 for r in rows if all(t == IGNORE_INDEX for t in r["labels"]))

@@ -161,18 +161,18 @@ def count_parameters(model: Any) -> int:
 
 
 def frozen_matmul_parameters(model: Any) -> int:
-    """Weights (two or more dimensions) that do matmul work per token but train frozen (``requires_grad``
-    False, as a LoRA base model's): shared tensors once, the input embedding left out unless it is also the
-    lm head (a lookup has no weight gradient to skip)."""
-    embedding = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    lookup = getattr(embedding, "weight", None)
-    seen = {id(lookup)} if lookup is not None and lookup is not getattr(output, "weight", None) else set()
+    """Weights of the model's ``nn.Linear`` layers (the lm head included, tied or not) that train frozen
+    (``requires_grad`` False, as a LoRA base model's), each tensor once: the weight gradients a step skips.
+    Embedding lookups, convolutions and norms are not counted (they are not weight matmuls)."""
+    import torch
+
+    seen: set[int] = set()
     frozen = 0
-    for parameter in model.parameters():
-        if id(parameter) in seen:
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if not isinstance(module, torch.nn.Linear) or weight is None or id(weight) in seen:
             continue
-        seen.add(id(parameter))
-        if not parameter.requires_grad and parameter.dim() >= 2:
-            frozen += parameter.numel()
+        seen.add(id(weight))
+        if not weight.requires_grad:
+            frozen += weight.numel()
     return frozen

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers.measure.env import safe_environment, table_peak_flops
+from nbhelpers.measure.env import safe_environment, sync_device, table_peak_flops
 from nbhelpers.measure.metrics import mfu, model_flops
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir
 from nbhelpers.models.families import model_shape
@@ -52,13 +52,15 @@ class MonitorWarning(UserWarning):
 
 @dataclass
 class StepSample:
-    """One finished step: its number, duration, counts and whether the profiler was on."""
+    """One finished step: its number, duration, whether the profiler was on, and its counts; an event-timed
+    step keeps host copies of its batch tensors (``batches``) until its interval closes and counts them then."""
 
     step: int
     duration: StepTime
-    count: BatchCount
     profiled: bool
-    flops: float | None
+    count: BatchCount | None = None
+    flops: float | None = None
+    batches: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def time_s(self) -> float:
@@ -201,11 +203,15 @@ class Monitor:
         self._step_open = (number, profiled)
 
     def add_batch(self, batch: Mapping[str, Any]) -> None:
-        """Count a batch of the current step (one per micro-batch; the same tensors seen twice count once)."""
+        """Count a batch of the current step (one per micro-batch; the same tensors seen twice count once).
+
+        GPU tensors are copied to the host without waiting (``non_blocking``: pinned memory, in stream order):
+        reading them there now would drain the job's queue; they are counted once the step is known done."""
         tensors = batch_tensors(batch)
         ids = tensors["input_ids"]
         key = (ids.data_ptr(), tuple(ids.shape))
-        self._pending.setdefault(key, {}).update(tensors)  # a second forward may bring the labels
+        host = {k: v.to("cpu", non_blocking=True) if getattr(v, "is_cuda", False) else v for k, v in tensors.items()}
+        self._pending.setdefault(key, {}).update(host)  # a second forward may bring the labels
 
     def end_step(self) -> dict[str, Any] | None:
         """Finish the step; when ``log_every`` steps have passed, close the interval and return its figures."""
@@ -214,17 +220,16 @@ class Monitor:
         number, profiled = self._step_open
         duration = self.timer.stop()
         self._step_open = None
-        count = sum((count_batch(b) for b in self._pending.values()), EMPTY) if self._pending else EMPTY
+        sample = StepSample(number, duration, profiled, batches=list(self._pending.values()))
         self._pending = {}
-        flops = None
-        if self.shape is not None:
-            flops = model_flops(self.shape, count.sequence_lengths, self.frozen_parameters)
-        self._samples.append(StepSample(number, duration, count, profiled, flops))
+        if not duration.pending:  # the step was synced: its host copies are complete, count them now
+            self._count(sample)
+        self._samples.append(sample)
         self._steps = number
         if not profiled:
             self._recent = (self._recent + [duration])[-RECENT_STEPS:]
         elif self.window is not None:
-            result = self.window.end_step(duration.seconds(), flops or 0.0)
+            result = self.window.end_step(duration.seconds(), sample.flops or 0.0)
             if result is not None:
                 self._windows.append(result)
         if self.log_every is not None and len(self._samples) >= self.log_every:
@@ -294,10 +299,26 @@ class Monitor:
         return scalars
 
     # -- internals ----------------------------------------------------------------------------------------
+    def _count(self, sample: StepSample) -> None:
+        """Count a step's batches (host tensors) and its model FLOPs; its tensors are then let go."""
+        count = sum((count_batch(b) for b in sample.batches), EMPTY) if sample.batches else EMPTY
+        sample.count, sample.batches = count, []
+        if self.shape is not None:
+            sample.flops = model_flops(self.shape, count.sequence_lengths, self.frozen_parameters)
+
+    def _settle(self, samples: list[StepSample]) -> None:
+        """Every sample counted: one device sync for the interval (its host copies complete), then the counts."""
+        waiting = [s for s in samples if s.count is None]
+        if waiting:
+            sync_device(self.device)
+            for sample in waiting:
+                self._count(sample)
+
     def _interval(self, samples: list[StepSample], windows: list[WindowResult]) -> dict[str, Any]:
-        total = sum((s.count for s in samples), EMPTY)
+        self._settle(samples)
+        total = sum((s.count for s in samples if s.count is not None), EMPTY)
         timed = [s for s in samples if not s.profiled] or samples
-        rated = sum((s.count for s in timed), EMPTY)
+        rated = sum((s.count for s in timed if s.count is not None), EMPTY)
         time_s = sum(s.time_s for s in timed)
         figures: dict[str, Any] = {
             "step": samples[-1].step if samples else self._steps,

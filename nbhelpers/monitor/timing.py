@@ -4,7 +4,9 @@ A device sync before and after every step (as a benchmark's timed loop does) cos
 overlap of its host work (the data loader, the next step's launches) with the GPU's queue. On CUDA the monitor
 records an event pair per step instead and reads their elapsed time once, when the interval's figures are
 computed (a single wait on the interval's last event). Elsewhere, and for profiler windows (whose cost is
-wall-clock time by definition), a step is timed with a device sync and the host clock.
+wall-clock time by definition), a step is timed with a device sync and the host clock. Both events go on the
+stream that is current when the step starts: work a step puts on another stream counts only as far as that
+stream waits for it (as a training step's does before its optimizer update).
 """
 
 from __future__ import annotations
