@@ -106,9 +106,12 @@ def main() -> None:
 
     shift = len(batches) // 2  # step numbers run ahead by half a block: a window opens mid-block, never across two
 
+    def next_number(monitor: Monitor) -> int:
+        return monitor.steps_done + 1 if monitor.steps_done else shift + 1
+
     def monitored(monitor: Monitor) -> Any:
         def step(batch: dict[str, Any]) -> None:
-            monitor.begin_step(monitor.steps_done + 1 if monitor.steps_done else shift + 1)
+            monitor.begin_step(next_number(monitor))
             monitor.add_batch(batch)
             train_step(batch)
             monitor.end_step()
@@ -129,7 +132,7 @@ def main() -> None:
                 clean[arm].append(True)
                 continue
             monitor = monitors[arm]
-            first = monitor.steps_done + 1 if monitor.steps_done else shift + 1
+            first = next_number(monitor)
             blocks[arm].append(block_time(monitored(monitor)))
             clean[arm].append(not has_window(arm, first))
     costs: list[dict[str, Any]] = []

@@ -2,8 +2,8 @@
 
 A device sync before and after every step (as a benchmark's timed loop does) costs a real training job the
 overlap of its host work (the data loader, the next step's launches) with the GPU's queue. On CUDA the monitor
-records an event pair per step instead and reads their elapsed time once, when the interval's figures are
-computed (a single wait on the interval's last event). Elsewhere, and for profiler windows (whose cost is
+records an event pair per step instead and reads their elapsed times when the interval's figures are computed
+(after the monitor's one device sync for the interval). Elsewhere, and for profiler windows (whose cost is
 wall-clock time by definition), a step is timed with a device sync and the host clock. Both events go on the
 stream that is current when the step starts: work a step puts on another stream counts only as far as that
 stream waits for it (as a training step's does before its optimizer update).
@@ -41,7 +41,8 @@ class StepTime:
 
 
 class StepTimer:
-    """Starts and stops a step's clock: events on CUDA (``events=True``), else a synced host clock."""
+    """Starts and stops a step's clock: an event pair on CUDA (or from ``event_factory``), else a synced host
+    clock."""
 
     def __init__(self, device: str, device_index: int | None = None, event_factory: Callable[[], Any] | None = None):
         self.device, self.device_index = device, device_index
