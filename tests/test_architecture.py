@@ -109,3 +109,65 @@ def test_no_module_imports_another_modules_private_names():
 def test_no_library_module_is_over_the_size_limit():
     sizes = {module_name(p): len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")}
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+# The package order, bottom up: each package imports only packages of lower layers (and itself); packages of one
+# layer do not import each other. The package face (nbhelpers/__init__.py) stands above all of them.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"validation", "formatting", "resources", "plotting", "nbparams"}),
+    frozenset({"profiling"}),
+    frozenset({"models"}),
+    frozenset({"kernels"}),
+    frozenset({"data"}),
+    frozenset({"measure"}),
+    frozenset({"planning"}),
+    frozenset({"analysis"}),
+    frozenset({"monitor"}),
+    frozenset({"tuning", "views"}),
+    frozenset({"sweep"}),
+    frozenset({"cli"}),
+    frozenset({""}),  # the package face
+)
+
+
+def package_of(module: str) -> str:
+    """The top-level part of nbhelpers a module belongs to ('' for the package face itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def layer_of(package: str) -> int:
+    for level, members in enumerate(LAYERS):
+        if package in members:
+            return level
+    raise AssertionError(f"nbhelpers.{package} is in no layer of tests/test_architecture.py LAYERS")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """'a imports b' for every import from a package to one of the same or a higher layer (another package)."""
+    offences = []
+    for source, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            here, there = package_of(source), package_of(target)
+            if here != there and layer_of(there) >= layer_of(here):
+                offences.append(f"{source} imports {target} ({there or 'the package face'} is not below {here})")
+    return offences
+
+
+def test_the_order_check_finds_an_upward_import_and_accepts_a_downward_one():
+    assert upward_imports({"nbhelpers.models.a": {"nbhelpers.validation"}}) == []
+    found = upward_imports({"nbhelpers.models.a": {"nbhelpers.measure.b"}, "nbhelpers.tuning.x": {"nbhelpers.views.y"}})
+    assert found == [
+        "nbhelpers.models.a imports nbhelpers.measure.b (measure is not below models)",
+        "nbhelpers.tuning.x imports nbhelpers.views.y (views is not below tuning)",
+    ]
+
+
+def test_every_package_is_in_a_layer():
+    packages = {package_of(name) for name in import_graph()}
+    for package in packages:
+        layer_of(package)
+
+
+def test_each_package_imports_only_packages_below_it():
+    assert upward_imports(import_graph()) == []
