@@ -1,155 +1,18 @@
-"""A measured configuration as ``TrainingArguments`` / TRL ``SFTConfig`` settings and ready-to-run trainer code.
+"""A measured configuration as ready-to-run trainer code: a Trainer on the measured batches, TRL's SFTTrainer.
 
-Every setting that Trainer or TRL would otherwise default differently from how the workbook measured is
-written out with a comment: TRL turns gradient checkpointing and bf16 on by default, pads to the longest row,
-shuffles; Trainer shuffles, clips gradients, decays the learning rate linearly. Without these, a pasted export
-runs slower (measured on an H200: 30,728 tok/s with TRL's checkpointing left on, 38,743 without) or trains
-differently. The config is a record's ``config`` dict (RunConfig's fields).
+The settings themselves (``TrainingArguments`` / ``SFTConfig`` keyword arguments with their comments) come from
+:mod:`nbhelpers.measure.trainer_args`; this module writes them out as Python source.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from nbhelpers.data.strategies import STRATEGIES, PaddingSettings, sft_config_settings, trainer_collator_code
-from nbhelpers.kernels.attention import DEFAULT_ATTENTION
-from nbhelpers.kernels.registry import BASELINE_BACKEND, training_kwargs
+from nbhelpers.data.strategies import PaddingSettings, trainer_collator_code
 from nbhelpers.models.families import packs_with_boundaries
-
-OUTPUT_DIR = "outputs"
-Settings = tuple[dict[str, Any], dict[str, str]]  # keyword arguments, and a comment for some of them
-
-
-@functools.lru_cache(maxsize=1)
-def argument_names() -> frozenset[str]:
-    """The installed transformers' TrainingArguments fields (empty without transformers: newest spelling)."""
-    try:
-        from transformers import TrainingArguments
-    except Exception:  # transformers missing or broken
-        return frozenset()
-    return frozenset(f.name for f in dataclasses.fields(TrainingArguments))
-
-
-def spelled(new: str, old: str) -> str:
-    """``new`` where the installed transformers has it (or none is installed), else the older name ``old``."""
-    names = argument_names()
-    return new if not names or new in names else old
-
-
-def resolved_dtype(config: Mapping[str, Any], device_type: str) -> str:
-    """The compute dtype a record measured: "auto" is fp32 on a CPU, bf16 autocast on a GPU."""
-    dtype = str(config.get("dtype", "auto"))
-    if dtype == "auto":
-        return "bf16-autocast" if device_type == "cuda" else "fp32"
-    return dtype
-
-
-def padding_settings(config: Mapping[str, Any]) -> PaddingSettings:
-    """The measured padding setting of a config dict (a strategy the table lacks reads as the default)."""
-    strategy = str(config.get("padding", "dynamic"))
-    return PaddingSettings(
-        strategy=strategy if strategy in STRATEGIES else PaddingSettings().strategy,
-        batch_size=int(config.get("batch_size", 1)), max_length=int(config.get("max_length", 1024)),
-        pad_to_multiple_of=int(config.get("pad_to_multiple_of", 8)), num_buckets=int(config.get("num_buckets", 4)),
-        token_budget=int(config.get("token_budget") or 0), seed=int(config.get("seed", 0)),
-    )  # fmt: skip
-
-
-def _checkpointing(config: Mapping[str, Any]) -> Settings:
-    mode = str(config.get("activation_checkpointing", "none"))
-    comment = f"activation_checkpointing={mode!r}" + (" (TRL's default is True)" if mode == "none" else "")
-    key = spelled("activation_checkpointing", "gradient_checkpointing")  # TRL's gradient_checkpointing maps to it
-    if mode != "every_k":
-        return {key: mode == "full"}, {key: comment}
-    every = int(config.get("checkpoint_every", 2))
-    if key == "activation_checkpointing":  # transformers' every_n_layers: layers 0, n, 2n, ... as measured
-        options = "activation_checkpointing_kwargs"
-        return {key: True, options: {"every_n_layers": every}}, {key: comment, options: f"every {every}-th layer"}
-    return {key: False}, {key: comment + ": this transformers checkpoints every layer or none; measured every k-th"}
-
-
-def _optimizer(config: Mapping[str, Any], device_type: str) -> Settings:
-    """The measured optimizer: AdamW (fused on a GPU), constant learning rate, torch's weight decay, no clipping."""
-    kwargs = {
-        "learning_rate": float(config.get("learning_rate", 1e-5)),
-        "lr_scheduler_type": "constant",
-        "weight_decay": 0.01,
-        "optim": "adamw_torch_fused" if device_type == "cuda" else "adamw_torch",
-        "max_grad_norm": 0.0,
-        "seed": int(config.get("seed", 0)),
-    }
-    comments = {
-        "lr_scheduler_type": "as measured (Trainer's default decays linearly)",
-        "weight_decay": "torch.optim.AdamW's default, as measured (Trainer's is 0.0)",
-        "max_grad_norm": "as measured: the norm is computed, never clipped (Trainer clips at 1.0)",
-    }
-    return kwargs, comments
-
-
-def _sampling(length_grouped: bool, comments: dict[str, str]) -> dict[str, Any]:
-    """Sampling in the installed transformers' spelling: dataset order as measured, or length-grouped."""
-    key = spelled("train_sampling_strategy", "group_by_length")
-    if length_grouped:
-        comments[key] = "batches of similar lengths (approximates the measured buckets)"
-        return {key: "group_by_length" if key == "train_sampling_strategy" else True}
-    if key != "train_sampling_strategy":
-        return {}  # older transformers: no sequential sampler to name (the order does not change the speed)
-    comments[key] = "as measured: dataset order (the default 'random' shuffles)"
-    return {key: "sequential"}
-
-
-def trainer_settings(config: Mapping[str, Any], device_type: str) -> Settings:
-    """TrainingArguments keyword arguments (shared by SFTConfig) of a measured configuration, with comments."""
-    kwargs: dict[str, Any] = {"output_dir": OUTPUT_DIR, "per_device_train_batch_size": int(config.get("batch_size", 1))}
-    comments = {"per_device_train_batch_size": "as measured"}
-    kernels = str(config.get("kernels", BASELINE_BACKEND))
-    backend_kwargs, backend_comments = training_kwargs(kernels, config.get("liger_kernels") or ())
-    kwargs.update(backend_kwargs)  # use_liger_kernel, liger_kernel_config, torch_compile from the table
-    comments.update(backend_comments)
-    for part in (_checkpointing(config), _optimizer(config, device_type)):
-        kwargs.update(part[0])
-        comments.update(part[1])
-    dtype = resolved_dtype(config, device_type)
-    kwargs["bf16"] = dtype in ("bf16", "bf16-autocast")
-    comments["bf16"] = f"dtype={dtype!r}" + (" (TRL's default is True)" if not kwargs["bf16"] else "")
-    if device_type == "cuda":
-        kwargs["tf32"] = True
-        comments["tf32"] = "as measured: TF32 matmuls outside autocast"
-    kwargs.update(_sampling(padding_settings(config).entry.length_grouped, comments))
-    if device_type == "cpu":
-        kwargs["use_cpu"] = True
-        comments["use_cpu"] = "measured on a CPU"
-    return kwargs, comments
-
-
-def model_init_settings(config: Mapping[str, Any], device_type: str) -> dict[str, Any]:
-    """``from_pretrained`` keyword arguments: the attention implementation, bf16 weights when measured so."""
-    kwargs: dict[str, Any] = {"attn_implementation": str(config.get("attn_implementation", DEFAULT_ATTENTION))}
-    if resolved_dtype(config, device_type) == "bf16":
-        kwargs["dtype"] = "bfloat16"
-    return kwargs
-
-
-def sft_settings(config: Mapping[str, Any], device_type: str) -> Settings:
-    """TRL SFTConfig keyword arguments of a measured configuration, with comments (see the module docstring)."""
-    kwargs, comments = trainer_settings(config, device_type)
-    strategy_kwargs, strategy_comments = sft_config_settings(padding_settings(config))
-    kwargs.update(strategy_kwargs)
-    comments.update(strategy_comments)
-    liger = kwargs.get("liger_kernel_config")
-    if isinstance(liger, dict) and liger.get("fused_linear_cross_entropy"):
-        kwargs["liger_kernel_config"] = {**liger, "fused_linear_cross_entropy": False}
-        comments["liger_kernel_config"] = (
-            "measured with Liger's fused linear cross-entropy, which TRL refuses (it fuses the LM head itself)"
-        )
-    kwargs["completion_only_loss"] = True
-    comments["completion_only_loss"] = "as measured: the loss covers the response tokens only"
-    kwargs["model_init_kwargs"] = model_init_settings(config, device_type)
-    return kwargs, comments
 
 
 def literal(value: Any) -> str:
@@ -179,9 +42,8 @@ def call_code(target: str, func: str, kwargs: Mapping[str, Any], comments: Mappi
 def trainer_code(config: Mapping[str, Any]) -> str:
     """Runnable given ``model``, ``tokenizer``, ``training_args`` and ``train_dataset`` (rows of ``input_ids`` and
     ``labels``, prompt tokens -100): a Trainer whose batches are the measured strategy's plan."""
-    settings = padding_settings(config)
-    names = ("strategy", "batch_size", "max_length", "pad_to_multiple_of", "num_buckets", "token_budget", "seed")
-    fields = ", ".join(f"{name}={literal(getattr(settings, name))}" for name in names)
+    settings = PaddingSettings.from_config(config)
+    fields = ", ".join(f"{f.name}={literal(getattr(settings, f.name))}" for f in dataclasses.fields(settings))
     boundaries = settings.entry.packed and packs_with_boundaries(str(config.get("model", "")))
     lines = [
         "from nbhelpers.data.strategies import PaddingSettings",
@@ -214,17 +76,4 @@ def sft_trainer_code() -> str:
     )
 
 
-__all__ = [
-    "OUTPUT_DIR",
-    "argument_names",
-    "call_code",
-    "literal",
-    "model_init_settings",
-    "padding_settings",
-    "resolved_dtype",
-    "sft_settings",
-    "sft_trainer_code",
-    "spelled",
-    "trainer_code",
-    "trainer_settings",
-]
+__all__ = ["call_code", "literal", "sft_trainer_code", "trainer_code"]

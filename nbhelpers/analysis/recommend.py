@@ -40,19 +40,10 @@ from nbhelpers.kernels.attention import (
 )
 from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.store import RunRecord
+from nbhelpers.measure.trainer_args import model_init_settings, resolved_dtype, sft_settings, trainer_settings
 from nbhelpers.models.families import hub_id
 
-from .exports import (
-    call_code,
-    literal,
-    model_init_settings,
-    padding_settings,
-    resolved_dtype,
-    sft_settings,
-    sft_trainer_code,
-    trainer_code,
-    trainer_settings,
-)
+from .exports import call_code, literal, sft_trainer_code, trainer_code
 
 
 @dataclass
@@ -89,7 +80,7 @@ class Recommendation:
     @property
     def padding_settings(self) -> PaddingSettings:
         """The measured padding setting (strategy, batch shape, multiple, buckets, budget, seed)."""
-        return padding_settings(self.config)
+        return PaddingSettings.from_config(self.config)
 
     @property
     def kernels(self) -> str:
@@ -113,7 +104,7 @@ class Recommendation:
 
     @property
     def pad_to_multiple_of(self) -> int:
-        return int(self.config.get("pad_to_multiple_of", 8))
+        return self.padding_settings.pad_to_multiple_of
 
     @property
     def token_budget(self) -> int:

@@ -13,13 +13,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.validation import check_choice, check_int
 
 Planner = Callable[[Sequence[int], "PaddingSettings"], list[list[int]]]
+# A configuration's (RunConfig's, a record config's) name of each padding field -> its PaddingSettings name.
+PADDING_FIELDS: dict[str, str] = {
+    "padding": "strategy", "batch_size": "batch_size", "max_length": "max_length",
+    "pad_to_multiple_of": "pad_to_multiple_of", "num_buckets": "num_buckets", "token_budget": "token_budget",
+    "seed": "seed",
+}  # fmt: skip
 RowWidth = Callable[[int, "PaddingSettings"], int]
 
 
@@ -61,6 +67,15 @@ class PaddingSettings:
     def replace(self, **changes: Any) -> PaddingSettings:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> PaddingSettings:
+        """The padding setting of a configuration dict (RunConfig's field names, :data:`PADDING_FIELDS`); a key it
+        lacks takes this class's default, and a strategy the table no longer has reads as the default strategy."""
+        values = {field: config[key] for key, field in PADDING_FIELDS.items() if config.get(key) is not None}
+        if values.get("strategy") not in STRATEGIES:
+            values.pop("strategy", None)
+        return cls(**{k: v if k == "strategy" else int(v) for k, v in values.items()})
 
 
 @dataclass(frozen=True)

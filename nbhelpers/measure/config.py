@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbhelpers.data.formats import FORMAT_NAMES
-from nbhelpers.data.strategies import PADDING_STRATEGIES, PaddingSettings
+from nbhelpers.data.strategies import PADDING_FIELDS, PADDING_STRATEGIES, PaddingSettings
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
 from nbhelpers.kernels.liger import DEFAULT_LIGER_KERNELS, LIGER_KERNELS
 from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS
@@ -156,11 +156,7 @@ class RunConfig:
     @property
     def padding_settings(self) -> PaddingSettings:
         """The padding strategy and the parameters its plan and rows depend on."""
-        return PaddingSettings(
-            strategy=self.padding, batch_size=self.batch_size, max_length=self.max_length,
-            pad_to_multiple_of=self.pad_to_multiple_of, num_buckets=self.num_buckets,
-            token_budget=self.token_budget, seed=self.seed,
-        )  # fmt: skip
+        return PaddingSettings.from_config({key: getattr(self, key) for key in PADDING_FIELDS})
 
     @property
     def effective_token_budget(self) -> int:

@@ -13,7 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nbhelpers.analysis.exports import Settings, padding_settings, sft_settings, spelled
+from nbhelpers.data.strategies import PaddingSettings
+
+from .trainer_args import Settings, sft_settings, spelled
 
 SftFlags = Callable[[Mapping[str, Any], str], Settings]  # (config dict, device type) -> SFTConfig flags, comments
 
@@ -54,7 +56,7 @@ def best_flags(config: Mapping[str, Any], device_type: str) -> Settings:
 
 def packing_flags(config: Mapping[str, Any], device_type: str) -> Settings:
     """TRL's packing (bfd) into rows of the configuration's token budget, Liger, no gradient checkpointing."""
-    budget = padding_settings(config).effective_token_budget
+    budget = PaddingSettings.from_config(config).effective_token_budget
     kwargs = {"per_device_train_batch_size": 1, "max_length": budget, "packing": True, "packing_strategy": "bfd",
               "use_liger_kernel": True, **_no_checkpointing()}  # fmt: skip
     return kwargs, {}

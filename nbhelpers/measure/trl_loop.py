@@ -19,7 +19,6 @@ import tempfile
 import time
 from typing import Any
 
-from nbhelpers.analysis.exports import model_init_settings
 from nbhelpers.data.collate import count_tokens, sequence_lengths
 from nbhelpers.data.loading import IGNORE_INDEX
 from nbhelpers.data.tokenizer import load_tokenizer
@@ -32,6 +31,7 @@ from .env import environment, resolve_device, sync_device
 from .metrics import model_flops, step_time_stats
 from .step import check_finite_losses, compute_dtype, config_examples, throughput_metrics
 from .store import RunRecord
+from .trainer_args import model_init_settings
 
 
 class CountingCollator:
