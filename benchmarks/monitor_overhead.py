@@ -62,6 +62,7 @@ def main() -> None:
     from nbhelpers.data.loading import load_examples
     from nbhelpers.data.strategies import PaddingSettings
     from nbhelpers.data.tokenizer import load_tokenizer
+    from nbhelpers.kernels.attention import prepare_attention
     from nbhelpers.measure.env import resolve_device, sync_device
     from nbhelpers.models.loading import build_model
     from nbhelpers.monitor import Monitor
@@ -75,6 +76,7 @@ def main() -> None:
         to_device(collate(examples[i : i + size], settings, tokenizer.pad_token_id), device)
         for i in range(0, len(examples) - size + 1, size)
     ]
+    prepare_attention(args.attention)
     model = build_model(args.model, args.attention, seed=0, device=device)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device == "cuda")

@@ -18,6 +18,7 @@ from nbhelpers.tuning.halving import cut, keep_count, rung_steps
 from nbhelpers.tuning.space import Candidate, parse_budgets, parse_list, parse_switch_sets, with_unfused_twin
 from nbhelpers.tuning.tuner import TUNER_KIND
 from nbhelpers.validation import ConfigError
+from nbhelpers.views.tuner_plots import journal_plot
 
 WORKLOAD = RunConfig(run_name="tune", model="qwen3-tiny", batch_size=2, max_length=64, num_samples=8, timing="epoch")
 ENV = {"device_name": "fake CPU", "hostname": "fake-host", "device_type": "cpu"}
@@ -277,7 +278,7 @@ def test_tune_builds_the_space_from_strings(tmp_path):
                   reuse_baseline=False)  # fmt: skip
     assert result.winner_label == "tuned: " + label("eager", "packed", "sdpa")
     assert {d.decision for d in result.decisions if d.attn_implementation == "torch_varlen"} == {"not runnable"}
-    assert result.plot() is not None
+    assert journal_plot(result.journal) is not None
     with pytest.raises(ConfigError, match="strategies"):
         tune(WORKLOAD, "eager", "static,zigzag", "sdpa", budget_s=0, device="cpu", progress=False)
     skipped = tune(WORKLOAD, "eager", "static", "sdpa", budget_s=0, device="cpu", measure=measure, progress=False)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from nbhelpers.data.samplers import strategy_configs
 from nbhelpers.kernels import varlen_attention
-from nbhelpers.kernels.attention import attention_status
+from nbhelpers.kernels.attention import attention_status, prepare_attention
 from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION, sequence_boundaries, varlen_attention_forward
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.validation import ConfigError
@@ -112,6 +112,7 @@ def test_packed_model_matches_padded_sdpa(monkeypatch):
     tokenizer = load_tokenizer()
     examples = load_examples("default", tokenizer, 3, 64)
     padded_model = build_model("qwen3-tiny", "sdpa", seed=0)
+    prepare_attention(VARLEN_ATTENTION)
     packed_model = build_model("qwen3-tiny", VARLEN_ATTENTION, seed=0)
     assert packed_model.config._attn_implementation == VARLEN_ATTENTION
     with torch.autocast("cpu", dtype=torch.bfloat16):  # fp32 weights, bf16 attention: as measured on the GPU
@@ -237,6 +238,7 @@ def test_padded_batch_model_matches_sdpa(monkeypatch, padding):
     batch = collate(examples, PaddingSettings(padding, max_length=256), tokenizer.pad_token_id)
     assert not bool(batch["attention_mask"].all())  # the batch really is padded
     sdpa_model = build_model("qwen3-tiny", "sdpa", seed=0)
+    prepare_attention(VARLEN_ATTENTION)
     varlen_model = build_model("qwen3-tiny", VARLEN_ATTENTION, seed=0)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         expected = sdpa_model(**batch)

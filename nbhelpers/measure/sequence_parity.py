@@ -32,12 +32,11 @@ from nbhelpers.data.loading import IGNORE_INDEX, Example
 from nbhelpers.data.strategies import PaddingSettings, plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
-from nbhelpers.models.families import packs_with_boundaries
-from nbhelpers.models.loading import build_model, model_source
+from nbhelpers.models.loading import resolve_model
 
 from .config import RunConfig
 from .env import resolve_device
-from .step import compute_dtype, config_examples
+from .step import build_for, compute_dtype, config_examples
 
 PROBE_SAMPLES = 6  # the first samples of the workload; config.extra["parity_probe_samples"] overrides (0 = off)
 PROBE_VERSION = 1
@@ -237,15 +236,15 @@ def parity_probe(config: RunConfig) -> dict[str, Any] | None:
     device = resolve_device(config.device)
     dtype = compute_dtype(config, device)
     _free_device_memory(device)
-    tokenizer = load_tokenizer(model_source(config.model))
+    resolved = resolve_model(config.model)
+    tokenizer = load_tokenizer(resolved.source)
     examples = config_examples(config, tokenizer, num_samples=size, min_rows=0)
-    weights_dtype = torch.bfloat16 if dtype == "bf16" else None
-    model = build_model(config.model, config.attn_implementation, config.seed, weights_dtype, device)
-    model.train()
+    model = build_for(config, resolved, device, dtype)
     apply_backend(model, config.kernels, config.liger_kernels, device)
     torch.manual_seed(config.seed)
-    boundaries = packs_with_boundaries(config.model)
-    result = run_probe(model, examples, config.padding_settings, tokenizer.pad_token_id, dtype, device, "", boundaries)
+    result = run_probe(
+        model, examples, config.padding_settings, tokenizer.pad_token_id, dtype, device, "", resolved.boundaries
+    )
     del model
     _free_device_memory(device)
     return {

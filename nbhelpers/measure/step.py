@@ -20,10 +20,11 @@ from nbhelpers.data.collate import TokenCounts, collate, count_tokens, sequence_
 from nbhelpers.data.loading import Example, load_examples
 from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
+from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.hybrid_paths import layer_paths
 from nbhelpers.models.families import BOUNDARIES_PACKING, model_shape, packs_with_boundaries, unsupported
-from nbhelpers.models.loading import build_model, check_positions, count_parameters, model_config, model_source
+from nbhelpers.models.loading import ResolvedModel, build_model, check_positions, count_parameters, resolve_model
 
 from .config import RunConfig
 from .env import environment, peak_flops, resolve_device, sync_device
@@ -39,13 +40,14 @@ def compute_dtype(config: RunConfig, device: str) -> str:
     return "fp32" if device == "cpu" else "bf16-autocast"
 
 
-def packing_mode(config: RunConfig) -> str:
+def packing_mode(config: RunConfig, boundaries: bool | None = None) -> str:
     """How this configuration's rows keep packed sequences apart (a key of ``PACKING_MODES``), '' when unpacked:
     the collator hands a packed row ``position_ids`` that restart at every sequence, and the sequence
-    boundaries too where the model's family needs them (``BOUNDARIES_PACKING``)."""
+    boundaries too where the model's family needs them (``BOUNDARIES_PACKING``; ``boundaries``: already resolved)."""
     if not config.padding_settings.entry.packed:
         return ""
-    return BOUNDARIES_PACKING if packs_with_boundaries(config.model) else "position_ids"
+    boundaries = packs_with_boundaries(config.model) if boundaries is None else boundaries
+    return BOUNDARIES_PACKING if boundaries else "position_ids"
 
 
 def config_examples(
@@ -61,10 +63,13 @@ def config_examples(
     )  # fmt: skip
 
 
-def prepare_batches(config: RunConfig, tokenizer: Any, device: str, rank: Rank | None = None) -> list[dict[str, Any]]:
+def prepare_batches(
+    config: RunConfig, tokenizer: Any, device: str, rank: Rank | None = None, boundaries: bool | None = None
+) -> list[dict[str, Any]]:
     """The step batches on the device, in plan order: the whole plan when timing an epoch, else as many as
     the first step, warm-up and timed steps take (they cycle when the plan is shorter). With several ranks,
-    this rank's share of each global step (balanced by tokens)."""
+    this rank's share of each global step (balanced by tokens). ``boundaries``: whether packed rows carry
+    their sequence boundaries (default: what the model's family says)."""
     examples = config_examples(config, tokenizer)
     settings = config.padding_settings
     lengths = [len(e["input_ids"]) for e in examples]
@@ -74,7 +79,8 @@ def prepare_batches(config: RunConfig, tokenizer: Any, device: str, rank: Rank |
     else:
         plan = plan_batches(lengths, settings)
     needed = len(plan) if config.timing == "epoch" else min(1 + config.warmup + config.steps, len(plan))
-    boundaries = packs_with_boundaries(config.model)  # a hybrid's packed rows carry cu_seqlens and seq_idx
+    if boundaries is None:  # a hybrid's packed rows carry cu_seqlens and seq_idx
+        boundaries = packs_with_boundaries(config.model)
     batches = []
     for step in range(needed):
         tensors = collate([examples[i] for i in plan[step]], settings, tokenizer.pad_token_id, boundaries)
@@ -125,6 +131,48 @@ def make_step(
         return loss.detach(), grad_norm.detach()
 
     return step
+
+
+def timed_steps(
+    step: Callable[[dict[str, Any]], tuple[Any, Any]],
+    batch_at: Callable[[int], dict[str, Any]],
+    indices: Sequence[int],
+    device: str,
+    progress: str = "",
+) -> tuple[list[float], list[Any]]:
+    """Each batch's step between two device syncs: the seconds of each and its loss (a tensor in flight).
+    ``progress``: a bar's description (none when empty)."""
+    iterator: Any = indices
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(indices, desc=progress, file=sys.stderr)
+    times, losses = [], []
+    for i in iterator:
+        b = batch_at(i)
+        sync_device(device)
+        start = time.perf_counter()
+        loss, _ = step(b)
+        sync_device(device)
+        times.append(time.perf_counter() - start)
+        losses.append(loss)
+    return times, losses
+
+
+def build_for(config: RunConfig, resolved: ResolvedModel, device: str, dtype: str) -> Any:
+    """The configuration's model in training mode: its attention implementation registered with transformers
+    where it needs that, random weights for a preset (bf16 weights for dtype "bf16"), refused at once when its
+    family cannot run the configuration's kernels or packing."""
+    import torch
+
+    prepare_attention(config.attn_implementation)
+    weights_dtype = torch.bfloat16 if dtype == "bf16" else None
+    model = build_model(resolved.source, config.attn_implementation, config.seed, weights_dtype, device)
+    model.train()
+    packing = packing_mode(config, resolved.boundaries)
+    if refusal := unsupported(model.config.model_type, kernels=config.kernels, packing=packing):
+        raise ValueError(f"model={config.model!r}: {refusal}")
+    return model
 
 
 def peak_memory_gib(device: str) -> tuple[float, str]:
@@ -198,14 +246,11 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         torch.backends.cuda.matmul.allow_tf32 = True
-    check_positions(model_config(config.model), config.max_length)  # before any data or weights load
-    tokenizer = load_tokenizer(model_source(config.model))
-    batches = prepare_batches(config, tokenizer, device, rank)
-    weights_dtype = torch.bfloat16 if dtype == "bf16" else None
-    model = build_model(config.model, config.attn_implementation, config.seed, weights_dtype, device)
-    model.train()
-    if refusal := unsupported(model.config.model_type, kernels=config.kernels, packing=packing_mode(config)):
-        raise ValueError(f"model={config.model!r}: {refusal}")
+    resolved = resolve_model(config.model)  # once: source, config and packing of the model
+    check_positions(resolved.config, config.max_length)  # before any data or weights load
+    tokenizer = load_tokenizer(resolved.source)
+    batches = prepare_batches(config, tokenizer, device, rank, resolved.boundaries)
+    model = build_for(config, resolved, device, dtype)
     shape = model_shape(model.config)
     num_parameters = count_parameters(model)
     parallel = prepare_model(model, config, dtype)
@@ -224,31 +269,12 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     sync_device(device)
     first_step_s = time.perf_counter() - start
     untimed, timed = step_schedule(config, len(batches))
-    untimed_times, untimed_losses = [], []
-    for i in untimed:
-        sync_device(device)
-        start = time.perf_counter()
-        loss, _ = step(batch(i))
-        sync_device(device)
-        untimed_times.append(time.perf_counter() - start)
-        untimed_losses.append(loss)
-    times, losses, counts, flops, shapes = [], [float(first_loss)], [], [], []
-    iterator: Any = timed
-    if progress:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(timed, desc=f"timing {config.name}", file=sys.stderr)
-    for i in iterator:
-        b = batch(i)
-        sync_device(device)
-        start = time.perf_counter()
-        loss, _ = step(b)
-        sync_device(device)
-        times.append(time.perf_counter() - start)
-        losses.append(float(loss))
-        counts.append(count_tokens(b))
-        flops.append(model_flops(shape, sequence_lengths(b)))
-        shapes.append(list(b["input_ids"].shape))
+    untimed_times, untimed_losses = timed_steps(step, batch, untimed, device)
+    times, timed_losses = timed_steps(step, batch, timed, device, f"timing {config.name}" if progress else "")
+    losses = [float(first_loss)] + [float(v) for v in timed_losses]
+    counts = [count_tokens(batch(i)) for i in timed]
+    flops = [model_flops(shape, sequence_lengths(batch(i))) for i in timed]
+    shapes = [list(batch(i)["input_ids"].shape) for i in timed]
     check_finite_losses(
         [("first step", float(first_loss)), ("first step gradient norm", float(first_grad_norm))]
         + [(f"untimed step {n + 1}", float(v)) for n, v in enumerate(untimed_losses)]

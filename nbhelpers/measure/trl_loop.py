@@ -22,6 +22,7 @@ from typing import Any
 from nbhelpers.data.collate import count_tokens, sequence_lengths
 from nbhelpers.data.loading import IGNORE_INDEX
 from nbhelpers.data.tokenizer import load_tokenizer
+from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.loading import build_model, count_parameters, model_source
 
@@ -120,6 +121,7 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
     if engine.name != "trl":
         attention = "sdpa"  # TRL's own settings: transformers' default attention
     weights_dtype = torch.bfloat16 if dtype == "bf16" else None
+    prepare_attention(attention)
     model = build_model(config.model, attention, config.seed, weights_dtype, device)
     model.config.use_cache = False  # a training model: with a cache, packed rows attend across sequences
     shape = model_shape(model.config)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nbhelpers.validation import ConfigError, check_hub_name
 
-from .families import MODEL_PRESETS, family_of_preset, is_preset, preset_config, unsupported
+from .families import MODEL_PRESETS, family_of_preset, is_preset, packs_with_boundaries, preset_config, unsupported
 
 
 def model_source(name_or_path: str) -> str:
@@ -36,14 +37,12 @@ def build_model(
 
     A local folder must hold a ``config.json``; anything else is taken as a hub id, which needs
     network access (or a filled hub cache) at run time. A model of a known family must support
-    ``attn_implementation`` (see ``families.FAMILIES``).
+    ``attn_implementation`` (see ``families.FAMILIES``); one that registers itself with transformers (the
+    kernels' attention table) must be registered first: ``nbhelpers.kernels.attention.prepare_attention``.
     """
     import torch
     from transformers import AutoModelForCausalLM
 
-    from nbhelpers.kernels.attention import prepare_attention
-
-    prepare_attention(attn_implementation)  # e.g. torch_varlen registers itself with transformers
     torch.manual_seed(seed)
     if is_preset(name_or_path):
         config = preset_config(name_or_path)
@@ -63,6 +62,23 @@ def build_model(
         _refuse(name_or_path, unsupported(model.config.model_type, attn_implementation))
     disable_kv_cache(model)
     return model
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model named by a configuration, resolved once: where it loads from, its transformers config, and
+    whether its family hands packed rows their sequence boundaries."""
+
+    name: str  # as the configuration names it (preset, folder or hub id)
+    source: str  # a preset name, a folder or a hub id (checked)
+    config: Any  # the transformers config, without weights
+    boundaries: bool  # packed rows carry cu_seqlens / seq_idx (linear-attention layers need them)
+
+
+def resolve_model(name_or_path: str) -> ResolvedModel:
+    """Resolve a model once per measurement: its source, its config and how it packs (errors name the model)."""
+    source = model_source(name_or_path)
+    return ResolvedModel(name_or_path, source, model_config(source), packs_with_boundaries(name_or_path))
 
 
 def model_config(name_or_path: str) -> Any:
@@ -159,20 +175,3 @@ def count_parameters(model: Any) -> int:
             total += parameter.numel()
     return total
 
-
-def frozen_matmul_parameters(model: Any) -> int:
-    """Weights of the model's ``nn.Linear`` layers (the lm head included, tied or not) that train frozen
-    (``requires_grad`` False, as a LoRA base model's), each tensor once: the weight gradients a step skips.
-    Embedding lookups, convolutions and norms are not counted (they are not weight matmuls)."""
-    import torch
-
-    seen: set[int] = set()
-    frozen = 0
-    for module in model.modules():
-        weight = getattr(module, "weight", None)
-        if not isinstance(module, torch.nn.Linear) or weight is None or id(weight) in seen:
-            continue
-        seen.add(id(weight))
-        if not weight.requires_grad:
-            frozen += weight.numel()
-    return frozen

@@ -81,12 +81,6 @@ class TuneResult:
             return 1.0
         return ratio(self.winner, self.baseline)
 
-    def plot(self) -> Any:
-        """Real tok/s of every measurement by stage, kept and dropped apart (HoloViews)."""
-        from nbhelpers.views.tuner_plots import journal_plot
-
-        return journal_plot(self.journal)
-
     def summary(self) -> str:
         if self.budget_s == 0:
             return "Not run: the budget is 0 s (set a budget in seconds to search)."
