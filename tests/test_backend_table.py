@@ -17,7 +17,6 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nbhelpers.analysis.parity import TOLERANCES
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, ATTENTION_TABLE, attention_status
 from nbhelpers.kernels.liger import LIGER_KERNELS
 from nbhelpers.kernels.registry import (
@@ -27,7 +26,6 @@ from nbhelpers.kernels.registry import (
     KERNEL_BACKEND_TABLE,
     KERNEL_BACKENDS,
     REPORT_KEYS,
-    TOLERANCE_CLASSES,
     compose,
     kernel_backend,
     requested_kernels,
@@ -209,11 +207,11 @@ def test_composites_are_made_of_entries_that_combine():
         assert backend.name == "+".join(backend.components)
         assert all(part in KERNEL_BACKEND_TABLE for part in backend.components)
         assert set(backend.caches) <= set(COMPILED_CACHES), backend.name
-        assert backend.tolerance_class in TOLERANCE_CLASSES, backend.name
+        assert 0 < backend.cpu_tolerance.rel <= 1e-4 and backend.cpu_tolerance.basis, backend.name
     both = kernel_backend("liger+compile")
     assert both.composite and both.components == ("liger", "compile")
     assert both.cpu_env == {"TRITON_INTERPRET": "1"} and both.uses_liger_switches
-    assert both.tolerance_class == "liger" and set(both.caches) == {"triton", "inductor"}
+    assert both.cpu_tolerance == kernel_backend("liger").cpu_tolerance and set(both.caches) == {"triton", "inductor"}
     assert requested_kernels("liger+compile", ("rope",)) == ("rope", "compile")
     with pytest.raises(ValueError, match="does not combine"):
         compose(kernel_backend(BASELINE_BACKEND), kernel_backend("liger"))
@@ -221,8 +219,10 @@ def test_composites_are_made_of_entries_that_combine():
         kernel_backend("turbo")
 
 
-def test_every_tolerance_class_has_a_measured_cpu_tolerance():
-    assert {("cpu", name) for name in TOLERANCE_CLASSES} <= set(TOLERANCES)
+def test_a_composite_takes_the_loosest_cpu_tolerance_of_its_parts():
+    both = kernel_backend("liger+compile")
+    assert both.cpu_tolerance.rel == max(kernel_backend(p).cpu_tolerance.rel for p in both.components) == 1e-4
+    assert kernel_backend(BASELINE_BACKEND).cpu_tolerance.rel == 1e-5
 
 
 def test_every_requested_key_is_reported():

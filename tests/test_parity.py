@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from nbhelpers.analysis.parity import (
-    TOLERANCES,
     attach_parity,
     cpu_unchecked_table,
     parity_table,
@@ -16,6 +15,7 @@ from nbhelpers.analysis.parity import (
     tolerance_for,
 )
 from nbhelpers.kernels.cache import cold_vs_warm
+from nbhelpers.kernels.registry import cpu_tolerance
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_config
 from nbhelpers.measure.store import RunRecord, RunStore
@@ -76,7 +76,7 @@ def test_tolerance_by_device_and_dtype(make_record):
     cpu_liger = _first_step(make_record("liger", kernels="liger+compile"), 1.0, 1.0)
     assert tolerance_for(gpu_bf16).rel == 2e-2
     assert tolerance_for(gpu_fp32).rel == 1e-3
-    assert tolerance_for(cpu_liger) == TOLERANCES[("cpu", "liger")]
+    assert tolerance_for(cpu_liger) == cpu_tolerance("liger") and cpu_tolerance("liger").rel == 1e-4
     assert rel_diff(1.01, 1.0) == pytest.approx(0.01) and rel_diff(0.5, 0.0) == 0.5
 
 

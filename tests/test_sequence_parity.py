@@ -9,10 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from nbhelpers.analysis.parity import FAIL, PASS, TOLERANCES, check_parity
+from nbhelpers.analysis.parity import FAIL, PASS, check_parity
 from nbhelpers.data.loading import load_examples
 from nbhelpers.data.strategies import PaddingSettings
 from nbhelpers.data.tokenizer import load_tokenizer
+from nbhelpers.kernels.registry import cpu_tolerance
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.env import safe_environment
 from nbhelpers.measure.sequence_parity import NO_LOGITS_NOTE, probe_size, run_probe
@@ -20,7 +21,7 @@ from nbhelpers.measure.store import RunRecord
 from nbhelpers.models.loading import build_model, model_source
 
 MAX_LENGTH = 40
-TOLERANCE = TOLERANCES[("cpu", "eager")].rel
+TOLERANCE = cpu_tolerance("eager").rel
 ROWS = [  # six samples of uneven length, the longest cut at MAX_LENGTH
     ("Name a colour.", "Blue."),
     ("Explain in a few words why the sky looks blue during the day.", "Air scatters short blue wavelengths of "
