@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from nbhelpers.data.strategies import STRATEGY_FIELDS
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.engines import ENGINES, TRL_ENGINES, WORKBOOK
 from nbhelpers.measure.store import RunRecord
+from nbhelpers.planning.lists import parse_list
 from nbhelpers.validation import ConfigError
 
 from .recommend import Recommendation
@@ -32,20 +34,14 @@ from .records import (
 EXPORT_GOAL = 0.05  # TRL run from the export should be within 5% of the workbook's loop (issue 16)
 EXPORT_ENGINE = "trl"
 # The fields that must match for a TRL record to be "the recommendation, run from its export".
-SETTING_FIELDS = ("padding", "kernels", "attn_implementation", "liger_kernels", "token_budget", "pad_to_multiple_of",
-                  "num_buckets", "activation_checkpointing")  # fmt: skip
+SETTING_FIELDS = ("kernels", "attn_implementation", "liger_kernels", *STRATEGY_FIELDS, "activation_checkpointing")
 
 
 def parse_peers(text: str) -> list[str]:
     """``"trl_defaults, trl_best"`` -> engine names; "" -> none; an unknown name raises ConfigError (PEER_ROWS)."""
-    allowed = "'' or a comma-separated list drawn from " + ", ".join(TRL_ENGINES)
     if not isinstance(text, str):
-        raise ConfigError("PEER_ROWS", text, allowed)
-    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in TRL_ENGINES]
-    if unknown:
-        raise ConfigError("PEER_ROWS", text, allowed)
-    return names
+        raise ConfigError("PEER_ROWS", text, "'' or a comma-separated list drawn from " + ", ".join(TRL_ENGINES))
+    return list(parse_list(text, TRL_ENGINES, "PEER_ROWS", empty=True))
 
 
 def peer_configs(rec: Recommendation, engines: str) -> list[RunConfig]:

@@ -24,11 +24,11 @@ from nbhelpers.analysis.records import (
     tokens_per_s,
     workload_of,
 )
+from nbhelpers.data.strategies import STRATEGY_FIELDS
 from nbhelpers.formatting import MISSING
 from nbhelpers.kernels.registry import uses_liger_switches
 from nbhelpers.measure.store import RunRecord
 
-PADDING_FIELDS = ("padding", "pad_to_multiple_of", "num_buckets", "token_budget")
 TABLE_COLUMNS = (
     "label",
     "machine",
@@ -95,7 +95,7 @@ def _kernel_settings(record: RunRecord) -> tuple[Any, ...]:
 
 
 def _padding_settings(record: RunRecord) -> tuple[Any, ...]:
-    return tuple(record.config.get(f) for f in PADDING_FIELDS)
+    return tuple(record.config.get(f) for f in STRATEGY_FIELDS)
 
 
 STAGE_CHANGES = {  # stage -> (kernels changed, padding changed) against the baseline

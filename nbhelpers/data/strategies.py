@@ -26,6 +26,8 @@ PADDING_FIELDS: dict[str, str] = {
     "pad_to_multiple_of": "pad_to_multiple_of", "num_buckets": "num_buckets", "token_budget": "token_budget",
     "seed": "seed",
 }  # fmt: skip
+# Of those, the ones a strategy chooses (the rest, batch size, max length and seed, belong to the workload).
+STRATEGY_FIELDS: tuple[str, ...] = ("padding", "pad_to_multiple_of", "num_buckets", "token_budget")
 RowWidth = Callable[[int, "PaddingSettings"], int]
 
 
@@ -67,6 +69,10 @@ class PaddingSettings:
     def replace(self, **changes: Any) -> PaddingSettings:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+    def to_config(self) -> dict[str, Any]:
+        """This setting under a configuration's field names (:data:`PADDING_FIELDS`), e.g. for RunConfig.replace."""
+        return {key: getattr(self, field) for key, field in PADDING_FIELDS.items()}
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PaddingSettings:

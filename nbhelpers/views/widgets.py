@@ -148,9 +148,7 @@ def waste_explorer(
         base = base_config or RunConfig()
         try:
             config = base.replace(
-                padding=s.strategy, batch_size=s.batch_size, max_length=s.max_length,
-                pad_to_multiple_of=s.pad_to_multiple_of, num_buckets=s.num_buckets,
-                token_budget=s.token_budget, profile=False,
+                **(s.to_config() | {"seed": base.seed}), profile=False,
                 label=f"explorer: {s.strategy} b{s.batch_size}x{s.max_length}",
             )  # fmt: skip
         except ConfigError as error:
