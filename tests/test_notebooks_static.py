@@ -1,4 +1,4 @@
-"""Fast checks of every committed notebook, without running it: the skeleton of docs/NOTEBOOK_GUIDE.md.
+"""Fast checks of every committed notebook, without running it: the skeleton of docs/notebooks.md.
 
 Each check is its own test (parametrized over notebooks/*.ipynb) so a failure names the notebook and
 the rule: valid nbformat JSON; a markdown H1 first; the guarded install cell second; a ``parameters``
