@@ -369,7 +369,8 @@ def test_a_model_without_a_decoder_config_is_counted_without_mfu(runs_root):
 
 
 def test_frozen_weights_of_a_lora_style_run_lose_their_weight_gradient_flops(runs_root):
-    from nbhelpers.models.loading import build_model, frozen_matmul_parameters
+    from nbhelpers.models.adapters import frozen_matmul_parameters
+    from nbhelpers.models.loading import build_model
 
     model = build_model("qwen3-tiny", "sdpa", seed=0)
     assert frozen_matmul_parameters(model) == 0

@@ -23,6 +23,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from nbhelpers.models.adapters import base_model_of
 from nbhelpers.models.loading import modeling_module
 
 DELTA_RULE_HOOKS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
@@ -219,8 +220,10 @@ def layer_paths(model: Any) -> list[dict[str, Any]]:
     """One row per decoder layer: its type, and what its delta rule, convolution and attention really run.
 
     Read off the live modeling module and each layer's modules, so a fallback transformers chose silently
-    (or a hub kernel that replaced a layer's forward) shows. [] for a model that is no hybrid.
+    (or a hub kernel that replaced a layer's forward) shows; an adapter's wrapper (PEFT) is looked through.
+    [] for a model that is no hybrid.
     """
+    model = base_model_of(model)
     modeling = hybrid_modeling(model)
     if modeling is None:
         return []

@@ -83,17 +83,22 @@ def linear_attention_flops(shape: ModelShape, sequence_lengths: Sequence[int]) -
     return 3.0 * shape.linear_attention_layers * shape.linear_num_value_heads * forward
 
 
-def model_flops(shape: ModelShape, sequence_lengths: Sequence[int], frozen_parameters: int = 0) -> float:
+def model_flops(
+    shape: ModelShape, sequence_lengths: Sequence[int], frozen_parameters: int = 0, adapter_parameters: int = 0
+) -> float:
     """Useful training FLOPs of one step over these sequences (padding does no useful work): weight matmuls,
     softmax attention of the full-attention layers, and the delta rule of the linear-attention layers.
 
-    ``frozen_parameters``: matmul weights that train frozen (a LoRA base model): their weight gradients are not
-    computed, 2 FLOPs per weight and token fewer (the inputs' gradients still flow through them, also where no
-    layer before them trains, which a step could skip: counted, so MFU stays an upper bound there)."""
+    Per real token and matmul weight: 2 FLOPs forward, 2 for the input's gradient, 2 for the weight's gradient
+    where the weight trains. ``frozen_parameters``: matmul weights that train frozen (a LoRA base model, the lm
+    head included): no weight gradient, 2 FLOPs fewer (the inputs' gradients still flow through them, also where
+    no layer before them trains, which a step could skip: counted, so MFU stays an upper bound there).
+    ``adapter_parameters``: matmul weights an adapter adds (LoRA's A and B), trained: 6 FLOPs each. Recomputation
+    under activation checkpointing is not counted (the same useful FLOPs, more time)."""
     real_tokens = sum(sequence_lengths)
     frozen = min(float(frozen_parameters), float(shape.flop_parameters))
     return (
-        (matmul_flops_per_token(shape) - 2.0 * frozen) * real_tokens
+        (matmul_flops_per_token(shape) + 6.0 * adapter_parameters - 2.0 * frozen) * real_tokens
         + attention_flops(shape, sequence_lengths)
         + linear_attention_flops(shape, sequence_lengths)
     )

@@ -11,6 +11,7 @@ from typing import Any
 
 from nbhelpers.validation import ConfigError, check_hub_name
 
+from .adapters import AdapterSettings, training_state_bytes
 from .families import MODEL_PRESETS, family_of_preset, is_preset, packs_with_boundaries, preset_config, unsupported
 
 
@@ -31,7 +32,12 @@ def model_source(name_or_path: str) -> str:
 
 
 def build_model(
-    name_or_path: str, attn_implementation: str = "sdpa", seed: int = 0, dtype: Any = None, device: str = "cpu"
+    name_or_path: str,
+    attn_implementation: str = "sdpa",
+    seed: int = 0,
+    dtype: Any = None,
+    device: str = "cpu",
+    adapter: AdapterSettings | None = None,
 ) -> Any:
     """A causal LM: random weights for a preset, else ``from_pretrained`` on a hub id or a folder.
 
@@ -39,6 +45,8 @@ def build_model(
     network access (or a filled hub cache) at run time. A model of a known family must support
     ``attn_implementation`` (see ``families.FAMILIES``); one that registers itself with transformers (the
     kernels' attention table) must be registered first: ``nbhelpers.kernels.attention.prepare_attention``.
+    A preset's weights are created on ``device`` in ``dtype`` (no fp32 copy of a bf16 model at any point); the
+    memory refusal counts the training state of ``adapter`` (a frozen base) when one is given.
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -48,11 +56,11 @@ def build_model(
         config = preset_config(name_or_path)
         _refuse(name_or_path, unsupported(config.model_type, attn_implementation))
         weights = "bf16" if dtype in (torch.bfloat16, torch.float16) else "fp32"
-        _refuse(name_or_path, memory_refusal(name_or_path, weights, device_memory_bytes(device)))
+        _refuse(name_or_path, memory_refusal(name_or_path, weights, device_memory_bytes(device), adapter))
         config._attn_implementation = attn_implementation
+        created = {"dtype": dtype} if dtype is not None else {}  # parameters made in it, as from_pretrained does
         with torch.device(device):  # initialise where it will run: seconds, not minutes, for 1.7B on a GPU
-            model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
-        model = model.to(dtype) if dtype is not None else model
+            model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **created)
     else:
         source = model_source(name_or_path)
         kwargs: dict[str, Any] = {"attn_implementation": attn_implementation}
@@ -113,19 +121,23 @@ def device_memory_bytes(device: str) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def memory_refusal(preset: str, weights: str, capacity_bytes: int) -> str:
+def memory_refusal(preset: str, weights: str, capacity_bytes: int, adapter: AdapterSettings | None = None) -> str:
     """Why a preset cannot be trained on one device of ``capacity_bytes``, or '' when its training state fits.
 
     Counts weights, gradients and AdamW moments in the weights' dtype ("fp32" or "bf16"), not activations,
-    so a preset that passes may still run out of memory, but one refused here cannot fit.
+    so a preset that passes may still run out of memory, but one refused here cannot fit. With an adapter
+    (LoRA), the frozen base's weights alone and the adapter's fp32 weights, gradients and moments.
     """
     shape = family_of_preset(preset).shape(preset_config(preset))
-    need = shape.training_state_bytes(weights)
+    need = training_state_bytes(shape, weights, adapter)
     if need <= capacity_bytes:
         return ""
+    state = f"{weights} weights, gradients and AdamW moments"
+    if adapter is not None and adapter.entry.frozen_base:
+        state = f"frozen {weights} weights plus {adapter.name}'s fp32 weights, gradients and AdamW moments"
     return (
-        f"training it needs at least {need / 2**30:,.0f} GiB ({shape.total_parameters:,} parameters: {weights} "
-        f"weights, gradients and AdamW moments, before activations) and one device here has "
+        f"training it needs at least {need / 2**30:,.0f} GiB ({shape.total_parameters:,} parameters: {state}, "
+        "before activations) and one device here has "
         f"{capacity_bytes / 2**30:,.0f} GiB: shard it over at least {math.ceil(need / capacity_bytes)} GPUs "
         "(FSDP2), or pick a smaller preset; meta_model() builds it without memory"
     )
@@ -174,4 +186,3 @@ def count_parameters(model: Any) -> int:
             seen.add(id(parameter))
             total += parameter.numel()
     return total
-

@@ -25,8 +25,8 @@ from typing import Any
 from nbhelpers.measure.env import safe_environment, sync_device, table_peak_flops
 from nbhelpers.measure.metrics import mfu, model_flops
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir
+from nbhelpers.models.adapters import adapter_matmul_parameters, frozen_matmul_parameters
 from nbhelpers.models.families import model_shape
-from nbhelpers.models.loading import frozen_matmul_parameters
 from nbhelpers.models.shape import ModelShape
 from nbhelpers.validation import check_int, check_run_name
 
@@ -124,6 +124,7 @@ class Monitor:
         self.shape: ModelShape | None = None
         self._flops_note = ""
         self.frozen_parameters = 0
+        self.adapter_parameters = 0
         self.device = "cpu"
         self.device_index: int | None = None
         self.rank = 0
@@ -160,6 +161,7 @@ class Monitor:
         except (AttributeError, TypeError, ValueError) as error:  # not a decoder config the FLOP count knows
             self.shape, self._flops_note = None, f"cannot count FLOPs from the model's config ({error})"
         self.frozen_parameters = frozen_matmul_parameters(model) if hasattr(model, "parameters") else 0
+        self.adapter_parameters = adapter_matmul_parameters(model) if hasattr(model, "modules") else 0
         parameter = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
         self.device = parameter.device.type if parameter is not None else "cpu"
         self.device_index = parameter.device.index if parameter is not None else None
@@ -304,7 +306,8 @@ class Monitor:
         count = sum((count_batch(b) for b in sample.batches), EMPTY) if sample.batches else EMPTY
         sample.count, sample.batches = count, []
         if self.shape is not None:
-            sample.flops = model_flops(self.shape, count.sequence_lengths, self.frozen_parameters)
+            lengths = count.sequence_lengths
+            sample.flops = model_flops(self.shape, lengths, self.frozen_parameters, self.adapter_parameters)
 
     def _settle(self, samples: list[StepSample]) -> None:
         """Every sample counted: one device sync for the interval (its host copies complete), then the counts."""
@@ -351,7 +354,8 @@ class Monitor:
         elif self.peak_flops and time_s > 0:
             value, note = mfu(useful, time_s, self.peak_flops), ""
         return {"model_flops": useful, "mfu": value, "mfu_note": note, "peak_flops": self.peak_flops,
-                "peak_flops_source": self.peak_source, "frozen_parameters": self.frozen_parameters}  # fmt: skip
+                "peak_flops_source": self.peak_source, "frozen_parameters": self.frozen_parameters,
+                "adapter_parameters": self.adapter_parameters}  # fmt: skip
 
     def _memory(self) -> dict[str, Any]:
         if self.device != "cuda":

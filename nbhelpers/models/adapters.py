@@ -1,0 +1,271 @@
+"""The table of adapters: how a model trains besides full fine-tuning (LoRA through PEFT), one entry each.
+
+An adapter freezes the base model and trains small added weights. Adding one is an entry in ``ADAPTERS``
+plus its functions (wrap a built model, count its trained parameters from a shape, its PEFT config).
+The order the measured step uses: build the model (a frozen base in bf16 on CUDA), apply the kernel
+backend to the plain model, then wrap it (:func:`wrap_model`), so Liger's patched modules, fla's kernels,
+torch.compile and the attention implementation run inside the adapted model.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nbhelpers.validation import ConfigError, check_choice, check_int
+
+from .linears import ALL_LINEAR, bad_target_names, lora_parameters, matmul_weights, parse_targets, targeted
+from .shape import ModelShape
+
+NO_ADAPTER = "none"
+LORA = "lora"
+ADAPTER_BYTES_PER_PARAMETER = 4 * 4  # fp32 adapter weights, their gradients and AdamW's two moments
+FROZEN_BYTES = {"fp32": 4, "bf16": 2}  # a frozen base stores its weights only
+TARGETS_RULE = f"{ALL_LINEAR!r} or a comma-separated list of module names (e.g. 'q_proj,v_proj' or 'mlp.down_proj')"
+
+
+@dataclass(frozen=True)
+class AdapterSettings:
+    """An adapter and its parameters, named as RunConfig names them (``adapter``, ``lora_rank``, ...)."""
+
+    name: str = NO_ADAPTER  # a key of ADAPTERS
+    rank: int = 16  # LoRA's rank r
+    alpha: int = 32  # LoRA's alpha (the update is scaled by alpha / r)
+    targets: str = ALL_LINEAR  # PEFT's target_modules: "all-linear" or a comma list of module names
+
+    def __post_init__(self) -> None:
+        check_choice("adapter", self.name, tuple(ADAPTERS))
+        check_int("lora_rank", self.rank, 1, 4096)
+        check_int("lora_alpha", self.alpha, 1, 65_536)
+        if not isinstance(self.targets, str) or bad_target_names(self.targets):
+            raise ConfigError("lora_targets", self.targets, TARGETS_RULE)
+
+    @property
+    def active(self) -> bool:
+        """Whether an adapter trains (the base frozen) rather than the whole model."""
+        return self.name != NO_ADAPTER
+
+    @property
+    def entry(self) -> Adapter:
+        return ADAPTERS[self.name]
+
+    @property
+    def target_modules(self) -> str | list[str]:
+        """PEFT's ``target_modules``."""
+        return parse_targets(self.targets)
+
+    @property
+    def label(self) -> str:
+        """A short name for tables ("" without an adapter), e.g. "lora-r16"."""
+        return self.entry.label(self)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One entry of the table: what it is and its functions."""
+
+    name: str
+    description: str
+    wrap: Callable[[Any, AdapterSettings], Any]  # (built model, settings) -> the model that trains
+    parameters: Callable[[ModelShape, AdapterSettings], int]  # trained parameters, counted from a shape
+    peft_config: Callable[[AdapterSettings], Any]  # PEFT's config object (None without an adapter)
+    label: Callable[[AdapterSettings], str]
+    frozen_base: bool  # the base model's weights do not train
+
+
+def _unchanged(model: Any, settings: AdapterSettings) -> Any:
+    return model
+
+
+def lora_config(settings: AdapterSettings) -> Any:
+    """PEFT's ``LoraConfig`` for the settings (no dropout, no bias, a causal LM's task type)."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=settings.rank, lora_alpha=settings.alpha, target_modules=settings.target_modules, lora_dropout=0.0,
+        bias="none", task_type="CAUSAL_LM",
+    )  # fmt: skip
+
+
+def wrap_lora(model: Any, settings: AdapterSettings) -> Any:
+    """``get_peft_model`` with fp32 adapter weights (``autocast_adapter_dtype``) over a frozen base; targets the
+    model does not have are a ConfigError naming ``lora_targets`` and the model's linear modules."""
+    import torch
+    from peft import get_peft_model
+
+    try:
+        return get_peft_model(model, lora_config(settings), autocast_adapter_dtype=True)
+    except ValueError as error:
+        if "target modules" not in str(error).lower():
+            raise
+        names = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
+        allowed = f"{TARGETS_RULE}; this model's: {', '.join(names)}"
+        raise ConfigError("lora_targets", settings.targets, allowed) from error
+
+
+def _lora_parameters(shape: ModelShape, settings: AdapterSettings) -> int:
+    return lora_parameters(shape, settings.rank, settings.target_modules)
+
+
+def _lora_label(settings: AdapterSettings) -> str:
+    label = f"lora-r{settings.rank}"
+    if settings.alpha != 2 * settings.rank:
+        label += f"-a{settings.alpha}"
+    targets = settings.target_modules
+    return label if targets == ALL_LINEAR else label + "-" + "+".join(targets)
+
+
+ADAPTERS: dict[str, Adapter] = {
+    adapter.name: adapter
+    for adapter in (
+        Adapter(
+            name=NO_ADAPTER, description="full fine-tuning: every weight trains", wrap=_unchanged,
+            parameters=lambda shape, settings: 0, peft_config=lambda settings: None, label=lambda settings: "",
+            frozen_base=False,
+        ),
+        Adapter(
+            name=LORA, description="LoRA through PEFT: frozen base, rank-r A and B trained per targeted linear",
+            wrap=wrap_lora, parameters=_lora_parameters, peft_config=lora_config, label=_lora_label, frozen_base=True,
+        ),
+    )
+}  # fmt: skip
+ADAPTER_NAMES = tuple(ADAPTERS)
+
+
+def wrap_model(model: Any, settings: AdapterSettings) -> Any:
+    """The model that trains: the built model itself, or wrapped by the adapter (call after the kernel backend)."""
+    return settings.entry.wrap(model, settings)
+
+
+def weights_dtype(settings: AdapterSettings, compute_dtype: str, device: str) -> Any:
+    """The dtype to build the weights in: bf16 for a bf16 step, and for an adapter's frozen base on CUDA (unless
+    the step is fp32); None (fp32, as built) otherwise, so a CPU keeps fp32 as for full fine-tuning."""
+    import torch
+
+    frozen_bf16 = settings.entry.frozen_base and device.startswith("cuda") and compute_dtype != "fp32"
+    return torch.bfloat16 if compute_dtype == "bf16" or frozen_bf16 else None
+
+
+def base_model_of(model: Any) -> Any:
+    """The transformers model inside an adapter's wrapper (PEFT's ``get_base_model``), else the model itself."""
+    getter = getattr(model, "get_base_model", None)
+    return getter() if callable(getter) else model
+
+
+def trainable_parameters(model: Any) -> list[Any]:
+    """The parameters that train (an optimizer's list): all of them, or an adapter's only."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def frozen_matmul_parameters(model: Any) -> int:
+    """Weights of the model's ``nn.Linear`` layers (the lm head included, tied or not) that train frozen
+    (``requires_grad`` False, as a LoRA base model's), each tensor once: the weight gradients a step skips.
+    Embedding lookups, convolutions and norms are not counted (they are not weight matmuls)."""
+    import torch
+
+    seen: set[int] = set()
+    frozen = 0
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if not isinstance(module, torch.nn.Linear) or weight is None or id(weight) in seen:
+            continue
+        seen.add(id(weight))
+        if not weight.requires_grad:
+            frozen += weight.numel()
+    return frozen
+
+
+def adapter_matmul_parameters(model: Any) -> int:
+    """Weights of the ``nn.Linear`` modules an adapter added (PEFT's ``lora_A``/``lora_B``), each once: matmuls a
+    step runs that the base shape does not count. 0 for a model no PEFT layer wraps."""
+    if "peft" not in sys.modules:  # no PEFT layer can exist before peft is imported
+        return 0
+    import torch
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    seen: set[int] = set()
+    total = 0
+    for layer in model.modules():
+        if not isinstance(layer, BaseTunerLayer):
+            continue
+        base = layer.get_base_layer()
+        for module in layer.modules():
+            weight = getattr(module, "weight", None)
+            if module is base or not isinstance(module, torch.nn.Linear) or weight is None or id(weight) in seen:
+                continue
+            seen.add(id(weight))
+            total += weight.numel()
+    return total
+
+
+@dataclass(frozen=True)
+class ParameterCounts:
+    """Trainable and frozen parameters of a model, and the matmul weights MFU's arithmetic needs."""
+
+    trainable: int
+    frozen: int
+    frozen_matmul: int  # frozen nn.Linear weights: no weight gradient (frozen_matmul_parameters)
+    adapter_matmul: int  # an adapter's nn.Linear weights (adapter_matmul_parameters)
+
+    def metrics(self) -> dict[str, int]:
+        """The record's fields."""
+        return {
+            "trainable_parameters": self.trainable,
+            "frozen_parameters": self.frozen,
+            "frozen_matmul_parameters": self.frozen_matmul,
+            "adapter_parameters": self.adapter_matmul,
+        }
+
+
+def parameter_counts(model: Any) -> ParameterCounts:
+    """Trainable and frozen parameters (shared tensors once) and the matmul weights of each kind."""
+    seen: set[int] = set()
+    trainable = frozen = 0
+    for parameter in model.parameters():
+        if id(parameter) in seen:
+            continue
+        seen.add(id(parameter))
+        if parameter.requires_grad:
+            trainable += parameter.numel()
+        else:
+            frozen += parameter.numel()
+    return ParameterCounts(trainable, frozen, frozen_matmul_parameters(model), adapter_matmul_parameters(model))
+
+
+def shape_counts(shape: ModelShape, settings: AdapterSettings) -> ParameterCounts:
+    """The same counts from a shape, without a model: a frozen base holds every stored parameter, frozen."""
+    adapter = settings.entry.parameters(shape, settings)
+    if not settings.entry.frozen_base:
+        return ParameterCounts(shape.total_parameters, 0, 0, 0)
+    return ParameterCounts(adapter, shape.total_parameters, matmul_weights(shape), adapter)
+
+
+def training_state_bytes(shape: ModelShape, weights: str, settings: AdapterSettings | None = None) -> int:
+    """Weights, gradients and AdamW moments of a training run (no activations): the whole model's in the weights'
+    dtype without an adapter; with one, the frozen base's weights alone plus the fp32 adapter's full state."""
+    if settings is None or not settings.entry.frozen_base:
+        return shape.training_state_bytes(weights)
+    adapter = settings.entry.parameters(shape, settings)
+    return shape.total_parameters * FROZEN_BYTES[weights] + adapter * ADAPTER_BYTES_PER_PARAMETER
+
+
+def adapter_saved_bytes_per_token(shape: ModelShape, settings: AdapterSettings, autocast: bool) -> list[int]:
+    """Per decoder layer, what LoRA's layers save for backward per token beyond the base layer's tensors.
+
+    PEFT casts a targeted linear's input to the fp32 adapter's dtype: under bf16 autocast the matmul casts it
+    back and saves that bf16 copy (2 bytes per input element), without autocast it saves the fp32 copy (4);
+    B saves A's rank-wide output in the same dtype. 0 per layer without an adapter.
+    """
+    if not settings.entry.frozen_base:
+        return [0] * shape.num_layers
+    size = 2 if autocast else 4
+    chosen = [m for m in targeted(shape, settings.target_modules) if m.path != "lm_head"]
+
+    def per_layer(kind: str) -> int:
+        return sum(size * (m.in_features + settings.rank) for m in chosen if not m.path.startswith(kind))
+
+    attention = per_layer("linear_attn.")  # a full-attention layer has no linear_attn modules
+    linear = per_layer("self_attn.")
+    return [attention] * shape.full_attention_layers + [linear] * shape.linear_attention_layers
