@@ -68,6 +68,6 @@ def fallback_alert(layer_paths: list[dict[str, Any]], reference: str) -> Alert |
         FALLBACK_KERNEL,
         f"{len(slow)} of {len(linear)} Gated DeltaNet layers run transformers' PyTorch fallback for "
         f"{' and '.join(parts)} (a step measured 2.6x slower than with flash-linear-attention on an H200): install "
-        "flash-linear-attention (and causal-conv1d) or use kernels='fla'; notebook 02 lists each layer's path "
-        "(nbhelpers.kernels.hybrid_paths.layer_paths_frame(model)).",
+        "flash-linear-attention (and causal-conv1d) or use kernels='fla'; "
+        "nbhelpers.kernels.hybrid_paths.layer_paths_frame(model) lists each layer's path.",
     )

@@ -62,6 +62,6 @@ def monitor_view(records: Any, run_name: str = "") -> Any:
             f"**No monitor records** for this run: a training run writes them with "
             f"`nbhelpers.monitor.attach(trainer, {name})` (Trainer, TRL's SFTTrainer) or "
             f"`nbhelpers.monitor.Monitor({name}, model=model)` in a plain loop "
-            "(README: \"Watching a real training run\")."
+            "(docs/real-training.md: \"Watching a real training run\")."
         )
     return monitor_plot(frame, title=f"the monitored training run ({run_name})" if run_name else "")
