@@ -29,6 +29,7 @@ from gpu_suite import measure_group, one_isolated
 from nbhelpers.kernels.cache import cache_env, cold_vs_warm, make_cache_folders
 from nbhelpers.kernels.registry import uses_liger_switches
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.planning.lists import parse_list
 
 STRATEGIES = ("static", "dynamic", "packed", "token_budget")
 BACKENDS = ("eager", "liger", "fla", "fla+liger")
@@ -80,7 +81,7 @@ def chosen_rows(configs: list[RunConfig], rows: str) -> list[RunConfig]:
     parity reference); a name the table lacks is an error that lists what it has."""
     if not rows:
         return configs
-    wanted = [tuple(row.split(":", 1)) for row in rows.split(",") if row]
+    wanted = [tuple(row.split(":", 1)) for row in parse_list(rows, None, "--rows")]
     have = {(c.kernels, c.padding): c for c in configs}
     unknown = [":".join(w) for w in wanted if w not in have]
     if unknown:
@@ -105,7 +106,7 @@ def main() -> None:
     env = cache_env(cache)  # Triton (with its autotune results), Inductor and tilelang caches shared by every row
     make_cache_folders(env)
     base = base_config(args.model, args.samples, args.batch_size)
-    switches = tuple(s for s in args.liger_kernels.split(",") if s)
+    switches = parse_list(args.liger_kernels, None, "--liger-kernels", empty=True)
     groups = {
         "table": chosen_rows(table(base, switches), args.rows),
         "headline": headline(base, switches),

@@ -158,8 +158,9 @@ def _warm_cache(args: argparse.Namespace) -> int:
         warm_caches,
         warm_probe_caches,
     )  # fmt: skip
+    from nbhelpers.planning.lists import parse_list
 
-    caches = check_cache_names([c.strip() for c in args.caches.split(",") if c.strip()], "--caches") or None
+    caches = check_cache_names(parse_list(args.caches, None, "--caches", empty=True), "--caches") or None
     if args.device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--device={args.device!r}: allowed are auto, cpu, cuda")
     config = RunConfig(
@@ -238,7 +239,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _parse_params(items: Sequence[str]) -> dict[str, object]:
-    from nbhelpers.sweep import parse_value
+    from nbhelpers.planning.sweep_grid import parse_value
 
     params: dict[str, object] = {}
     for item in items:
@@ -274,7 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0 if result.ok else 1
 
         if args.command == "sweep":
-            from nbhelpers.sweep import find_notebooks, parse_grid, run_sweep
+            from nbhelpers.planning.sweep_grid import find_notebooks, parse_grid
+            from nbhelpers.sweep import run_sweep
 
             result = run_sweep(
                 parse_grid(args.grid),

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.measure.jsonl import append_line, read_lines
-from nbhelpers.sweep_grid import (
+from nbhelpers.planning.sweep_grid import (
     check_grid,
     default_sweep_name,
     find_notebooks,
@@ -42,7 +42,7 @@ from nbhelpers.sweep_grid import (
 )
 from nbhelpers.validation import check_run_name, check_timeout
 
-__all__ = [  # the grid helpers live in nbhelpers.sweep_grid; these names stay importable from here
+__all__ = [  # the grid helpers live in nbhelpers.planning.sweep_grid; these names stay importable from here
     "check_grid", "default_sweep_name", "find_notebooks", "grid_points", "list_notebooks", "notebook_parameters",
     "parameters_for", "parse_grid", "parse_value", "point_name", "split_values", "run_sweep", "run_all",
     "run_points", "check_points", "Journal", "SweepResult", "execute_notebook",

@@ -19,7 +19,7 @@ from nbhelpers.measure import runner
 from nbhelpers.measure.advice import MeasurementFailed, advice_for
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RecordNotSaved, RunRecord, RunsFolderError, RunStore
-from nbhelpers.sweep_grid import parameters_for
+from nbhelpers.planning.sweep_grid import parameters_for
 from nbhelpers.validation import ConfigError, check_hub_name, check_run_name, check_timeout
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"

@@ -4,15 +4,8 @@ import pytest
 import torch
 
 from nbhelpers.data.collate import count_tokens, sequence_lengths
-from nbhelpers.data.samplers import (
-    StrategyBatchSampler,
-    StrategyCollator,
-    parse_names,
-    strategy_configs,
-    strategy_dataloader,
-)
+from nbhelpers.data.samplers import StrategyBatchSampler, StrategyCollator, strategy_dataloader
 from nbhelpers.data.strategies import PADDING_STRATEGIES, PaddingSettings, plan_batches, row_width
-from nbhelpers.measure.config import RunConfig
 from nbhelpers.validation import ConfigError
 
 PAD = 0
@@ -141,58 +134,6 @@ def test_dataloader_with_batch_sampler_and_collator():
     assert [b["input_ids"].shape[0] for b in packed] == [1] * len(packed)
     assert max(b["input_ids"].shape[1] for b in packed) <= 128
     assert sum(count_tokens(b).positions for b in packed) == 405
-
-
-def test_parse_names_and_configs_grid():
-    assert parse_names(" static, packed,static ", PADDING_STRATEGIES, "STRATEGIES") == ["static", "packed"]
-    with pytest.raises(ConfigError, match="STRATEGIES='static,ragged'"):
-        parse_names("static,ragged", PADDING_STRATEGIES, "STRATEGIES")
-    base = RunConfig(run_name="t", num_samples=8)
-    configs, skipped = strategy_configs(base, ["static", "packed"], ["sdpa", "flash_attention_2"], device="cpu")
-    assert [c.label for c in configs] == ["eager, static, sdpa", "eager, packed, sdpa"]
-    assert [(c.padding, c.attn_implementation) for c in configs] == [("static", "sdpa"), ("packed", "sdpa")]
-    assert list(skipped) == ["attention flash_attention_2"] and "flash-attn" in skipped["attention flash_attention_2"]
-    configs, skipped = strategy_configs(base, ["dynamic"], ["sdpa", "flex_attention"], device="cpu")
-    assert [c.attn_implementation for c in configs] == ["sdpa", "flex_attention"] and skipped == {}
-
-
-def test_combination_grid_kernels_x_strategies_x_attention():
-    base = RunConfig(run_name="t", num_samples=8)
-    configs, skipped = strategy_configs(
-        base, ["static", "packed"], ["sdpa", "flash_attention_2"], "cpu", kernels="liger,eager",
-        liger_kernels="rope,rms_norm,swiglu,cross_entropy",
-    )  # fmt: skip
-    assert [c.label for c in configs] == [
-        "eager, static, sdpa", "eager, packed, sdpa", "liger, static, sdpa", "liger, packed, sdpa"
-    ]  # fmt: skip
-    assert {c.liger_kernels for c in configs if c.kernels == "liger"} == {("rope", "cross_entropy")}
-    assert all(c.liger_kernels == () for c in configs if c.kernels == "eager")
-    assert skipped == {
-        "Liger switches rms_norm, swiglu": (
-            "Triton's CPU interpreter fails on them (notebook 02 runs them to show it); they run on a GPU"
-        ),
-        "attention flash_attention_2": "not installed: the flash-attn package is missing",
-    }
-    on_gpu, skipped_gpu = strategy_configs(base, ["packed"], ["sdpa"], "cuda", kernels="eager,liger")
-    assert [c.liger_kernels for c in on_gpu] == [(), ("rope", "rms_norm", "swiglu", "cross_entropy")]
-    assert skipped_gpu == {}
-
-
-def test_grid_skips_a_backend_that_cannot_run_here(monkeypatch):
-    from nbhelpers.kernels import backends
-
-    base = RunConfig(run_name="t", num_samples=8)
-    configs, skipped = strategy_configs(base, ["static"], ["sdpa"], "cpu", "eager,liger", liger_kernels="swiglu")
-    assert [c.kernels for c in configs] == ["eager"]
-    assert skipped["kernels liger"] == "none of LIGER_KERNELS='swiglu' runs on cpu"
-    monkeypatch.setattr(backends, "liger_status", lambda device: "missing package: liger-kernel is not installed")
-    configs, skipped = strategy_configs(base, ["static"], ["sdpa"], "cuda", kernels="eager,liger+compile,compile")
-    assert [c.label for c in configs] == ["eager, static, sdpa", "compile, static, sdpa"]
-    assert skipped == {"kernels liger+compile": "missing package: liger-kernel is not installed"}
-    with pytest.raises(ConfigError, match="KERNELS='liger'"):
-        strategy_configs(base, ["static"], ["sdpa"], "cpu", kernels="liger")
-    with pytest.raises(ConfigError, match="KERNELS='eager,fast'"):
-        strategy_configs(base, ["static"], ["sdpa"], "cpu", kernels="eager,fast")
 
 
 @pytest.mark.parametrize(

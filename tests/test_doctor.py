@@ -1,5 +1,5 @@
 """The kernel doctor: the known-bad table's version ranges, the probe comparison against broken fake kernels,
-absent paths reported as absent on a CPU, the verdict as a record, and broken paths skipped with the reason."""
+absent paths reported as absent on a CPU, and the verdict as a record (the broken paths it skips: test_planning)."""
 
 from __future__ import annotations
 
@@ -30,12 +30,10 @@ from nbhelpers.kernels.doctor import (
     installed_versions,
     latest_doctor,
     run_doctor,
-    skip_broken,
 )
 from nbhelpers.kernels.known_bad import BROKEN, KNOWN_BAD, SLOW, KnownBad, applies, matching, version_in
 from nbhelpers.kernels.probes import FAIL, NOT_RUNNABLE, PASS, compare_kernels, rms_norm_reference
 from nbhelpers.kernels.registry import ELEMENTARY_BACKENDS
-from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
 
 FLA_HOPPER = next(e for e in KNOWN_BAD if e.name == "fla-gated-backward-hopper-triton")
@@ -233,32 +231,6 @@ def test_the_verdict_is_a_doctor_record_that_round_trips_through_the_store(runs_
     table = doctor_table(record)
     assert list(table.columns) == ["path", "installed", "compatible", "correct", "verdict", "reason", "notes"]
     assert table.set_index("path").loc["kernels fake", "verdict"] == BROKEN_PATH
-
-
-def test_skip_broken_leaves_out_broken_backends_composites_and_attention_with_the_reason():
-    base = RunConfig(run_name="k", batch_size=1)
-    configs = [base.replace(kernels=k, attn_implementation=a, label=f"{k}, {a}")
-               for k in ("eager", "liger", "liger+compile") for a in ("sdpa", "flex_attention")]  # fmt: skip
-    broken = {"kernels liger": "probe failed: swiglu", "attention flex_attention": "probe failed: flex"}
-    kept, skipped = skip_broken(configs, broken)
-    assert [c.label for c in kept] == ["eager, sdpa"]
-    assert skipped["kernels liger+compile"] == "the kernel doctor marks kernels liger broken: probe failed: swiglu"
-    assert skipped["attention flex_attention"].endswith("probe failed: flex")
-    assert set(skipped) == {"kernels liger", "kernels liger+compile", "attention flex_attention"}
-    assert skip_broken(configs, {}) == (configs, {})
-
-
-def test_the_tuner_leaves_out_what_the_doctor_marks_broken_with_the_reason():
-    from nbhelpers.tuning.space import build_space
-
-    workload = RunConfig(run_name="k", batch_size=1)
-    broken = {"kernels compile": "probe failed: rms_norm"}
-    runnable, dropped = build_space(workload, ["eager", "compile"], ["static"], ["sdpa"], device="cpu", broken=broken)
-    assert [c.kernels for c in runnable] == ["eager"]
-    assert [(c.kernels, why) for c, why in dropped] == [
-        ("compile", "the kernel doctor marks kernels compile broken: probe failed: rms_norm")
-    ]
-    assert len(build_space(workload, ["eager", "compile"], ["static"], ["sdpa"], device="cpu")[0]) == 2
 
 
 @pytest.mark.slow

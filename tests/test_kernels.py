@@ -10,21 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers.kernels.backends import (
-    apply_backend,
-    backend_configs,
-    best_other_backend,
-    cpu_skipped_kernels,
-    cpu_unsupported_configs,
-    kernel_diff,
-    patch_report_frame,
-    patch_reports_frame,
-)
+from nbhelpers.analysis.kernel_diff import best_other_backend, kernel_diff, patch_report_frame, patch_reports_frame
+from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.registry import KERNEL_CHECKS, REPORT_KEYS, requested_kernels
 from nbhelpers.kernels.spec import BackendUnavailable
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_config
-from nbhelpers.validation import ConfigError
 
 TRACES = Path(__file__).parent / "fixtures" / "traces"
 SWITCHES = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy", "cross_entropy")
@@ -153,31 +144,6 @@ def test_patch_reports_frame_one_column_per_record(make_record):
     frame = patch_reports_frame([liger, broken]).set_index("kernel")
     assert frame.loc["rope", "liger"] == "replaced" and frame.loc["swiglu", "liger"] == "off"
     assert frame.loc["compile", "compile"] == "failed" and frame.loc["rope", "compile"] == "off"
-
-
-def test_backend_configs_on_cpu_keep_interpretable_liger_kernels():
-    base = RunConfig(run_name="k", batch_size=1)
-    configs = backend_configs(base, "eager, liger,compile", "rope,rms_norm,swiglu,fused_linear_cross_entropy", "cpu")
-    assert [(c.label, c.kernels, c.liger_kernels) for c in configs] == [
-        ("eager", "eager", ()),
-        ("liger", "liger", ("rope", "fused_linear_cross_entropy")),
-        ("compile", "compile", ()),
-    ]
-    gpu = backend_configs(base, "eager,liger", "rope,rms_norm", "cuda")
-    assert gpu[1].liger_kernels == ("rope", "rms_norm")
-    assert cpu_skipped_kernels("rope,rms_norm,swiglu,cross_entropy") == ("rms_norm", "swiglu")
-    assert cpu_skipped_kernels("rope,rms_norm", "eager,liger", "cuda") == ()
-    assert cpu_skipped_kernels("rope,rms_norm", "eager,compile", "cpu") == ()
-    demo = cpu_unsupported_configs(base.replace(profile=True), ("rms_norm",))
-    assert [(c.label, c.liger_kernels, c.profile) for c in demo] == [
-        ("liger rms_norm (CPU interpreter)", ("rms_norm",), False)
-    ]
-    with pytest.raises(ConfigError, match="BACKENDS"):
-        backend_configs(base, "eager,fast", "rope", "cpu")
-    with pytest.raises(ConfigError, match="BACKENDS"):
-        backend_configs(base, "liger", "rope", "cpu")
-    with pytest.raises(ConfigError, match="LIGER_KERNELS"):
-        backend_configs(base, "eager,liger", "rms_norm,swiglu", "cpu")
 
 
 def test_kernel_diff_between_two_profiled_records(make_record):

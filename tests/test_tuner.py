@@ -13,9 +13,10 @@ from nbhelpers.analysis.records import choose_baselines, group_key
 from nbhelpers.analysis.speedup import waterfall_steps
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.planning.candidates import Candidate, parse_budgets, parse_switch_sets, with_unfused_twin
+from nbhelpers.planning.lists import parse_list
 from nbhelpers.tuning import Tuner, build_space, load_tuned, tune
 from nbhelpers.tuning.halving import cut, keep_count, rung_steps
-from nbhelpers.tuning.space import Candidate, parse_budgets, parse_list, parse_switch_sets, with_unfused_twin
 from nbhelpers.tuning.tuner import TUNER_KIND
 from nbhelpers.validation import ConfigError
 from nbhelpers.views.tuner_plots import journal_plot

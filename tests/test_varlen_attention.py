@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nbhelpers.data.samplers import strategy_configs
 from nbhelpers.kernels import varlen_attention
 from nbhelpers.kernels.attention import attention_status, prepare_attention
 from nbhelpers.kernels.varlen_attention import VARLEN_ATTENTION, sequence_boundaries, varlen_attention_forward
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.planning.padding_grid import strategy_configs
 from nbhelpers.validation import ConfigError
 
 

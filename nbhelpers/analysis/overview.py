@@ -9,6 +9,7 @@ from typing import Any
 from nbhelpers.analysis.records import STEP_KIND, group_key, record_label, run_name_of, step_records
 from nbhelpers.formatting import MISSING
 from nbhelpers.measure.store import RunRecord, RunStore, runs_root
+from nbhelpers.planning.lists import parse_list
 from nbhelpers.validation import check_run_name
 
 
@@ -16,7 +17,7 @@ def _split_dirs(run_dirs: str | Sequence[str | Path] | None) -> list[str]:
     if not run_dirs:
         return []
     if isinstance(run_dirs, (str, Path)):
-        return [part.strip() for part in str(run_dirs).split(",") if part.strip()]
+        return list(parse_list(str(run_dirs), None, "run_dirs", empty=True))
     return [str(p) for p in run_dirs]
 
 

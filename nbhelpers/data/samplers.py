@@ -29,16 +29,9 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
-from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, attention_status
-from nbhelpers.kernels.backends import kernel_grid
-from nbhelpers.kernels.liger import DEFAULT_LIGER_KERNELS
-from nbhelpers.kernels.registry import BASELINE_BACKEND
-from nbhelpers.measure.config import RunConfig
-from nbhelpers.validation import ConfigError, check_choice
-
 from .collate import collate
 from .loading import Example
-from .strategies import PADDING_STRATEGIES, PaddingSettings, plan_batches
+from .strategies import PaddingSettings, plan_batches
 
 
 def _as_list(value: Any) -> list[int]:
@@ -142,47 +135,3 @@ def strategy_dataloader(
     sampler = StrategyBatchSampler(lengths, settings, shuffle)
     collator = StrategyCollator(settings.strategy, pad_token_id, settings.max_length, settings.pad_to_multiple_of)
     return DataLoader(list(examples), batch_sampler=sampler, collate_fn=collator, **loader_kwargs)
-
-
-def parse_names(text: str | Sequence[str], allowed: Sequence[str], parameter: str) -> list[str]:
-    """``"static, packed"`` -> ``["static", "packed"]``; an unknown or empty list raises ConfigError."""
-    names = [n.strip() for n in text.split(",")] if isinstance(text, str) else [str(n).strip() for n in text]
-    names = list(dict.fromkeys(n for n in names if n))
-    unknown = [n for n in names if n not in allowed]
-    if unknown or not names:
-        raise ConfigError(parameter, text, "a comma-separated list drawn from " + ", ".join(allowed))
-    return names
-
-
-def strategy_configs(
-    base: RunConfig,
-    strategies: Sequence[str],
-    attentions: Sequence[str],
-    device: str = "cpu",
-    kernels: str = BASELINE_BACKEND,
-    liger_kernels: str = ",".join(DEFAULT_LIGER_KERNELS),
-) -> tuple[list[RunConfig], dict[str, str]]:
-    """The grid kernels x strategy x attention that can be tried here, and what is left out with why.
-
-    ``kernels`` and ``liger_kernels`` are comma lists as notebook parameters give them (KERNELS, LIGER_KERNELS);
-    the kernel axis comes from :func:`nbhelpers.kernels.backends.kernel_grid` (eager first, a backend that
-    cannot run here skipped with its reason), the attentions left out from the attention table
-    (:mod:`nbhelpers.kernels.attention`). Labels read ``kernels, strategy, attention``; eager comes first, so the
-    first configuration is eager with the first strategy and attention (the parity reference).
-    """
-    for name in strategies:
-        check_choice("padding", name, PADDING_STRATEGIES)
-    for name in attentions:
-        if name not in ATTENTION_IMPLEMENTATIONS:
-            raise ConfigError("attn_implementation", name, "one of " + ", ".join(ATTENTION_IMPLEMENTATIONS))
-    kernel_configs, skipped = kernel_grid(base, kernels, liger_kernels, device)
-    skipped.update({f"attention {a}": why for a in attentions if (why := attention_status(a, device))})
-    runnable = [a for a in attentions if f"attention {a}" not in skipped]
-    kernel_configs.sort(key=lambda c: c.kernels != BASELINE_BACKEND)
-    configs = [
-        k.replace(padding=s, attn_implementation=a, label=f"{k.kernels}, {s}, {a}")
-        for k in kernel_configs
-        for a in runnable
-        for s in strategies
-    ]
-    return configs, skipped

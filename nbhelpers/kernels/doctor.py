@@ -6,7 +6,7 @@ every attention implementation (:mod:`nbhelpers.kernels.attention`); each entry 
 needs, its status function and its correctness probe. Compatibility is the entry's own status plus the
 known-bad table (:mod:`nbhelpers.kernels.known_bad`); correctness is the probe's verdict. What is absent is
 reported as absent, never as an error. The verdict is a RunRecord of kind "doctor"; notebooks 02 and 03
-skip the paths it marks broken (:func:`skip_broken`), with the reason.
+skip the paths it marks broken (:func:`nbhelpers.planning.device.skip_broken`), with the reason.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from nbhelpers.measure.store import RunRecord
 from .attention import ATTENTION_TABLE
 from .known_bad import BROKEN, KnownBad, matching
 from .probes import FAIL, NOT_RUNNABLE, PASS, ProbeResult
-from .registry import ELEMENTARY_BACKENDS, find_backend
+from .registry import ELEMENTARY_BACKENDS
 
 DOCTOR_KIND = "doctor"  # kind of the doctor's record: kept in the store, outside the step tables
 # The distributions the doctor reports, as pip names them.
@@ -255,26 +255,3 @@ def broken_paths(record: RunRecord | None) -> dict[str, str]:
 def broken_here(records: Iterable[RunRecord]) -> dict[str, str]:
     """The paths the newest doctor record of this machine (this host) marks broken, with the reason ({} without)."""
     return broken_paths(latest_doctor(records, socket.gethostname()))
-
-
-def broken_reasons(kernels: str, attention: str, broken: Mapping[str, str]) -> dict[str, str]:
-    """Why a (kernel backend, attention) pair is left out by a doctor verdict: skipped-list key -> reason, one per
-    broken part ("kernels liger+compile" when its liger part is broken); {} when nothing of it is broken."""
-    backend = find_backend(kernels)
-    parts = backend.components if backend is not None else (kernels,)
-    reasons = {f"kernels {kernels}": f"kernels {p}" for p in parts if f"kernels {p}" in broken}
-    if f"attention {attention}" in broken:
-        reasons[f"attention {attention}"] = f"attention {attention}"
-    return {key: f"the kernel doctor marks {path} broken: {broken[path]}" for key, path in reasons.items()}
-
-
-def skip_broken(configs: Iterable[Any], broken: Mapping[str, str]) -> tuple[list[Any], dict[str, str]]:
-    """The configs whose kernel backend (or any of its parts) and attention the doctor did not mark broken,
-    and what was left out, keyed like the notebooks' skipped lists ("kernels liger+compile": why)."""
-    kept, skipped = [], {}
-    for config in configs:
-        reasons = broken_reasons(config.kernels, config.attn_implementation, broken)
-        skipped.update(reasons)
-        if not reasons:
-            kept.append(config)
-    return kept, skipped

@@ -13,8 +13,7 @@ from typing import Any
 from nbhelpers.analysis.records import speedup, tokens_per_s
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord
-
-from .space import Candidate
+from nbhelpers.planning.candidates import Candidate
 
 KEPT, DROPPED, WINNER, BASELINE = "kept", "dropped", "winner", "baseline"
 NOT_RUNNABLE, NOT_TRIED = "not runnable", "not tried"

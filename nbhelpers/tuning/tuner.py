@@ -31,9 +31,9 @@ from nbhelpers.analysis.records import WORKLOAD_FIELDS, is_measured, metric_valu
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.jsonl import append_line
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir, runs_root
+from nbhelpers.planning.candidates import Candidate, baseline_candidate
 
 from .journal import BASELINE, DROPPED, KEPT, NOT_RUNNABLE, NOT_TRIED, WINNER, Decision, TuneResult, parity_of, ratio
-from .space import Candidate, baseline_candidate
 
 TUNER_KIND = "tuner"  # kind of the rung records: kept in the store, outside the step tables
 JOURNAL_NAME = "tuner.jsonl"
@@ -439,8 +439,8 @@ def tune(
     from nbhelpers.data.strategies import PADDING_STRATEGIES
     from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
     from nbhelpers.kernels.registry import KERNEL_BACKENDS
-
-    from .space import build_space, parse_budgets, parse_list, parse_switch_sets, with_unfused_twin
+    from nbhelpers.planning.candidates import build_space, parse_budgets, parse_switch_sets, with_unfused_twin
+    from nbhelpers.planning.lists import parse_list
 
     sets = parse_switch_sets(liger_kernels) if liger_kernels else [workload.liger_kernels]
     if unfused_twin:

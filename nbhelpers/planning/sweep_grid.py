@@ -1,5 +1,8 @@
 """The sweep's grid and notebooks: parse ``name=v1,v2`` items, name points, coerce values strictly to the
-types the notebooks' parameters cells declare (``nbhelpers.validation.ConfigError`` otherwise)."""
+types the notebooks' parameters cells declare (``nbhelpers.validation.ConfigError`` otherwise).
+
+A bracketed value of a text parameter is the comma list the notebook parses (:mod:`nbhelpers.planning.lists`):
+``liger_kernels=[rope,swiglu],[rms_norm]`` gives LIGER_KERNELS="rope,swiglu", then "rms_norm"."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.validation import ConfigError
+
+from .lists import parse_list
 
 RUN_NAME_PARAMETER = "RUN_NAME"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -124,9 +129,8 @@ def find_notebooks(spec: str | Sequence[str] | None, notebooks_dir: str | Path =
     """Notebooks named by number prefix ("01,02"), file name or path; None or "" means all of them."""
     if not spec:
         return list_notebooks(notebooks_dir)
-    items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s).strip() for s in spec]
     found: list[Path] = []
-    for item in filter(None, items):
+    for item in parse_list(spec, None, "notebooks", empty=True):
         path = Path(item)
         if path.suffix == ".ipynb" and path.exists():
             found.append(path)
@@ -171,9 +175,16 @@ def _coerce(value: Any, type_name: str, notebook: str, name: str) -> Any:
         return value
     if base == "str" and not isinstance(value, (list, tuple)):
         return value if isinstance(value, str) else json.dumps(value)
+    if base == "str" and value and all(_is_name(v) for v in value):
+        return ",".join(value)  # a bracketed grid value: the comma list a text parameter holds
     if base in ("list", "tuple") and isinstance(value, (list, tuple)):
         return list(value)
     raise ConfigError(name, value, f"{_TYPES[base]} ({notebook} declares {name}: {type_name})")
+
+
+def _is_name(value: Any) -> bool:
+    """A string that can stand in a comma list: not empty, no comma, no bracket."""
+    return isinstance(value, str) and bool(value.strip()) and not any(c in value for c in ",[]")
 
 
 def _declared_name(key: str, declared: dict[str, Any]) -> str | None:

@@ -1,9 +1,10 @@
-"""The tuner's search space: kernel backends x Liger switch sets x padding strategies x attention.
+"""The tuner's candidates: kernel backends x Liger switch sets x padding strategies x attention.
 
 Every value comes from a table (kernel backends from :mod:`nbhelpers.kernels.registry`, strategies from
 :mod:`nbhelpers.data.strategies`, attention implementations from :mod:`nbhelpers.kernels.attention`, what a
 model family supports from :mod:`nbhelpers.models.families`). A combination that cannot run here is left
-out before anything is measured, with the reason.
+out before anything is measured, with the reason (:mod:`nbhelpers.planning.device`). The search over the
+candidates is :mod:`nbhelpers.tuning`'s.
 """
 
 from __future__ import annotations
@@ -12,27 +13,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nbhelpers.data.strategies import BASELINE_STRATEGY, PADDING_STRATEGIES, STRATEGIES, plan_token_budget
-from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION, attention_status
-from nbhelpers.kernels.doctor import broken_reasons
+from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
 from nbhelpers.kernels.liger import LIGER_KERNELS
 from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, kernel_backend
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.models.families import PACKING_MODES, family_of_model
 from nbhelpers.validation import ConfigError
+
+from .device import refusal
+from .lists import parse_list
 
 # A switch set with Liger's fused linear cross-entropy gets a twin with plain (Liger) cross-entropy instead:
 # the fused kernel was measured slower than plain cross-entropy on packed rows (benchmarks/gpu/NOTES.md).
 FUSED_SWITCH, UNFUSED_SWITCH = "fused_linear_cross_entropy", "cross_entropy"
-PACKING_MODE = next(iter(PACKING_MODES))  # how packed strategies keep sequences apart (position_ids)
-
-
-def parse_list(text: str | Sequence[str], allowed: Sequence[str], parameter: str) -> list[str]:
-    """``"a, b"`` or ``["a", "b"]`` -> names drawn from ``allowed``; anything else is a ConfigError naming it."""
-    names = [n.strip() for n in text.split(",")] if isinstance(text, str) else [str(n).strip() for n in text]
-    names = list(dict.fromkeys(n for n in names if n))
-    if not names or any(n not in allowed for n in names):
-        raise ConfigError(parameter, text, "a comma-separated list drawn from " + ", ".join(allowed))
-    return names
 
 
 def parse_switch_sets(text: str | Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
@@ -40,14 +32,13 @@ def parse_switch_sets(text: str | Sequence[Sequence[str]]) -> list[tuple[str, ..
     raw = [part for part in text.split(";") if part.strip()] if isinstance(text, str) else list(text)
     if not raw:
         raise ConfigError("liger_kernels", text, "one or more comma-separated sets of " + ", ".join(LIGER_KERNELS))
-    return [tuple(parse_list(part, LIGER_KERNELS, "liger_kernels")) for part in raw]
+    return [parse_list(part, LIGER_KERNELS, "liger_kernels") for part in raw]
 
 
 def parse_budgets(text: str | int | Sequence[int]) -> list[int]:
     """Token budgets: ``"0,16384"`` or a list of ints (0 = batch_size x max_length)."""
-    parts = str(text).split(",") if isinstance(text, (str, int)) else list(text)
     try:
-        budgets = [int(str(p).strip()) for p in parts if str(p).strip()]
+        budgets = [int(p) for p in parse_list(str(text) if isinstance(text, int) else text, None, "token_budgets")]
     except ValueError:
         budgets = []
     if not budgets or any(b < 0 for b in budgets):
@@ -122,18 +113,12 @@ def baseline_candidate(workload: RunConfig) -> Candidate:
 def why_not(candidate: Candidate, workload: RunConfig, device: str, broken: Mapping[str, str] | None = None) -> str:
     """'' when the candidate can be tried on this device for this model, else why not; ``broken`` holds the paths
     a kernel-doctor verdict marks broken (:func:`nbhelpers.kernels.doctor.broken_paths`)."""
-    doctor = broken_reasons(candidate.kernels, candidate.attn_implementation, broken or {})
-    if doctor:
-        return "; ".join(doctor.values())
-    status = attention_status(candidate.attn_implementation, device)
-    if status:
-        return f"attn_implementation={candidate.attn_implementation!r}: {status}"
-    family = family_of_model(workload.model)
-    if family is not None:
-        packing = PACKING_MODE if STRATEGIES[candidate.padding].packed else ""
-        refusal = family.refusal(candidate.attn_implementation, candidate.kernels, packing)
-        if refusal:
-            return refusal
+    packed = STRATEGIES[candidate.padding].packed
+    reason = refusal(
+        candidate.kernels, candidate.attn_implementation, device, model=workload.model, packed=packed, broken=broken
+    )
+    if reason:
+        return reason
     try:
         candidate.config(workload)
     except ConfigError as error:

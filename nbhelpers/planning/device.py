@@ -1,0 +1,98 @@
+"""What can run on this device, and why not: the checks every grid, notebook and the tuner make, in one place.
+
+Each check returns '' when something can run here, else the reason (a sentence the notebooks show and the
+tuner journals): Liger switches Triton's CPU interpreter cannot run, a kernel backend whose packages are missing,
+an attention implementation this device lacks, a path the kernel doctor marks broken (passed in as the mapping
+``nbhelpers.kernels.doctor.broken_paths`` returns), and a model family's own refusals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from nbhelpers.kernels.attention import attention_status
+from nbhelpers.kernels.liger import CPU_INTERPRETABLE_LIGER_KERNELS, liger_status
+from nbhelpers.kernels.registry import find_backend, uses_liger_switches
+from nbhelpers.models.families import PACKING_MODES, family_of_model
+
+CPU_SWITCHES_REASON = "Triton's CPU interpreter fails on them (notebook 02 runs them to show it); they run on a GPU"
+PACKING_MODE = next(iter(PACKING_MODES))  # how packed strategies keep sequences apart (position_ids)
+
+
+def cpu_skipped_switches(switches: Iterable[str], device: str) -> tuple[str, ...]:
+    """The Liger switches Triton's CPU interpreter cannot run (none off a CPU)."""
+    if device != "cpu":
+        return ()
+    return tuple(k for k in switches if k not in CPU_INTERPRETABLE_LIGER_KERNELS)
+
+
+def switches_here(switches: Iterable[str], device: str) -> tuple[str, ...]:
+    """The Liger switches this device runs, in the order given (all of them off a CPU)."""
+    switches = tuple(switches)
+    skipped = cpu_skipped_switches(switches, device)
+    return tuple(k for k in switches if k not in skipped)
+
+
+def backend_refusal(backend: str, switches: Sequence[str], device: str, parameter: str = "LIGER_KERNELS") -> str:
+    """'' when a kernel backend can run here with the requested Liger ``switches``, else why not (its packages
+    are missing, or none of the switches runs on this device)."""
+    if not uses_liger_switches(backend):
+        return ""
+    missing = liger_status(device)
+    if missing:
+        return missing
+    if not switches_here(switches, device):
+        return f"none of {parameter}={','.join(switches)!r} runs on {device}"
+    return ""
+
+
+def attention_refusal(attention: str, device: str) -> str:
+    """'' when an attention implementation can be tried here, else why it is left out (the attention table's)."""
+    return attention_status(attention, device)
+
+
+def broken_reasons(kernels: str, attention: str, broken: Mapping[str, str] | None) -> dict[str, str]:
+    """Why a (kernel backend, attention) pair is left out by a doctor verdict: skipped-list key -> reason, one per
+    broken part ("kernels liger+compile" when its liger part is broken); {} when nothing of it is broken."""
+    broken = broken or {}
+    backend = find_backend(kernels)
+    parts = backend.components if backend is not None else (kernels,)
+    reasons = {f"kernels {kernels}": f"kernels {p}" for p in parts if f"kernels {p}" in broken}
+    if f"attention {attention}" in broken:
+        reasons[f"attention {attention}"] = f"attention {attention}"
+    return {key: f"the kernel doctor marks {path} broken: {broken[path]}" for key, path in reasons.items()}
+
+
+def skip_broken(configs: Iterable[Any], broken: Mapping[str, str] | None) -> tuple[list[Any], dict[str, str]]:
+    """The configs whose kernel backend (or any of its parts) and attention the doctor did not mark broken,
+    and what was left out, keyed like the notebooks' skipped lists ("kernels liger+compile": why)."""
+    kept, skipped = [], {}
+    for config in configs:
+        reasons = broken_reasons(config.kernels, config.attn_implementation, broken)
+        skipped.update(reasons)
+        if not reasons:
+            kept.append(config)
+    return kept, skipped
+
+
+def family_refusal(model: str, attention: str, kernels: str, packed: bool) -> str:
+    """'' when the model's family runs this attention, backend and packing (or the model is of no known family)."""
+    family = family_of_model(model)
+    if family is None:
+        return ""
+    return family.refusal(attention, kernels, PACKING_MODE if packed else "")
+
+
+def refusal(
+    kernels: str, attention: str, device: str, *, model: str, packed: bool, broken: Mapping[str, str] | None = None
+) -> str:
+    """'' when a backend and attention can run here for this model, else the first reason: the doctor's verdict,
+    then the attention's availability on this device, then the model family's refusal."""
+    doctor = broken_reasons(kernels, attention, broken)
+    if doctor:
+        return "; ".join(doctor.values())
+    status = attention_refusal(attention, device)
+    if status:
+        return f"attn_implementation={attention!r}: {status}"
+    return family_refusal(model, attention, kernels, packed)
