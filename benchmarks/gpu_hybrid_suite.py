@@ -26,9 +26,10 @@ from pathlib import Path
 
 from gpu_suite import measure_group, one_isolated
 
-from nbhelpers.kernels.cache import cache_env, cold_vs_warm, make_cache_folders
+from nbhelpers.kernels.cache import cache_env, make_cache_folders
 from nbhelpers.kernels.registry import uses_liger_switches
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.startup import cold_vs_warm
 from nbhelpers.planning.lists import parse_list
 
 STRATEGIES = ("static", "dynamic", "packed", "token_budget")

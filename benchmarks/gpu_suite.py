@@ -26,10 +26,10 @@ from typing import Any
 from nbhelpers.analysis.parity import check_against_first
 from nbhelpers.data.strategies import PADDING_STRATEGIES
 from nbhelpers.data.synthetic import make, write_jsonl
-from nbhelpers.kernels.cache import cold_vs_warm
 from nbhelpers.kernels.registry import KERNEL_BACKENDS
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_isolated
+from nbhelpers.measure.startup import cold_vs_warm
 from nbhelpers.measure.store import RunRecord, RunStore
 
 MODEL = "qwen3-1.7b"

@@ -122,7 +122,7 @@ def _doctor(args: argparse.Namespace) -> int:
     import json
 
     from nbhelpers.kernels.doctor import describe_machine, doctor_table, run_doctor
-    from nbhelpers.kernels.kernel_set import write_kernel_set
+    from nbhelpers.measure.doctor_records import doctor_record, write_kernel_set
     from nbhelpers.measure.jsonl import dumps
     from nbhelpers.measure.store import RunStore
 
@@ -130,7 +130,7 @@ def _doctor(args: argparse.Namespace) -> int:
         os.environ["NBHELPERS_RUNS"] = str(args.out)
     with _stdout_to_stderr(enabled=args.json):  # kernel libraries log to stdout (tilelang's compile lines)
         report = run_doctor(args.device, run_probes=not args.no_probes)
-    record = report.to_record(args.run_name or "default", notebook="nbhelpers doctor")
+    record = doctor_record(report, args.run_name or "default", notebook="nbhelpers doctor")
     if args.run_name:
         RunStore.for_run(args.run_name).append(record)
     if args.json:
@@ -155,9 +155,9 @@ def _warm_cache(args: argparse.Namespace) -> int:
         cache_summary,
         check_cache_names,
         export_cache,
-        warm_caches,
         warm_probe_caches,
     )  # fmt: skip
+    from nbhelpers.measure.startup import warm_caches
     from nbhelpers.planning.lists import parse_list
 
     caches = check_cache_names(parse_list(args.caches, None, "--caches", empty=True), "--caches") or None

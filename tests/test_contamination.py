@@ -9,11 +9,11 @@ from nbhelpers.data.contamination import (
     BROKEN_MODES,
     RELATIVE_TOLERANCE,
     check_contamination,
-    contamination_proof,
     per_sequence_loss,
     proof_summary,
     sequence_ids,
 )
+from nbhelpers.measure.contamination_proof import contamination_proof
 
 MAX_LENGTH = 192
 

@@ -21,19 +21,18 @@ from nbhelpers.kernels.doctor import (
     REFERENCE,
     VERDICTS,
     FusedPath,
-    broken_here,
     broken_paths,
     check_path,
     describe_machine,
     doctor_table,
     fused_paths,
     installed_versions,
-    latest_doctor,
     run_doctor,
 )
 from nbhelpers.kernels.known_bad import BROKEN, KNOWN_BAD, SLOW, KnownBad, applies, matching, version_in
 from nbhelpers.kernels.probes import FAIL, NOT_RUNNABLE, PASS, compare_kernels, rms_norm_reference
 from nbhelpers.kernels.registry import ELEMENTARY_BACKENDS
+from nbhelpers.measure.doctor_records import broken_here, doctor_record, latest_doctor
 from nbhelpers.measure.store import RunRecord, RunStore
 
 FLA_HOPPER = next(e for e in KNOWN_BAD if e.name == "fla-gated-backward-hopper-triton")
@@ -164,7 +163,7 @@ def test_doctor_on_a_cpu_reports_absent_packages_as_absent_never_as_errors(monke
     assert verdicts["kernels eager"].verdict == REFERENCE and verdicts["attention eager"].verdict == REFERENCE
     assert verdicts["attention torch_varlen"].verdict == NOT_HERE  # needs a CUDA GPU
     assert report.gpu["name"] is None and "no CUDA GPU" in describe_machine(report)
-    assert not broken_paths(report.to_record())
+    assert not broken_paths(report) and not broken_paths(doctor_record(report).metrics)
 
 
 def test_runnable_probes_run_on_a_cpu_and_liger_is_not_runnable_here():
@@ -218,17 +217,18 @@ def test_the_verdict_is_a_doctor_record_that_round_trips_through_the_store(runs_
     report = run_doctor("cpu", run_probes=False)
     report.paths.append(check_path(_fake_path(_WrongBackward.apply), "cpu", {}, []))
     store = RunStore.for_run("doc")
-    store.append(report.to_record("doc", notebook="test"))
+    store.append(doctor_record(report, "doc", notebook="test"))
     record = latest_doctor(store.load(), hostname=socket.gethostname())
     assert record is not None and record.kind == DOCTOR_KIND and record.config["run_name"] == "doc"
-    assert list(broken_paths(record)) == ["kernels fake"] and broken_here(store.load()) == broken_paths(record)
+    assert list(broken_paths(record.metrics)) == ["kernels fake"] == list(broken_paths(report))
+    assert broken_here(store.load()) == broken_paths(record.metrics)
     later = {"record_id": "other", "environment": {"hostname": "gpu-9"}, "created_at": "2999-01-01T00:00:00+00:00"}
     elsewhere = RunRecord.from_dict(record.to_dict() | later)
     store.append(elsewhere)  # a newer verdict of another machine does not speak for this one
     assert latest_doctor(store.load()).record_id == "other"
     assert latest_doctor(store.load(), hostname="another-host") is None
-    assert broken_here(store.load()) == broken_paths(record)
-    table = doctor_table(record)
+    assert broken_here(store.load()) == broken_paths(record.metrics)
+    table = doctor_table(record.metrics)
     assert list(table.columns) == ["path", "installed", "compatible", "correct", "verdict", "reason", "notes"]
     assert table.set_index("path").loc["kernels fake", "verdict"] == BROKEN_PATH
 

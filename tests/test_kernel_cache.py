@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from test_parity import compile_pair
 
+from nbhelpers.analysis.startup import startup_table
 from nbhelpers.cli import main
 from nbhelpers.kernels import cache as cache_module
 from nbhelpers.kernels.cache import (
@@ -22,7 +23,6 @@ from nbhelpers.kernels.cache import (
     export_cache,
     import_cache,
     startup_backend,
-    startup_table,
     warm_probe_caches,
 )
 

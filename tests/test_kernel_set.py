@@ -10,14 +10,8 @@ import pytest
 
 from nbhelpers.cli import main
 from nbhelpers.kernels.doctor import DOCTOR_KIND, installed_versions
-from nbhelpers.kernels.kernel_set import (
-    kernel_set,
-    pin_mismatches,
-    read_kernel_set,
-    render_kernel_set,
-    torch_index,
-    write_kernel_set,
-)
+from nbhelpers.kernels.kernel_set import pin_mismatches, read_kernel_set, torch_index
+from nbhelpers.measure.doctor_records import kernel_set, render_kernel_set, write_kernel_set
 from nbhelpers.measure.store import RunRecord, RunStore
 
 

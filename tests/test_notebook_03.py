@@ -9,6 +9,7 @@ import pytest
 from notebook_helpers import assert_committed_clean, execute, outputs_text
 
 from nbhelpers.kernels.doctor import run_doctor
+from nbhelpers.measure.doctor_records import doctor_record
 from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_dynamic_padding.ipynb"
@@ -48,7 +49,7 @@ def test_notebook_03_measures_proves_and_reads_gpu_results(runs_root, kernel_env
     doctor = run_doctor("cpu", run_probes=False)
     liger = next(p for p in doctor.paths if p.path == "kernels liger")
     liger.verdict, liger.reason = "broken", "probe failed: swiglu: outside rtol 0.02"
-    RunStore.for_run("nb03").append(doctor.to_record("nb03"))
+    RunStore.for_run("nb03").append(doctor_record(doctor, "nb03"))
     cells = execute(
         NOTEBOOK, tmp_path / "03.ipynb",
         TINY | {"RUN_NAME": "nb03", "STRATEGIES": "static,packed", "ATTENTION": "sdpa,flex_attention",

@@ -14,10 +14,10 @@ from nbhelpers.analysis.parity import (
     rel_diff,
     tolerance_for,
 )
-from nbhelpers.kernels.cache import cold_vs_warm
 from nbhelpers.kernels.registry import cpu_tolerance
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_config
+from nbhelpers.measure.startup import cold_vs_warm
 from nbhelpers.measure.store import RunRecord, RunStore
 
 # One sequence of 48 tokens (15 of them loss tokens), one step after the first: the smallest batch with a

@@ -103,13 +103,14 @@ def test_html_report_has_a_doctor_section_when_a_doctor_record_is_present(tmp_pa
     from test_doctor import _fake_path, _WrongBackward
 
     from nbhelpers.kernels.doctor import BROKEN_PATH, check_path, run_doctor
+    from nbhelpers.measure.doctor_records import doctor_record
 
     plain = report.write_html_report([], tmp_path / "plain.html")
     assert "Kernel doctor" not in plain.read_text()
     doctor = run_doctor("cpu", run_probes=False)
     doctor.paths.append(check_path(_fake_path(_WrongBackward.apply), "cpu", {}, []))
     doctor.paths[-1].notes.append("slow-one: slower; fix: do this (source: NOTES.md)")
-    record = doctor.to_record("doc")
+    record = doctor_record(doctor, "doc")
     path = report.write_html_report([record], tmp_path / "doctor.html")
     soup = BeautifulSoup(path.read_text(), "html.parser")
     (section,) = soup.select("section.doctor")

@@ -1,1 +1,1 @@
-"""Data: loading and formats, tokenizer, synthetic data, padding strategies, padding waste, contamination proof."""
+"""Data: loading and formats, tokenizer, synthetic data, padding strategies, padding waste, the contamination checks."""

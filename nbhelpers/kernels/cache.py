@@ -6,7 +6,7 @@ disk (the table :data:`nbhelpers.kernels.registry.COMPILED_CACHES`: ``TRITON_CAC
 ``TRITON_CACHE_AUTOTUNING=1`` for the autotuner's choices, ``TORCHINDUCTOR_CACHE_DIR``, ``TILELANG_CACHE_DIR``).
 Warm the caches once for the configured shapes, export them (all, or the ones a backend fills), and import them
 where the next job starts (another machine, a Databricks cluster, a container image), so its first step is fast.
-``cold_vs_warm`` measures the difference.
+:func:`nbhelpers.measure.startup.cold_vs_warm` measures the difference.
 """
 
 from __future__ import annotations
@@ -15,18 +15,11 @@ import os
 import subprocess
 import sys
 import tarfile
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.runner import run_isolated
-from nbhelpers.measure.store import RunRecord
-
 from .registry import COMPILED_CACHES, find_backend, kernel_backend
-
-STARTUP_KIND = "startup"
 
 
 class UnsafeArchiveError(ValueError):
@@ -85,17 +78,6 @@ def cache_summary(cache_dir: str | Path) -> dict[str, Any]:
     return summary
 
 
-def warm_caches(config: RunConfig, cache_dir: str | Path, notebook: str = "") -> RunRecord:
-    """Run the configured shapes once in a subprocess whose caches live in ``cache_dir`` (autotune results
-    kept); its record.
-
-    When ``cache_dir`` starts empty, the record's ``first_step_s`` is the cold start.
-    """
-    env = cache_env(cache_dir)
-    make_cache_folders(env)
-    return run_isolated(config, notebook=notebook, extra_env=env)
-
-
 def export_cache(cache_dir: str | Path, archive_path: str | Path, caches: Iterable[str] | None = None) -> Path:
     """Write the cache folder's regular files to a tar.gz (paths relative to the folder); its path.
 
@@ -152,73 +134,6 @@ def import_cache(archive_path: str | Path, cache_dir: str | Path) -> list[str]:
     return [m.name for m in members if m.isfile()]
 
 
-def _as_startup(record: RunRecord, cache: str, cache_dir: Path) -> RunRecord:
-    record.kind = STARTUP_KIND
-    record.config["label"] = f"{record.label} ({cache} cache)"
-    if record.ok:
-        record.metrics["cache"] = cache
-        record.metrics["cache_dir"] = str(cache_dir)
-        record.metrics.update({k: v for k, v in cache_summary(cache_dir).items() if k != "cache_dir"})
-    return record
-
-
-def cold_vs_warm(config: RunConfig, workdir: str | Path, notebook: str = "") -> list[RunRecord]:
-    """Two records of one config (kind "startup"), as a later job would see them.
-
-    Cold: a fresh process with empty caches, which it fills. Warm: the filled cache exported to a tar.gz,
-    imported into another folder (a relocated copy, like a cache shipped to another machine), and the
-    same config run again on it. Compare their ``metrics["first_step_s"]``; both caches stay in ``workdir``.
-    """
-    work = Path(workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    cold_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-cold-", dir=work))
-    cold = _as_startup(warm_caches(config, cold_dir, notebook), "cold", cold_dir)
-    archive = export_cache(cold_dir, cold_dir.with_name(cold_dir.name + ".tar.gz"))
-    warm_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-warm-", dir=work))
-    import_cache(archive, warm_dir)
-    warm = _as_startup(run_isolated(config, notebook=notebook, extra_env=cache_env(warm_dir)), "warm", warm_dir)
-    if warm.ok:
-        warm.metrics["cache_archive"] = str(archive)
-    return [cold, warm]
-
-
-def startup_table(records: Iterable[RunRecord]) -> Any:
-    """First step against a timed step, per record: the startup cost and what a warm cache saves
-    ("cold / this": the cold first step of the same configuration over this one's)."""
-    import pandas as pd
-
-    rows = []
-    for record in records:
-        m = record.metrics
-        first, median = m.get("first_step_s"), m.get("step_time_median_s")
-        rows.append(
-            {
-                "label": record.label,
-                "machine": record.machine,
-                "cache": m.get("cache", ""),
-                "status": record.status,
-                "first step s": first,
-                "step median s": median,
-                "startup overhead s": first - median if record.ok and first is not None and median else None,
-                "cache files": sum(m.get(f"{name}_files") or 0 for name in COMPILED_CACHES) if record.ok else None,
-                "reason": record.reason,
-            }
-        )
-    columns = ["label", "machine", "cache", "status", "first step s", "step median s", "startup overhead s",
-               "cache files", "reason"]  # fmt: skip
-    frame = pd.DataFrame(rows, columns=columns)
-    configuration = frame["label"].str.replace(r" \((cold|warm) cache\)$", "", regex=True)
-    cold_first = {
-        name: first for name, cache, first in zip(configuration, frame["cache"], frame["first step s"])
-        if cache == "cold" and first
-    }  # fmt: skip
-    frame["cold / this"] = [
-        cold_first[name] / first if name in cold_first and first else None
-        for name, first in zip(configuration, frame["first step s"])
-    ]
-    return frame
-
-
 def startup_backend(backends: Iterable[str]) -> str | None:
     """The backend whose startup is worth measuring: one that fills Inductor's cache (the fewest parts first,
     so plain torch.compile), else the first that fills any compiled-kernel cache; None when none does."""
@@ -227,32 +142,3 @@ def startup_backend(backends: Iterable[str]) -> str | None:
     if inductor:
         return min(inductor, key=lambda b: len(b.components)).name
     return filling[0].name if filling else None
-
-
-def measure_startup(
-    configs: Iterable[RunConfig], workdir: str | Path, enabled: bool = True, notebook: str = ""
-) -> list[RunRecord]:
-    """cold_vs_warm of the backend :func:`startup_backend` picks among ``configs`` (no profiler); [] when
-    disabled or when no backend fills a compiled-kernel cache (eager only)."""
-    by_kernels = {c.kernels: c for c in configs}
-    backend = startup_backend(by_kernels)
-    if not enabled or backend is None:
-        return []
-    return cold_vs_warm(by_kernels[backend].replace(profile=False), workdir, notebook)
-
-
-def export_startup_cache(records: Iterable[RunRecord], archive_path: str | Path) -> Any:
-    """Export the cache the startup records filled to a tar.gz; a one-row table of what was written."""
-    import pandas as pd
-
-    cache_dirs = [r.metrics["cache_dir"] for r in records if r.ok and r.metrics.get("cache_dir")]
-    if not cache_dirs:
-        return pd.DataFrame(
-            [{"archive": "", "files": 0, "MiB": 0.0, "note": "no startup measurement: nothing to export"}]
-        )
-    archive = export_cache(cache_dirs[-1], archive_path)
-    files = len(cache_files(cache_dirs[-1]))
-    note = "unpack with import_cache(archive, folder); point the job at it with cache_env(folder)"
-    return pd.DataFrame(
-        [{"archive": str(archive), "files": files, "MiB": archive.stat().st_size / 2**20, "note": note}]
-    )

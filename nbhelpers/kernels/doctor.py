@@ -5,29 +5,28 @@ The paths come from the two tables: every elementary kernel backend (:mod:`nbhel
 every attention implementation (:mod:`nbhelpers.kernels.attention`); each entry names the distributions it
 needs, its status function and its correctness probe. Compatibility is the entry's own status plus the
 known-bad table (:mod:`nbhelpers.kernels.known_bad`); correctness is the probe's verdict. What is absent is
-reported as absent, never as an error. The verdict is a RunRecord of kind "doctor"; notebooks 02 and 03
-skip the paths it marks broken (:func:`nbhelpers.planning.device.skip_broken`), with the reason.
+reported as absent, never as an error. The verdict is plain data (:meth:`DoctorReport.metrics`), which
+:mod:`nbhelpers.measure.doctor_records` keeps as a RunRecord of kind "doctor"; notebooks 02 and 03 skip the
+paths it marks broken (:func:`nbhelpers.planning.device.skip_broken`), with the reason.
 """
 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from nbhelpers.measure.env import package_versions
-from nbhelpers.measure.store import RunRecord
+from nbhelpers.machine import package_versions, resolve_device
 
 from .attention import ATTENTION_TABLE
 from .known_bad import BROKEN, KnownBad, matching
 from .probes import FAIL, NOT_RUNNABLE, PASS, ProbeResult
 from .registry import ELEMENTARY_BACKENDS
 
-DOCTOR_KIND = "doctor"  # kind of the doctor's record: kept in the store, outside the step tables
+DOCTOR_KIND = "doctor"  # kind of the doctor's record (measure.doctor_records): in the store, outside step tables
 # The distributions the doctor reports, as pip names them.
 DOCTOR_PACKAGES = (
     "torch", "triton", "transformers", "liger-kernel", "flash-linear-attention", "tilelang", "causal-conv1d",
@@ -68,16 +67,20 @@ class DoctorReport:
     packages: dict[str, str | None]
     paths: list[PathVerdict]
 
-    def to_record(self, run_name: str = "default", notebook: str = "") -> RunRecord:
-        """The verdict as a RunRecord of kind "doctor" (label "kernel doctor")."""
-        from nbhelpers.measure.env import safe_environment
+    def metrics(self) -> dict[str, Any]:
+        """The verdict as plain data: what a doctor record keeps as its metrics."""
+        return {"device": self.device, "gpu": self.gpu, "packages": self.packages,
+                "paths": [asdict(p) for p in self.paths],
+                "broken": {p.path: p.reason for p in self.paths if p.verdict == BROKEN_PATH}}  # fmt: skip
 
-        metrics = {"device": self.device, "gpu": self.gpu, "packages": self.packages,
-                   "paths": [asdict(p) for p in self.paths],
-                   "broken": {p.path: p.reason for p in self.paths if p.verdict == BROKEN_PATH}}  # fmt: skip
-        config = {"label": "kernel doctor", "run_name": run_name, "device": self.device}
-        return RunRecord(config=config, kind=DOCTOR_KIND, notebook=notebook, metrics=metrics,
-                         environment=safe_environment(self.device))  # fmt: skip
+
+# A doctor's verdict: its report, or the plain data of one (a doctor record's metrics).
+DoctorSource = DoctorReport | Mapping[str, Any]
+
+
+def doctor_facts(source: DoctorSource) -> Mapping[str, Any]:
+    """The verdict's plain data (device, gpu, packages, paths, broken) of a report or of a record's metrics."""
+    return source.metrics() if isinstance(source, DoctorReport) else source
 
 
 def installed_versions(names: Iterable[str] = DOCTOR_PACKAGES) -> dict[str, str | None]:
@@ -199,8 +202,6 @@ def run_doctor(
 ) -> DoctorReport:
     """Inventory this machine and check every fused path; seconds on a GPU (its probes), about ten on a CPU
     (torch.compile's probe compiles). ``device`` is "auto", "cpu" or "cuda"."""
-    from nbhelpers.measure.env import resolve_device
-
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device={device!r}: allowed are auto, cpu, cuda")
     device = resolve_device(device)
@@ -212,21 +213,23 @@ def run_doctor(
     return DoctorReport(device, gpu, packages, paths)
 
 
-def doctor_table(source: DoctorReport | RunRecord) -> Any:
-    """One row per fused path: installed, compatible, correct, verdict and reason (pandas)."""
+def doctor_table(source: DoctorSource) -> Any:
+    """One row per fused path: installed, compatible, correct, verdict and reason (pandas); ``source`` is a
+    report or a doctor record's metrics."""
     import pandas as pd
 
-    rows = [asdict(p) for p in source.paths] if isinstance(source, DoctorReport) else source.metrics["paths"]
+    rows = doctor_facts(source)["paths"]
     columns = ["path", "installed", "compatible", "correct", "verdict", "reason"]
     frame = pd.DataFrame([{c: row.get(c, "") for c in columns} for row in rows], columns=columns)
     frame["notes"] = [" | ".join(row.get("notes") or []) for row in rows]
     return frame
 
 
-def describe_machine(source: DoctorReport | RunRecord) -> str:
-    """Two lines: the GPU (or none) with SM, memory, CUDA and driver; the package versions."""
-    gpu = source.gpu if isinstance(source, DoctorReport) else source.metrics["gpu"]
-    packages = source.packages if isinstance(source, DoctorReport) else source.metrics["packages"]
+def describe_machine(source: DoctorSource) -> str:
+    """Two lines: the GPU (or none) with SM, memory, CUDA and driver; the package versions (``source``: a report
+    or a doctor record's metrics)."""
+    facts = doctor_facts(source)
+    gpu, packages = facts["gpu"], facts["packages"]
     if gpu.get("name"):
         head = (f"GPU {gpu['name']} ({gpu['sm']}, {gpu['memory_gib']} GiB), CUDA {gpu['cuda']}, "
                 f"driver {gpu['driver'] or 'unknown'}")  # fmt: skip
@@ -237,21 +240,9 @@ def describe_machine(source: DoctorReport | RunRecord) -> str:
     return f"{head}\n{versions}"
 
 
-def latest_doctor(records: Iterable[RunRecord], hostname: str | None = None) -> RunRecord | None:
-    """The newest doctor record (of host ``hostname`` when given), or None."""
-    found = [r for r in records if r.kind == DOCTOR_KIND and r.ok]
-    if hostname is not None:
-        found = [r for r in found if r.environment.get("hostname") == hostname]
-    return max(found, key=lambda r: r.created_at, default=None)
-
-
-def broken_paths(record: RunRecord | None) -> dict[str, str]:
-    """The paths a doctor record marks broken, with the reason ({} without a record)."""
-    if record is None:
+def broken_paths(source: DoctorSource | None) -> dict[str, str]:
+    """The paths a verdict (a report or a doctor record's metrics) marks broken, with the reason ({} without)."""
+    if source is None:
         return {}
-    return {row["path"]: row["reason"] for row in record.metrics.get("paths", []) if row["verdict"] == BROKEN_PATH}
-
-
-def broken_here(records: Iterable[RunRecord]) -> dict[str, str]:
-    """The paths the newest doctor record of this machine (this host) marks broken, with the reason ({} without)."""
-    return broken_paths(latest_doctor(records, socket.gethostname()))
+    rows = doctor_facts(source).get("paths", [])
+    return {row["path"]: row["reason"] for row in rows if row["verdict"] == BROKEN_PATH}

@@ -1,7 +1,8 @@
 """The curated kernel set: the kernel packages that passed the doctor on one CUDA / torch, pinned in a pip
 requirements file that installs with one command (``pip install -r FILE``) and that docker/Dockerfile builds from.
 
-The file is generated from a doctor record (:func:`write_kernel_set`), never written by hand: torch, Triton and
+The file is generated from a doctor's verdict (plain data: a doctor record's metrics; the record's own
+``write_kernel_set`` is in :mod:`nbhelpers.measure.doctor_records`), never written by hand: torch, Triton and
 transformers (what every verdict is relative to) are always pinned; a kernel package is pinned when a path that
 needs or uses it passed its probe and no path that needs it is broken. What was left out is listed in the
 header with the reason. A torch build with a local label (``+cu128``, ``+cpu``) gets PyTorch's matching index.
@@ -9,31 +10,28 @@ header with the reason. A torch build with a local label (``+cu128``, ``+cpu``) 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from nbhelpers.measure.store import RunRecord
-
-from .doctor import BROKEN_PATH, DOCTOR_KIND, OK
+from .doctor import BROKEN_PATH, OK
 
 BASE_PACKAGES = ("torch", "triton", "transformers")  # pinned whenever installed: the verdicts are relative to them
 TORCH_INDEX = "https://download.pytorch.org/whl/{label}"
 HEADER = "# Curated kernel set: packages that passed `nbhelpers doctor` (generated, do not edit)."
 
 
-def kernel_set(record: RunRecord) -> tuple[dict[str, str], dict[str, str]]:
-    """(pins: distribution -> version, left out: distribution -> why) from a doctor record."""
-    if record.kind != DOCTOR_KIND:
-        raise ValueError(f"record kind {record.kind!r}: a kernel set is made from a {DOCTOR_KIND!r} record")
-    installed = record.metrics["packages"]
+def kernel_pins(verdict: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """(pins: distribution -> version, left out: distribution -> why) from a doctor's verdict (its metrics)."""
+    installed = verdict["packages"]
     pins = {name: installed[name] for name in BASE_PACKAGES if installed.get(name)}
     passed: set[str] = set()
     broken: dict[str, str] = {}
     unproved: dict[str, str] = {}
-    for row in record.metrics["paths"]:
+    for row in verdict["paths"]:
         for name, version in (row.get("packages") or {}).items():
             if not version or name in BASE_PACKAGES:
                 continue
@@ -56,15 +54,16 @@ def torch_index(torch_version: str | None) -> str | None:
     return TORCH_INDEX.format(label=local) if local else None
 
 
-def render_kernel_set(record: RunRecord) -> str:
-    """The requirements file of a doctor record: header (machine, source record, what was left out), pins."""
-    pins, left_out = kernel_set(record)
-    gpu = record.metrics.get("gpu") or {}
+def render_pins(verdict: Mapping[str, Any], source: str) -> str:
+    """The requirements file of a doctor's verdict: header (machine, ``source``: where the verdict came from,
+    what was left out), pins."""
+    pins, left_out = kernel_pins(verdict)
+    gpu = verdict.get("gpu") or {}
     if gpu.get("name"):
         machine = f"{gpu['name']} ({gpu['sm']}), CUDA {gpu['cuda']}, driver {gpu.get('driver') or 'unknown'}"
     else:
         machine = f"no CUDA GPU (torch's CUDA: {gpu.get('cuda') or 'none, a CPU build'})"
-    lines = [HEADER, f"# machine: {machine}", f"# doctor record {record.record_id} of {record.created_at}"]
+    lines = [HEADER, f"# machine: {machine}", f"# {source}"]
     lines += [f"# left out: {name}: {why}" for name, why in sorted(left_out.items())]
     lines.append("# install: pip install -r THIS_FILE")
     if index := torch_index(pins.get("torch")):
@@ -73,12 +72,12 @@ def render_kernel_set(record: RunRecord) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_kernel_set(record: RunRecord, path: str | Path) -> Path:
-    """Write the kernel set of a doctor record to ``path`` (a requirements file); its path."""
+def write_pins(text: str, path: str | Path) -> Path:
+    """Write a rendered kernel set (:func:`render_pins`) to ``path`` whole, through a staging file; its path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(path.name + ".tmp")
-    staging.write_text(render_kernel_set(record), encoding="utf-8")
+    staging.write_text(text, encoding="utf-8")
     staging.replace(path)
     return path
 

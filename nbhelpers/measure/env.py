@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import platform
 import socket
 import sys
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from nbhelpers.machine import package_versions, resolve_device
 
 # Dense (no sparsity) bf16 tensor-core peaks with fp32 accumulation, from the vendors' datasheets, FLOP/s.
 # GPUs without bf16 tensor cores (T4, V100) are left out: their peak is measured instead.
@@ -56,28 +56,6 @@ def detect_platform() -> str:
     return "terminal"
 
 
-def package_versions(names: Iterable[str] = PACKAGES, missing: str | None = "not installed") -> dict[str, Any]:
-    """Installed version of each distribution (importlib.metadata); ``missing`` where one is not installed."""
-    versions: dict[str, Any] = {}
-    for name in names:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = missing
-    return versions
-
-
-def resolve_device(requested: str = "auto") -> str:
-    """'cuda' or 'cpu'; asking for cuda without a GPU is an error that says so."""
-    import torch
-
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("no GPU: device='cuda' was asked for but torch.cuda.is_available() is False")
-    return requested
-
-
 def sync_device(device: str) -> None:
     """Wait for the device's queued work (CUDA); a no-op elsewhere. Every clock read of a measurement follows one."""
     if device == "cuda":
@@ -115,7 +93,7 @@ def environment(device: str) -> dict[str, Any]:
         "platform": detect_platform(),
         "python": platform.python_version(),
         "os": platform.platform(),
-        **package_versions(),
+        **package_versions(PACKAGES),
     }
 
 

@@ -204,11 +204,11 @@ def doctor_sections(records: list[RunRecord]) -> str:
                 newest[record.machine] = record
     parts = []
     for machine, record in newest.items():
-        table = doctor_table(record)
+        table = doctor_table(record.metrics)
         broken = table[table["verdict"] == "broken"]["path"].tolist()
         parts.append(f'<section class="doctor" data-machine="{html.escape(machine)}">')
         parts.append(f"<h2>Kernel doctor: {html.escape(machine)}</h2>")
-        parts.append(f'<p class="meta">{html.escape(describe_machine(record)).replace(chr(10), "<br>")}</p>')
+        parts.append(f'<p class="meta">{html.escape(describe_machine(record.metrics)).replace(chr(10), "<br>")}</p>')
         verdict = f"broken, skipped by notebooks 02 and 03: {', '.join(broken)}" if broken else "no path is broken"
         parts.append(f'<p class="doctor-verdict">{html.escape(verdict)} (record {html.escape(record.record_id)}, '
                      f"{html.escape(record.created_at)})</p>")  # fmt: skip

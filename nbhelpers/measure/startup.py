@@ -1,0 +1,99 @@
+"""Startup cost measured: the configured shapes run once with their compiled-kernel caches in a folder (cold),
+then again on a relocated copy of that cache (warm), and the filled cache exported for the next job.
+
+The caches themselves (folders, environment, archives) are :mod:`nbhelpers.kernels.cache`; the table of the
+records is :func:`nbhelpers.analysis.startup.startup_table`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from nbhelpers.kernels.cache import (
+    cache_env,
+    cache_files,
+    cache_summary,
+    export_cache,
+    import_cache,
+    make_cache_folders,
+    startup_backend,
+)
+
+from .config import RunConfig
+from .runner import run_isolated
+from .store import RunRecord
+
+STARTUP_KIND = "startup"
+
+
+def warm_caches(config: RunConfig, cache_dir: str | Path, notebook: str = "") -> RunRecord:
+    """Run the configured shapes once in a subprocess whose caches live in ``cache_dir`` (autotune results
+    kept); its record.
+
+    When ``cache_dir`` starts empty, the record's ``first_step_s`` is the cold start.
+    """
+    env = cache_env(cache_dir)
+    make_cache_folders(env)
+    return run_isolated(config, notebook=notebook, extra_env=env)
+
+
+def _as_startup(record: RunRecord, cache: str, cache_dir: Path) -> RunRecord:
+    record.kind = STARTUP_KIND
+    record.config["label"] = f"{record.label} ({cache} cache)"
+    if record.ok:
+        record.metrics["cache"] = cache
+        record.metrics["cache_dir"] = str(cache_dir)
+        record.metrics.update({k: v for k, v in cache_summary(cache_dir).items() if k != "cache_dir"})
+    return record
+
+
+def cold_vs_warm(config: RunConfig, workdir: str | Path, notebook: str = "") -> list[RunRecord]:
+    """Two records of one config (kind "startup"), as a later job would see them.
+
+    Cold: a fresh process with empty caches, which it fills. Warm: the filled cache exported to a tar.gz,
+    imported into another folder (a relocated copy, like a cache shipped to another machine), and the
+    same config run again on it. Compare their ``metrics["first_step_s"]``; both caches stay in ``workdir``.
+    """
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    cold_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-cold-", dir=work))
+    cold = _as_startup(warm_caches(config, cold_dir, notebook), "cold", cold_dir)
+    archive = export_cache(cold_dir, cold_dir.with_name(cold_dir.name + ".tar.gz"))
+    warm_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-warm-", dir=work))
+    import_cache(archive, warm_dir)
+    warm = _as_startup(run_isolated(config, notebook=notebook, extra_env=cache_env(warm_dir)), "warm", warm_dir)
+    if warm.ok:
+        warm.metrics["cache_archive"] = str(archive)
+    return [cold, warm]
+
+
+def measure_startup(
+    configs: Iterable[RunConfig], workdir: str | Path, enabled: bool = True, notebook: str = ""
+) -> list[RunRecord]:
+    """cold_vs_warm of the backend :func:`~nbhelpers.kernels.cache.startup_backend` picks among ``configs`` (no
+    profiler); [] when disabled or when no backend fills a compiled-kernel cache (eager only)."""
+    by_kernels = {c.kernels: c for c in configs}
+    backend = startup_backend(by_kernels)
+    if not enabled or backend is None:
+        return []
+    return cold_vs_warm(by_kernels[backend].replace(profile=False), workdir, notebook)
+
+
+def export_startup_cache(records: Iterable[RunRecord], archive_path: str | Path) -> Any:
+    """Export the cache the startup records filled to a tar.gz; a one-row table of what was written."""
+    import pandas as pd
+
+    cache_dirs = [r.metrics["cache_dir"] for r in records if r.ok and r.metrics.get("cache_dir")]
+    if not cache_dirs:
+        return pd.DataFrame(
+            [{"archive": "", "files": 0, "MiB": 0.0, "note": "no startup measurement: nothing to export"}]
+        )
+    archive = export_cache(cache_dirs[-1], archive_path)
+    files = len(cache_files(cache_dirs[-1]))
+    note = "unpack with import_cache(archive, folder); point the job at it with cache_env(folder)"
+    return pd.DataFrame(
+        [{"archive": str(archive), "files": files, "MiB": archive.stat().st_size / 2**20, "note": note}]
+    )
