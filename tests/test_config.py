@@ -50,6 +50,10 @@ BAD_VALUES = [
     ("activation_checkpointing", "selective"),
     ("checkpoint_every", 0),
     ("engine", "accelerate"),
+    ("adapter", "qlora"),
+    ("lora_rank", 0),
+    ("lora_alpha", -1),
+    ("lora_targets", "q_proj,,v_proj"),
 ]
 
 

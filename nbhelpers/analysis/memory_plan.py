@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from nbhelpers.kernels.registry import uses_liger_switches
+from nbhelpers.models.adapters import AdapterSettings
+from nbhelpers.models.linears import OUTPUT_LAYER, targeted
 from nbhelpers.models.shape import ModelShape
 from nbhelpers.validation import ConfigError, check_choice, check_int
 
@@ -54,6 +56,10 @@ class MemorySettings:
     fused_norm_mlp: bool = False  # Liger's RMSNorm and SwiGLU, which save less for backward
     loss: str = "plain"  # a key of LOSS_BYTES_PER_LOGIT
     capacity_gib: float = H200_USABLE_GIB  # memory one GPU can allocate
+    adapter: str = "none"  # a key of models.adapters.ADAPTERS; "lora": a frozen base (weights only) + fp32 adapters
+    lora_rank: int = 16
+    lora_targets: str = "all-linear"
+    autocast: bool = True  # with an adapter: bf16 autocast over its fp32 weights (False: a pure bf16 step)
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, 1, 4096)
@@ -70,6 +76,13 @@ class MemorySettings:
         capacity = self.capacity_gib
         if isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not capacity > 0:
             raise ConfigError("capacity_gib", capacity, "a positive number of GiB")
+        self.adapter_settings  # noqa: B018 - validates adapter, lora_rank and lora_targets
+        if not isinstance(self.autocast, bool):
+            raise ConfigError("autocast", self.autocast, "True or False")
+
+    @property
+    def adapter_settings(self) -> AdapterSettings:
+        return AdapterSettings(self.adapter, self.lora_rank, targets=self.lora_targets)
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,23 @@ def layer_activation_bytes(shape: ModelShape, weights: str, fused_norm_mlp: bool
     return norms + attention + mlp
 
 
+def adapter_activation_bytes(shape: ModelShape, adapter: AdapterSettings, autocast: bool) -> int:
+    """What an adapter changes in the bytes a decoder layer saves for backward per token (a mean over the layers).
+
+    PEFT casts a targeted linear's input to the fp32 adapter's dtype; under bf16 autocast the matmul casts it
+    back and saves that bf16 copy (2 bytes per input element; without autocast the fp32 copy, 4), and B saves
+    A's rank-wide output. A frozen base saves no input that only its weight gradient needs: the mixer's and
+    the MLP's input and the down projection's (bf16 in :func:`layer_activation_bytes`) are taken off.
+    """
+    if not adapter.entry.frozen_base:
+        return 0
+    size = 2 if autocast else 4
+    chosen = [m for m in targeted(shape, adapter.target_modules) if m.path != OUTPUT_LAYER]
+    copies = sum(size * (m.in_features + adapter.rank) * m.count for m in chosen)
+    frozen_inputs = 2 * (2 * shape.hidden_size + shape.intermediate_size) * shape.num_layers
+    return (copies - frozen_inputs) // shape.num_layers
+
+
 def checkpointed_count(num_layers: int, mode: str, every: int) -> int:
     """How many decoder layers are recomputed in backward."""
     if mode == "full":
@@ -134,19 +164,27 @@ def checkpointed_count(num_layers: int, mode: str, every: int) -> int:
 
 
 def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
-    """Predicted per-GPU memory of one training step (AdamW, bf16 compute) of ``shape`` under ``settings``."""
+    """Predicted per-GPU memory of one training step (AdamW, bf16 compute) of ``shape`` under ``settings``.
+
+    With an adapter (LoRA) the base is frozen: its weights alone (in ``weights``' dtype), and the adapter's fp32
+    weights, gradients and two AdamW moments (4 bytes each per adapter parameter)."""
     s = settings
     stored = 4 if s.weights == "fp32" else 2
     shards = s.gpus if s.sharding == "fsdp2" else 1
     params = shape.total_parameters
     weights = math.ceil(params / shards) * stored
+    adapter = s.adapter_settings
+    frozen = adapter.entry.frozen_base
+    trained = math.ceil(adapter.entry.parameters(shape, adapter) / shards)
     if s.sharding == "fsdp2":
         lm_head = 0 if shape.tie_word_embeddings else shape.embedding_parameters
         root = shape.embedding_parameters + lm_head + shape.hidden_size
-        gathered = (root + 2 * shape.layer_parameters) * 2 + shape.layer_parameters * 4
+        gathered = (root + 2 * shape.layer_parameters) * 2 + (0 if frozen else shape.layer_parameters * 4)
     else:
         gathered = shape.flop_parameters * 2 if s.weights == "fp32" else 0  # autocast's bf16 weight cache
+        gathered += trained * 2 if frozen and s.autocast else 0  # and of the fp32 adapter weights
     per_layer = layer_activation_bytes(shape, s.weights, s.fused_norm_mlp)
+    per_layer += adapter_activation_bytes(shape, adapter, s.autocast)
     residual = 4 if s.weights == "fp32" else 2
     ckpt = checkpointed_count(shape.num_layers, s.checkpointing, s.checkpoint_every)
     per_token = (shape.num_layers - ckpt) * per_layer + ckpt * residual * shape.hidden_size
@@ -156,6 +194,12 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
     logits = s.tokens_per_gpu * shape.vocab_size * LOSS_BYTES_PER_LOGIT[s.loss]
     if s.loss == "fused_linear_ce":
         logits = s.tokens_per_gpu * shape.hidden_size * 8  # one chunk's fp32 logits and their gradient
+    if frozen:
+        adapter_copy = 4 * trained  # one fp32 copy of the adapter's parameters
+        return MemoryPlan(
+            parameters=weights + adapter_copy, gradients=adapter_copy, optimizer=2 * adapter_copy, gathered=gathered,
+            activations=activations, logits=logits, capacity_gib=float(s.capacity_gib),
+        )  # fmt: skip
     return MemoryPlan(
         parameters=weights, gradients=weights, optimizer=2 * weights, gathered=gathered,
         activations=activations, logits=logits, capacity_gib=float(s.capacity_gib),
@@ -179,8 +223,12 @@ def settings_from_config(config: Any, capacity_gib: float = H200_USABLE_GIB) -> 
     loss = "fused_linear_ce" if "fused_linear_cross_entropy" in switches else "plain"
     loss = "liger_ce" if "cross_entropy" in switches else loss
     tokens = max(config.batch_size * config.max_length, config.effective_token_budget)  # positions at most
+    adapter = config.adapter_settings  # an adapter's frozen base is bf16 on a GPU unless the step is fp32
+    bf16 = config.dtype == "bf16" or (adapter.entry.frozen_base and config.dtype != "fp32")
     return MemorySettings(
-        gpus=config.gpus, weights="bf16" if config.dtype == "bf16" else "fp32", sharding=config.sharding,
+        adapter=adapter.name, lora_rank=adapter.rank, lora_targets=adapter.targets,
+        autocast=config.dtype in ("auto", "bf16-autocast"),
+        gpus=config.gpus, weights="bf16" if bf16 else "fp32", sharding=config.sharding,
         checkpointing=config.activation_checkpointing, checkpoint_every=config.checkpoint_every,
         tokens_per_gpu=tokens, fused_norm_mlp={"rms_norm", "swiglu"} <= switches, loss=loss,
         capacity_gib=capacity_gib,

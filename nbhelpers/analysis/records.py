@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nbhelpers.data.strategies import BASELINE_STRATEGY
@@ -19,8 +19,13 @@ from nbhelpers.measure.engines import WORKBOOK
 from nbhelpers.measure.store import RunRecord
 
 STEP_KIND = "step"
+ADAPTER_FIELDS = ("adapter", "lora_rank", "lora_alpha", "lora_targets")  # the LoRA ones matter with an adapter only
 WORKLOAD_FIELDS = ("model", "dataset", "batch_size", "max_length", "num_samples", "dtype", "seed", "steps", "warmup",
-                   "prompt_field", "response_field", "use_chat_template", "timing", "gpus")  # fmt: skip
+                   "prompt_field", "response_field", "use_chat_template", "timing", *ADAPTER_FIELDS,
+                   "gpus")  # fmt: skip
+# Values of records written before a field existed: steps timed, full fine-tuning, one GPU.
+WORKLOAD_DEFAULTS = {"timing": "steps", "adapter": "none", "lora_rank": 16, "lora_alpha": 32,
+                     "lora_targets": "all-linear", "gpus": 1}  # fmt: skip
 
 
 class CrossMachineError(ValueError):
@@ -72,6 +77,9 @@ def workload_of(record: RunRecord) -> str:
     fields = (cfg.get("prompt_field"), cfg.get("response_field"), cfg.get("use_chat_template"))
     if fields not in ((None, None, None), ("prompt", "response", False)):
         text += f", fields {fields[0]}/{fields[1]}" + (", chat template" if fields[2] else "")
+    if cfg.get("adapter", "none") != "none":
+        text += f", {cfg['adapter']} r{cfg.get('lora_rank', '?')} alpha {cfg.get('lora_alpha', '?')} on "
+        text += str(cfg.get("lora_targets", WORKLOAD_DEFAULTS["lora_targets"]))
     if gpu_count(record) != 1:
         text += f", {gpu_count(record)} GPUs (batch per GPU)"
     return text
@@ -83,9 +91,17 @@ def gpu_count(record: RunRecord) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
+def workload_fields(config: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A stored config's WORKLOAD_FIELDS in order (GPU count last), older records' missing fields at their
+    defaults; without an adapter the LoRA settings are left out (None), as they change nothing."""
+    values = {f: config.get(f, WORKLOAD_DEFAULTS.get(f)) for f in WORKLOAD_FIELDS}
+    if values["adapter"] == "none":
+        values.update(dict.fromkeys(ADAPTER_FIELDS[1:]))
+    return tuple(values.values())
+
+
 def _workload_fields(record: RunRecord) -> tuple[Any, ...]:
-    defaults = {"timing": "steps", "gpus": 1}  # records written before these fields: steps timed, one GPU
-    return tuple(record.config.get(f, defaults.get(f)) for f in WORKLOAD_FIELDS)
+    return workload_fields(record.config)
 
 
 def group_key(record: RunRecord) -> tuple[str, str, str]:

@@ -16,7 +16,8 @@ from nbhelpers.data.formats import FORMAT_NAMES
 from nbhelpers.data.strategies import PADDING_FIELDS, PADDING_STRATEGIES, PaddingSettings
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
 from nbhelpers.kernels.liger import DEFAULT_LIGER_KERNELS, LIGER_KERNELS
-from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS
+from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, uses_liger_switches
+from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
 
 from .engines import ENGINE_NAMES, ENGINES, WORKBOOK
@@ -67,6 +68,10 @@ class RunConfig:
     activation_checkpointing: str = "none"  # one of CHECKPOINTINGS
     checkpoint_every: int = 2  # k of activation_checkpointing="every_k": layers 0, k, 2k, ... are recomputed
     engine: str = WORKBOOK  # one of ENGINE_NAMES: the workbook's step, or TRL's SFTTrainer as a peer row
+    adapter: str = "none"  # one of nbhelpers.models.adapters.ADAPTER_NAMES: "lora" trains adapters on a frozen base
+    lora_rank: int = 16  # LoRA's rank r (adapter="lora")
+    lora_alpha: int = 32  # LoRA's alpha: the adapters' update is scaled by alpha / r
+    lora_targets: str = "all-linear"  # PEFT's target_modules: "all-linear" or a comma list of module names
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the record
 
     def __post_init__(self) -> None:
@@ -126,8 +131,19 @@ class RunConfig:
         check_choice("engine", self.engine, ENGINE_NAMES)
         if self.engine != WORKBOOK and (self.sharding != "none" or self.profile):
             raise ConfigError("engine", self.engine, f"{WORKBOOK!r} with sharding or profile (TRL runs on one device)")
+        self._check_adapter()
         if not isinstance(self.extra, dict):
             raise ConfigError("extra", self.extra, "a dict")
+
+    def _check_adapter(self) -> None:
+        """The adapter and its LoRA settings (each named in its error), and what it cannot run with yet."""
+        adapter = self.adapter_settings
+        if adapter.active and self.sharding != "none":
+            raise ConfigError("adapter", self.adapter, "'none' with sharding (an adapter trains on one GPU for now)")
+        fused_head = uses_liger_switches(self.kernels) and "fused_linear_cross_entropy" in self.liger_kernels
+        if adapter.active and adapter.targets_output and fused_head:
+            raise ConfigError("lora_targets", self.lora_targets, "without 'lm_head' under Liger's fused linear "
+                              "cross-entropy (it reads lm_head.weight, which would skip the adapter)")  # fmt: skip
 
     def _check_scale_out(self) -> None:
         """GPU count, sharding and activation checkpointing: the fields that take a configuration to N GPUs."""
@@ -143,20 +159,26 @@ class RunConfig:
         """The label used in tables: the given label or one derived from the settings."""
         if self.label:
             return self.label
+        adapter = f"/{self.adapter_settings.label}" if self.adapter_settings.active else ""
         if self.engine != WORKBOOK:
-            return f"{ENGINES[self.engine].label}, b{self.batch_size}x{self.max_length}"
+            return f"{ENGINES[self.engine].label}, b{self.batch_size}x{self.max_length}{adapter}"
         name = f"{self.kernels}/{self.padding}/{self.attn_implementation}/b{self.batch_size}x{self.max_length}"
         if self.sharding != "none":
             name += f"/{self.sharding}x{self.gpus}"
         if self.activation_checkpointing != "none":
             every = f"{self.checkpoint_every}" if self.activation_checkpointing == "every_k" else ""
             name += f"/ckpt-{self.activation_checkpointing.replace('_k', '_')}{every}"
-        return name
+        return name + adapter
 
     @property
     def padding_settings(self) -> PaddingSettings:
         """The padding strategy and the parameters its plan and rows depend on."""
         return PaddingSettings.from_config({key: getattr(self, key) for key in PADDING_FIELDS})
+
+    @property
+    def adapter_settings(self) -> AdapterSettings:
+        """The adapter and its settings (validated: a bad value names its RunConfig field)."""
+        return AdapterSettings(self.adapter, self.lora_rank, self.lora_alpha, self.lora_targets)
 
     @property
     def effective_token_budget(self) -> int:

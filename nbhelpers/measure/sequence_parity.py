@@ -32,6 +32,7 @@ from nbhelpers.data.loading import IGNORE_INDEX, Example
 from nbhelpers.data.strategies import PaddingSettings, plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
+from nbhelpers.models.adapters import wrap_model
 from nbhelpers.models.loading import resolve_model
 
 from .config import RunConfig
@@ -241,6 +242,7 @@ def parity_probe(config: RunConfig) -> dict[str, Any] | None:
     examples = config_examples(config, tokenizer, num_samples=size, min_rows=0)
     model = build_for(config, resolved, device, dtype)
     apply_backend(model, config.kernels, config.liger_kernels, device)
+    model = wrap_model(model, config.adapter_settings)  # the same adapted model as the timed step's
     torch.manual_seed(config.seed)
     result = run_probe(
         model, examples, config.padding_settings, tokenizer.pad_token_id, dtype, device, "", resolved.boundaries

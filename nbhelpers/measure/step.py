@@ -23,6 +23,7 @@ from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.hybrid_paths import layer_paths
+from nbhelpers.models.adapters import parameter_counts, trainable_parameters, weights_dtype, wrap_model
 from nbhelpers.models.families import BOUNDARIES_PACKING, model_shape, packs_with_boundaries, unsupported
 from nbhelpers.models.loading import ResolvedModel, build_model, check_positions, count_parameters, resolve_model
 
@@ -161,13 +162,13 @@ def timed_steps(
 
 def build_for(config: RunConfig, resolved: ResolvedModel, device: str, dtype: str) -> Any:
     """The configuration's model in training mode: its attention implementation registered with transformers
-    where it needs that, random weights for a preset (bf16 weights for dtype "bf16"), refused at once when its
-    family cannot run the configuration's kernels or packing."""
-    import torch
-
+    where it needs that, random weights for a preset (bf16 weights for dtype "bf16", and for an adapter's frozen
+    base on CUDA), refused at once when its family cannot run the configuration's kernels or packing. An adapter
+    wraps it later, after the kernel backend (``models.adapters.wrap_model``)."""
     prepare_attention(config.attn_implementation)
-    weights_dtype = torch.bfloat16 if dtype == "bf16" else None
-    model = build_model(resolved.source, config.attn_implementation, config.seed, weights_dtype, device)
+    adapter = config.adapter_settings
+    dtypes = weights_dtype(adapter, dtype, device)
+    model = build_model(resolved.source, config.attn_implementation, config.seed, dtypes, device, adapter)
     model.train()
     packing = packing_mode(config, resolved.boundaries)
     if refusal := unsupported(model.config.model_type, kernels=config.kernels, packing=packing):
@@ -250,13 +251,18 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     check_positions(resolved.config, config.max_length)  # before any data or weights load
     tokenizer = load_tokenizer(resolved.source)
     batches = prepare_batches(config, tokenizer, device, rank, resolved.boundaries)
+    build_start = time.perf_counter()
     model = build_for(config, resolved, device, dtype)
+    sync_device(device)
+    model_build_s = time.perf_counter() - build_start
     shape = model_shape(model.config)
     num_parameters = count_parameters(model)
     parallel = prepare_model(model, config, dtype)
     report = apply_backend(model, config.kernels, config.liger_kernels, device)
+    model = wrap_model(model, config.adapter_settings)  # after the kernels: they run inside the adapted model
+    parameters = parameter_counts(model)
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.learning_rate, fused=device == "cuda", foreach=device != "cuda"
+        trainable_parameters(model), lr=config.learning_rate, fused=device == "cuda", foreach=device != "cuda"
     )
     step = make_step(model, optimizer, dtype, device, rank)
 
@@ -273,7 +279,8 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     times, timed_losses = timed_steps(step, batch, timed, device, f"timing {config.name}" if progress else "")
     losses = [float(first_loss)] + [float(v) for v in timed_losses]
     counts = [count_tokens(batch(i)) for i in timed]
-    flops = [model_flops(shape, sequence_lengths(batch(i))) for i in timed]
+    flop_terms = (parameters.frozen_matmul, parameters.adapter_matmul)  # LoRA: no weight gradients of a frozen base
+    flops = [model_flops(shape, sequence_lengths(batch(i)), *flop_terms) for i in timed]
     shapes = [list(batch(i)["input_ids"].shape) for i in timed]
     check_finite_losses(
         [("first step", float(first_loss)), ("first step gradient norm", float(first_grad_norm))]
@@ -293,6 +300,8 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         "losses": losses,
         "compute_dtype": dtype,
         "num_parameters": num_parameters,
+        **parameters.metrics(),
+        "model_build_s": model_build_s,
         "flop_parameters": shape.flop_parameters,
         "patch_report": report,
         "layer_paths": layer_paths(model),  # a hybrid's per-layer implementations, read off the live model

@@ -23,6 +23,7 @@ from nbhelpers.data.collate import count_tokens, sequence_lengths
 from nbhelpers.data.loading import IGNORE_INDEX
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.attention import prepare_attention
+from nbhelpers.models.adapters import parameter_counts, weights_dtype
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.loading import build_model, count_parameters, model_source
 
@@ -120,14 +121,18 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
     engine = engine_of(config.to_dict())
     if engine.name != "trl":
         attention = "sdpa"  # TRL's own settings: transformers' default attention
-    weights_dtype = torch.bfloat16 if dtype == "bf16" else None
+    adapter = config.adapter_settings  # LoRA: a frozen base (bf16 on CUDA), PEFT's config handed to SFTTrainer
     prepare_attention(attention)
-    model = build_model(config.model, attention, config.seed, weights_dtype, device)
+    model = build_model(config.model, attention, config.seed, weights_dtype(adapter, dtype, device), device, adapter)
     model.config.use_cache = False  # a training model: with a cache, packed rows attend across sequences
     shape = model_shape(model.config)
     with tempfile.TemporaryDirectory(prefix="nbhelpers-trl-") as output_dir:  # TRL writes nothing we keep
         args, flags = sft_config(config, device, output_dir)
-        trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+        trainer = SFTTrainer(
+            model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+            peft_config=adapter.entry.peft_config(adapter),
+        )  # fmt: skip
+        parameters = parameter_counts(trainer.model)
         counter = CountingCollator(trainer.data_collator)
         trainer.data_collator = counter
         timer = epoch_timer(device)
@@ -145,7 +150,8 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
             f"timed {len(timer.steps[1])} steps of {accumulation} micro-batch(es) but TRL's collator made "
             f"{len(timed)} batches"
         )
-    flops = [model_flops(shape, lengths) for _, lengths, _ in timed]
+    flop_terms = (parameters.frozen_matmul, parameters.adapter_matmul)
+    flops = [model_flops(shape, lengths, *flop_terms) for _, lengths, _ in timed]
     check_finite_losses([(f"step {n + 1}", v) for n, v in enumerate(timer.losses)])
     dropped = sum(1 for r in rows if all(t == IGNORE_INDEX for t in r["labels"]))
     metrics: dict[str, Any] = {
@@ -161,6 +167,7 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
         "loss_first": timer.losses[0] if timer.losses else float("nan"),
         "compute_dtype": dtype,
         "num_parameters": count_parameters(model),
+        **parameters.metrics(),
         "timed_batches": len(timed),
         "timed_real_tokens": [c.real for c, _, _ in timed],
         "sft_config": flags,

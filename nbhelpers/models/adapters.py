@@ -16,7 +16,7 @@ from typing import Any
 
 from nbhelpers.validation import ConfigError, check_choice, check_int
 
-from .linears import ALL_LINEAR, bad_target_names, lora_parameters, matmul_weights, parse_targets, targeted
+from .linears import ALL_LINEAR, OUTPUT_LAYER, bad_target_names, lora_parameters, matmul_weights, parse_targets
 from .shape import ModelShape
 
 NO_ADAPTER = "none"
@@ -57,6 +57,12 @@ class AdapterSettings:
         return parse_targets(self.targets)
 
     @property
+    def targets_output(self) -> bool:
+        """Whether the targets name the output layer (``lm_head``), which "all-linear" leaves out."""
+        targets = self.target_modules
+        return targets != ALL_LINEAR and any(t == OUTPUT_LAYER or t.endswith("." + OUTPUT_LAYER) for t in targets)
+
+    @property
     def label(self) -> str:
         """A short name for tables ("" without an adapter), e.g. "lora-r16"."""
         return self.entry.label(self)
@@ -90,19 +96,31 @@ def lora_config(settings: AdapterSettings) -> Any:
 
 
 def wrap_lora(model: Any, settings: AdapterSettings) -> Any:
-    """``get_peft_model`` with fp32 adapter weights (``autocast_adapter_dtype``) over a frozen base; targets the
-    model does not have are a ConfigError naming ``lora_targets`` and the model's linear modules."""
+    """``get_peft_model`` with fp32 adapter weights (``autocast_adapter_dtype``) over a frozen base. A target the
+    model has no linear module of (PEFT skips those when another matches) is a ConfigError naming
+    ``lora_targets`` and the model's linear modules."""
     import torch
     from peft import get_peft_model
 
+    names = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
+    allowed = f"{TARGETS_RULE}; this model's: {', '.join(names)}"
     try:
-        return get_peft_model(model, lora_config(settings), autocast_adapter_dtype=True)
+        wrapped = get_peft_model(model, lora_config(settings), autocast_adapter_dtype=True)
     except ValueError as error:
         if "target modules" not in str(error).lower():
             raise
-        names = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
-        allowed = f"{TARGETS_RULE}; this model's: {', '.join(names)}"
         raise ConfigError("lora_targets", settings.targets, allowed) from error
+    targets = settings.target_modules
+    found = list(getattr(wrapped, "targeted_module_names", []))
+    missing = [] if targets == ALL_LINEAR else [t for t in targets if not any(_names(f, t) for f in found)]
+    if missing:
+        raise ConfigError("lora_targets", settings.targets, f"{allowed} (none named {', '.join(missing)})")
+    return wrapped
+
+
+def _names(module: str, target: str) -> bool:
+    """Whether PEFT's ``target`` picks the module of this qualified name (the name or a dotted suffix of it)."""
+    return module == target or module.endswith("." + target)
 
 
 def _lora_parameters(shape: ModelShape, settings: AdapterSettings) -> int:
@@ -249,23 +267,3 @@ def training_state_bytes(shape: ModelShape, weights: str, settings: AdapterSetti
         return shape.training_state_bytes(weights)
     adapter = settings.entry.parameters(shape, settings)
     return shape.total_parameters * FROZEN_BYTES[weights] + adapter * ADAPTER_BYTES_PER_PARAMETER
-
-
-def adapter_saved_bytes_per_token(shape: ModelShape, settings: AdapterSettings, autocast: bool) -> list[int]:
-    """Per decoder layer, what LoRA's layers save for backward per token beyond the base layer's tensors.
-
-    PEFT casts a targeted linear's input to the fp32 adapter's dtype: under bf16 autocast the matmul casts it
-    back and saves that bf16 copy (2 bytes per input element), without autocast it saves the fp32 copy (4);
-    B saves A's rank-wide output in the same dtype. 0 per layer without an adapter.
-    """
-    if not settings.entry.frozen_base:
-        return [0] * shape.num_layers
-    size = 2 if autocast else 4
-    chosen = [m for m in targeted(shape, settings.target_modules) if m.path != "lm_head"]
-
-    def per_layer(kind: str) -> int:
-        return sum(size * (m.in_features + settings.rank) for m in chosen if not m.path.startswith(kind))
-
-    attention = per_layer("linear_attn.")  # a full-attention layer has no linear_attn modules
-    linear = per_layer("self_attn.")
-    return [attention] * shape.full_attention_layers + [linear] * shape.linear_attention_layers

@@ -27,7 +27,7 @@ from typing import Any
 import nbhelpers.tuning.budget as budget
 import nbhelpers.tuning.halving as halving
 from nbhelpers.analysis.parity import check_parity
-from nbhelpers.analysis.records import WORKLOAD_FIELDS, is_measured, metric_value, tokens_per_s
+from nbhelpers.analysis.records import is_measured, metric_value, tokens_per_s, workload_fields
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.jsonl import append_line
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir, runs_root
@@ -102,7 +102,7 @@ def stored_baseline(store: RunStore, workload: RunConfig, machine: str) -> RunRe
             and record.machine == machine
             and (cfg.get("kernels"), cfg.get("padding"), cfg.get("attn_implementation"))
             == (base.kernels, base.padding, base.attn_implementation)
-            and all(cfg.get(f, "steps" if f == "timing" else None) == wanted[f] for f in WORKLOAD_FIELDS)
+            and workload_fields(cfg) == workload_fields(wanted)
             and not problem_of(record)
         ):
             return record

@@ -1,0 +1,98 @@
+"""What fits one GPU with an adapter (LoRA): the largest token budget per step for a preset, by setting.
+
+The memory planner (:mod:`nbhelpers.analysis.memory_plan`) predicts the bytes of one step; this module asks
+it, for a frozen-base LoRA step of a preset, how many positions per step fit the GPU's capacity (the most
+tokens of a token-budget step, or batch x max length of a padded one), for the settings worth comparing:
+eager or Liger, with or without activation checkpointing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from nbhelpers.models.families import model_shape, preset_config
+from nbhelpers.models.shape import ModelShape
+
+from .memory_plan import H200_USABLE_GIB, MemorySettings, plan_memory
+
+TOKEN_STEP = 256  # token budgets are searched in multiples of this
+MAX_TOKENS = 1 << 20
+
+
+def largest_fitting_tokens(shape: ModelShape, settings: MemorySettings, step: int = TOKEN_STEP) -> int:
+    """The most positions per GPU per step (a multiple of ``step``) whose planned step fits the capacity; 0 when
+    not even ``step`` positions fit (the frozen base or the training state alone is too large)."""
+    low, high = 0, MAX_TOKENS // step  # in units of ``step``: low fits (or is 0), high + 1 does not
+    while low < high:
+        middle = (low + high + 1) // 2
+        if plan_memory(shape, dataclasses.replace(settings, tokens_per_gpu=middle * step)).fits:
+            low = middle
+        else:
+            high = middle - 1
+    return low * step
+
+
+def lora_settings(
+    tokens_per_gpu: int = 4096, rank: int = 16, targets: str = "all-linear", capacity_gib: float = H200_USABLE_GIB
+) -> dict[str, MemorySettings]:
+    """The LoRA settings worth comparing on one GPU: a frozen bf16 base under bf16 autocast, eager or Liger
+    (its RMSNorm and SwiGLU, plain or fused linear cross-entropy), checkpointing none, every 2nd layer or full."""
+    base = MemorySettings(
+        adapter="lora", lora_rank=rank, lora_targets=targets, weights="bf16", tokens_per_gpu=tokens_per_gpu,
+        capacity_gib=capacity_gib,
+    )  # fmt: skip
+    liger = dataclasses.replace(base, fused_norm_mlp=True, loss="liger_ce")
+    fused = dataclasses.replace(liger, loss="fused_linear_ce")
+    return {
+        "LoRA, eager": base,
+        "LoRA, eager, checkpoint every 2nd layer": dataclasses.replace(base, checkpointing="every_k"),
+        "LoRA, eager, full checkpointing": dataclasses.replace(base, checkpointing="full"),
+        "LoRA, Liger (no fused linear CE)": liger,
+        "LoRA, Liger, checkpoint every 2nd layer": dataclasses.replace(liger, checkpointing="every_k"),
+        "LoRA, Liger, full checkpointing": dataclasses.replace(liger, checkpointing="full"),
+        "LoRA, Liger with fused linear CE, full checkpointing": dataclasses.replace(fused, checkpointing="full"),
+    }
+
+
+def lora_fit_frame(
+    preset: str = "qwen3.8-27b",
+    max_length: int = 2048,
+    tokens_per_gpu: int = 4096,
+    rank: int = 16,
+    targets: str = "all-linear",
+    capacity_gib: float = H200_USABLE_GIB,
+) -> Any:
+    """One row per LoRA setting (:func:`lora_settings`) for a preset on one GPU: the planned GiB at
+    ``tokens_per_gpu`` by part, whether it fits, the largest token budget that fits, and the batch of
+    ``max_length`` sequences that is (a padded step of batch x max_length positions)."""
+    import pandas as pd
+
+    shape = model_shape(preset_config(preset))
+    rows = []
+    for name, setting in lora_settings(tokens_per_gpu, rank, targets, capacity_gib).items():
+        plan = plan_memory(shape, setting)
+        budget = largest_fitting_tokens(shape, setting)
+        rows.append({
+            "setting": name, "tokens_per_gpu": tokens_per_gpu, **{k: round(v, 2) for k, v in plan.gib().items()},
+            "fits": plan.fits, "largest_token_budget": budget, f"largest_batch_x{max_length}": budget // max_length,
+        })  # fmt: skip
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(preset=preset, capacity_gib=capacity_gib, rank=rank, targets=targets)
+    return frame
+
+
+def lora_fit_sentence(frame: Any) -> str:
+    """One sentence from :func:`lora_fit_frame`: the preset, the capacity and what fits with which setting."""
+    attrs = frame.attrs
+    fitting = frame[frame["largest_token_budget"] > 0]
+    if fitting.empty:
+        return f"{attrs['preset']} with LoRA r{attrs['rank']} fits {attrs['capacity_gib']:g} GiB in no setting."
+    best = fitting.loc[fitting["largest_token_budget"].idxmax()]
+    plain = frame.iloc[0]
+    return (
+        f"{attrs['preset']} with LoRA r{attrs['rank']} ({attrs['targets']}) on {attrs['capacity_gib']:g} GiB: the "
+        f"frozen base and adapter state take {plain['parameters'] + plain['gradients'] + plain['optimizer']:.1f} GiB; "
+        f"{plain['setting']} fits {int(plain['largest_token_budget']):,} tokens a step, {best['setting']} "
+        f"{int(best['largest_token_budget']):,}."
+    )
