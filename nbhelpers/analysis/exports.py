@@ -1,5 +1,8 @@
 """A measured configuration as ready-to-run trainer code: a Trainer on the measured batches, TRL's SFTTrainer.
 
+A configuration measured with an adapter (LoRA) exports it as PEFT's config: the Trainer wraps the model with
+``get_peft_model`` and SFTTrainer takes ``peft_config=``, so both train the adapters on a frozen base as measured.
+
 The settings themselves (``TrainingArguments`` / ``SFTConfig`` keyword arguments with their comments) come from
 :mod:`nbhelpers.measure.trainer_args`; this module writes them out as Python source.
 """
@@ -12,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nbhelpers.data.strategies import PaddingSettings, trainer_collator_code
+from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.families import packs_with_boundaries
 
 
@@ -39,16 +43,33 @@ def call_code(target: str, func: str, kwargs: Mapping[str, Any], comments: Mappi
     return "\n".join(lines)
 
 
+def peft_config_code(config: Mapping[str, Any], names: str = "") -> tuple[list[str], list[str]]:
+    """The import of the measured adapter's PEFT config class (and ``names`` from peft), and the lines that build
+    ``peft_config`` (PEFT's ``LoraConfig``); two empty lists without an adapter."""
+    adapter = AdapterSettings.from_config(config)
+    if not adapter.entry.peft_class:
+        return [], []
+    comments = {"target_modules": "as measured (PEFT's spelling)", "r": f"{adapter.name}, as measured"}
+    imports = ", ".join(n for n in (adapter.entry.peft_class, names) if n)
+    kwargs = adapter.entry.peft_kwargs(adapter)
+    return [f"from peft import {imports}"], [call_code("peft_config", adapter.entry.peft_class, kwargs, comments)]
+
+
 def trainer_code(config: Mapping[str, Any]) -> str:
     """Runnable given ``model``, ``tokenizer``, ``training_args`` and ``train_dataset`` (rows of ``input_ids`` and
-    ``labels``, prompt tokens -100): a Trainer whose batches are the measured strategy's plan."""
+    ``labels``, prompt tokens -100): a Trainer whose batches are the measured strategy's plan (on the model
+    wrapped by ``get_peft_model`` when an adapter was measured; the wrap changes ``model`` in place)."""
     settings = PaddingSettings.from_config(config)
     fields = ", ".join(f"{f.name}={literal(getattr(settings, f.name))}" for f in dataclasses.fields(settings))
     boundaries = settings.entry.packed and packs_with_boundaries(str(config.get("model", "")))
-    lines = [
+    imports, adapter = peft_config_code(config, "get_peft_model")
+    if adapter:
+        adapter += ["model = get_peft_model(model, peft_config, autocast_adapter_dtype=True)  # fp32 adapters", ""]
+    lines = imports + [
         "from nbhelpers.data.strategies import PaddingSettings",
         "from nbhelpers.data.trainer_batching import StrategyTrainer",
         "",
+        *adapter,
         f"# batches as measured (padding={settings.strategy!r}): the workbook's sampler and collator",
         f"padding = PaddingSettings({fields})",
         "trainer = StrategyTrainer(",
@@ -63,17 +84,17 @@ def trainer_code(config: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def sft_trainer_code() -> str:
-    """Runnable given ``model``, ``tokenizer``, ``sft_config`` and ``train_dataset`` (``input_ids`` and ``labels``)."""
-    return "\n".join(
-        [
-            "from trl import SFTTrainer",
-            "",
-            "trainer = SFTTrainer(",
-            "    model=model, args=sft_config, train_dataset=train_dataset, processing_class=tokenizer",
-            ")",
-        ]
-    )
+def sft_trainer_code(config: Mapping[str, Any] | None = None) -> str:
+    """Runnable given ``model``, ``tokenizer``, ``sft_config`` and ``train_dataset`` (``input_ids`` and ``labels``);
+    with a measured adapter, SFTTrainer wraps the model itself (``peft_config=``)."""
+    imports, adapter = peft_config_code(config or {})
+    arguments = "    model=model, args=sft_config, train_dataset=train_dataset, processing_class=tokenizer"
+    call = ["trainer = SFTTrainer(", arguments]
+    if adapter:
+        call[-1] += ","
+        call.append("    peft_config=peft_config,  # TRL wraps the model: a frozen base, the adapters trained")
+    body = [*adapter, ""] if adapter else []
+    return "\n".join([*imports, "from trl import SFTTrainer", "", *body, *call, ")"])
 
 
-__all__ = ["call_code", "literal", "sft_trainer_code", "trainer_code"]
+__all__ = ["call_code", "literal", "peft_config_code", "sft_trainer_code", "trainer_code"]

@@ -41,6 +41,7 @@ from nbhelpers.kernels.attention import (
 from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.measure.trainer_args import model_init_settings, resolved_dtype, sft_settings, trainer_settings
+from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.families import hub_id
 
 from .exports import call_code, literal, sft_trainer_code, trainer_code
@@ -131,6 +132,11 @@ class Recommendation:
     def sft_config_kwargs(self) -> dict[str, Any]:
         return sft_settings(self.config, self.device_type)[0]
 
+    def peft_config_kwargs(self) -> dict[str, Any] | None:
+        """PEFT's config keyword arguments of the measured adapter (LoraConfig's), None without one."""
+        adapter = AdapterSettings.from_config(self.config)
+        return adapter.entry.peft_kwargs(adapter) if adapter.active else None
+
     def from_pretrained_kwargs(self) -> dict[str, Any]:
         return model_init_settings(self.config, self.device_type)
 
@@ -162,7 +168,7 @@ class Recommendation:
 
     def sft_trainer_code(self) -> str:
         """Executable given ``model``, ``tokenizer``, ``sft_config`` and ``train_dataset``: TRL's SFTTrainer."""
-        return sft_trainer_code()
+        return sft_trainer_code(self.config)
 
     def model_code(self) -> str:
         """The model and tokenizer: ``from_pretrained`` as measured (attention, weights dtype, no KV cache)."""
@@ -201,9 +207,14 @@ class Recommendation:
         return "\n".join(
             header
             + ["", self.model_code(), "", "# With the plain Trainer:", self.training_arguments_code(), ""]
-            + [self.trainer_code(), "", "# Or with TRL (pip install trl):", self.sft_config_code(), ""]
+            + [self.trainer_code(), "", f"# Or with TRL (pip install trl){self._fresh_model_note()}:"]
+            + [self.sft_config_code(), ""]
             + [self.sft_trainer_code(), ""]
         )
+
+    def _fresh_model_note(self) -> str:
+        """With an adapter, the Trainer's get_peft_model changed ``model`` in place: TRL takes a fresh one."""
+        return ", on a freshly loaded model" if AdapterSettings.from_config(self.config).active else ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -225,6 +236,7 @@ class Recommendation:
             "config": self.config,
             "training_arguments": self.training_arguments_kwargs(),
             "sft_config": self.sft_config_kwargs(),
+            "peft_config": self.peft_config_kwargs(),
             "from_pretrained": {
                 "pretrained_model_name_or_path": hub_id(str(self.config.get("model", ""))),
                 **self.from_pretrained_kwargs(),

@@ -18,6 +18,7 @@ from typing import Any
 from nbhelpers.data.strategies import PaddingSettings, sft_config_settings
 from nbhelpers.kernels.attention import DEFAULT_ATTENTION
 from nbhelpers.kernels.registry import BASELINE_BACKEND, training_kwargs
+from nbhelpers.models.adapters import AdapterSettings, bf16_weights
 
 OUTPUT_DIR = "outputs"
 Settings = tuple[dict[str, Any], dict[str, str]]  # keyword arguments, and a comment for some of them
@@ -115,9 +116,10 @@ def trainer_settings(config: Mapping[str, Any], device_type: str) -> Settings:
 
 
 def model_init_settings(config: Mapping[str, Any], device_type: str) -> dict[str, Any]:
-    """``from_pretrained`` keyword arguments: the attention implementation, bf16 weights when measured so."""
+    """``from_pretrained`` keyword arguments: the attention implementation, bf16 weights when measured so (a bf16
+    step, or an adapter's frozen base on a GPU)."""
     kwargs: dict[str, Any] = {"attn_implementation": str(config.get("attn_implementation", DEFAULT_ATTENTION))}
-    if resolved_dtype(config, device_type) == "bf16":
+    if bf16_weights(AdapterSettings.from_config(config), resolved_dtype(config, device_type), device_type):
         kwargs["dtype"] = "bfloat16"
     return kwargs
 

@@ -23,7 +23,7 @@ from nbhelpers.data.collate import count_tokens, sequence_lengths
 from nbhelpers.data.loading import IGNORE_INDEX
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.attention import prepare_attention
-from nbhelpers.models.adapters import parameter_counts, weights_dtype
+from nbhelpers.models.adapters import parameter_counts, peft_config, weights_dtype
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.loading import build_model, count_parameters, model_source
 
@@ -130,7 +130,7 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
         args, flags = sft_config(config, device, output_dir)
         trainer = SFTTrainer(
             model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-            peft_config=adapter.entry.peft_config(adapter),
+            peft_config=peft_config(adapter),
         )  # fmt: skip
         parameters = parameter_counts(trainer.model)
         counter = CountingCollator(trainer.data_collator)

@@ -10,7 +10,7 @@ torch.compile and the attention implementation run inside the adapted model.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,15 @@ class AdapterSettings:
         check_int("lora_alpha", self.alpha, 1, 65_536)
         if not isinstance(self.targets, str) or bad_target_names(self.targets):
             raise ConfigError("lora_targets", self.targets, TARGETS_RULE)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> AdapterSettings:
+        """The adapter of a stored config (a record's ``config``); older records without the fields: none."""
+        defaults = cls()
+        return cls(
+            name=config.get("adapter", defaults.name), rank=config.get("lora_rank", defaults.rank),
+            alpha=config.get("lora_alpha", defaults.alpha), targets=config.get("lora_targets", defaults.targets),
+        )  # fmt: skip
 
     @property
     def active(self) -> bool:
@@ -76,7 +85,8 @@ class Adapter:
     description: str
     wrap: Callable[[Any, AdapterSettings], Any]  # (built model, settings) -> the model that trains
     parameters: Callable[[ModelShape, AdapterSettings], int]  # trained parameters, counted from a shape
-    peft_config: Callable[[AdapterSettings], Any]  # PEFT's config object (None without an adapter)
+    peft_class: str  # PEFT's config class ("" without an adapter), as exported code names it
+    peft_kwargs: Callable[[AdapterSettings], dict[str, Any]]  # its keyword arguments
     label: Callable[[AdapterSettings], str]
     frozen_base: bool  # the base model's weights do not train
 
@@ -85,14 +95,21 @@ def _unchanged(model: Any, settings: AdapterSettings) -> Any:
     return model
 
 
-def lora_config(settings: AdapterSettings) -> Any:
-    """PEFT's ``LoraConfig`` for the settings (no dropout, no bias, a causal LM's task type)."""
-    from peft import LoraConfig
+def lora_kwargs(settings: AdapterSettings) -> dict[str, Any]:
+    """``LoraConfig`` keyword arguments for the settings (no dropout, no bias, a causal LM's task type)."""
+    return {
+        "r": settings.rank, "lora_alpha": settings.alpha, "target_modules": settings.target_modules,
+        "lora_dropout": 0.0, "bias": "none", "task_type": "CAUSAL_LM",
+    }  # fmt: skip
 
-    return LoraConfig(
-        r=settings.rank, lora_alpha=settings.alpha, target_modules=settings.target_modules, lora_dropout=0.0,
-        bias="none", task_type="CAUSAL_LM",
-    )  # fmt: skip
+
+def peft_config(settings: AdapterSettings) -> Any:
+    """PEFT's config object for the settings (``peft.LoraConfig``), or None without an adapter."""
+    if not settings.entry.peft_class:
+        return None
+    import peft
+
+    return getattr(peft, settings.entry.peft_class)(**settings.entry.peft_kwargs(settings))
 
 
 def wrap_lora(model: Any, settings: AdapterSettings) -> Any:
@@ -105,7 +122,7 @@ def wrap_lora(model: Any, settings: AdapterSettings) -> Any:
     names = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
     allowed = f"{TARGETS_RULE}; this model's: {', '.join(names)}"
     try:
-        wrapped = get_peft_model(model, lora_config(settings), autocast_adapter_dtype=True)
+        wrapped = get_peft_model(model, peft_config(settings), autocast_adapter_dtype=True)
     except ValueError as error:
         if "target modules" not in str(error).lower():
             raise
@@ -140,12 +157,13 @@ ADAPTERS: dict[str, Adapter] = {
     for adapter in (
         Adapter(
             name=NO_ADAPTER, description="full fine-tuning: every weight trains", wrap=_unchanged,
-            parameters=lambda shape, settings: 0, peft_config=lambda settings: None, label=lambda settings: "",
-            frozen_base=False,
+            parameters=lambda shape, settings: 0, peft_class="", peft_kwargs=lambda settings: {},
+            label=lambda settings: "", frozen_base=False,
         ),
         Adapter(
             name=LORA, description="LoRA through PEFT: frozen base, rank-r A and B trained per targeted linear",
-            wrap=wrap_lora, parameters=_lora_parameters, peft_config=lora_config, label=_lora_label, frozen_base=True,
+            wrap=wrap_lora, parameters=_lora_parameters, peft_class="LoraConfig", peft_kwargs=lora_kwargs,
+            label=_lora_label, frozen_base=True,
         ),
     )
 }  # fmt: skip
@@ -157,13 +175,18 @@ def wrap_model(model: Any, settings: AdapterSettings) -> Any:
     return settings.entry.wrap(model, settings)
 
 
+def bf16_weights(settings: AdapterSettings, compute_dtype: str, device: str) -> bool:
+    """Whether the weights are built in bf16: for a bf16 step, and for an adapter's frozen base on CUDA (unless
+    the step is fp32); a CPU keeps fp32 as for full fine-tuning."""
+    frozen_bf16 = settings.entry.frozen_base and device.startswith("cuda") and compute_dtype != "fp32"
+    return compute_dtype == "bf16" or frozen_bf16
+
+
 def weights_dtype(settings: AdapterSettings, compute_dtype: str, device: str) -> Any:
-    """The dtype to build the weights in: bf16 for a bf16 step, and for an adapter's frozen base on CUDA (unless
-    the step is fp32); None (fp32, as built) otherwise, so a CPU keeps fp32 as for full fine-tuning."""
+    """The torch dtype to build the weights in (:func:`bf16_weights`), or None (fp32, as built)."""
     import torch
 
-    frozen_bf16 = settings.entry.frozen_base and device.startswith("cuda") and compute_dtype != "fp32"
-    return torch.bfloat16 if compute_dtype == "bf16" or frozen_bf16 else None
+    return torch.bfloat16 if bf16_weights(settings, compute_dtype, device) else None
 
 
 def base_model_of(model: Any) -> Any:
