@@ -110,3 +110,19 @@ def test_a_lora_export_loads_a_bf16_base_on_a_gpu(make_record):
     assert "dtype" not in full.from_pretrained_kwargs()  # fp32 weights under bf16 autocast
     cpu = recommend([make_record("lora", 300.0, model="qwen3-tiny", **LORA, **CPU)])
     assert "dtype" not in cpu.from_pretrained_kwargs()
+
+
+@pytest.mark.parametrize(("targets", "parsed"), [("all-linear", "all-linear"), ("q_proj,v_proj", ["q_proj", "v_proj"])])
+def test_the_multi_gpu_command_names_the_adapter_as_trl_s_script_reads_it(targets, parsed):
+    import shlex
+
+    trl = pytest.importorskip("trl", reason="TRL is in the test extras: pip install trl")
+    from nbhelpers.analysis.multi_gpu_export import trl_command
+    from nbhelpers.measure.config import RunConfig
+
+    parts = shlex.split(trl_command(RunConfig(adapter="lora", lora_rank=8, lora_alpha=16, lora_targets=targets)))
+    arguments = parts[parts.index("trl.scripts.sft") + 1 :]
+    model, _ = trl.TrlParser((trl.ModelConfig,)).parse_args_into_dataclasses(arguments, return_remaining_strings=True)
+    assert (model.use_peft, model.lora_r, model.lora_alpha, model.lora_dropout) == (True, 8, 16, 0.0)
+    assert model.lora_target_modules == parsed and model.dtype == "bfloat16"
+    assert "use_peft" not in trl_command(RunConfig())

@@ -92,12 +92,19 @@ def trl_command(
         "bf16": cfg.dtype != "fp32",
         "output_dir": "sft-output",
     }
+    adapter = cfg.adapter_settings  # TRL's ModelConfig flags for the measured adapter, on a frozen bf16 base
+    if adapter.active:
+        args.update(use_peft=True, lora_r=adapter.rank, lora_alpha=adapter.alpha, lora_dropout=0.0)
+        args["dtype"] = "bfloat16" if cfg.dtype != "fp32" else None
     args.update(sft_kwargs or {})
     args["gradient_checkpointing"] = False  # FSDP's activation checkpointing (in the config file) does it
     parts = ["accelerate", "launch", "--config_file", CONFIG_FILE, "-m", "trl.scripts.sft"]
     for name, value in args.items():
         if value is not None:
             parts += _flag(name, value)
+    if adapter.active:  # one value or several (nargs): "all-linear", or module names
+        targets = adapter.target_modules
+        parts += ["--lora_target_modules", *([targets] if isinstance(targets, str) else targets)]
     return " ".join(shlex.quote(p) for p in parts)
 
 
