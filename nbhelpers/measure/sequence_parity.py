@@ -37,6 +37,7 @@ from nbhelpers.models.loading import resolve_model
 
 from .config import RunConfig
 from .env import resolve_device
+from .parallel import apply_checkpointing
 from .step import build_for, compute_dtype, config_examples
 
 PROBE_SAMPLES = 6  # the first samples of the workload; config.extra["parity_probe_samples"] overrides (0 = off)
@@ -241,6 +242,8 @@ def parity_probe(config: RunConfig) -> dict[str, Any] | None:
     tokenizer = load_tokenizer(resolved.source)
     examples = config_examples(config, tokenizer, num_samples=size, min_rows=0)
     model = build_for(config, resolved, device, dtype)
+    # checkpointed as the timed step was (the 27B reference path's probe runs out of memory without it)
+    apply_checkpointing(model, config.activation_checkpointing, config.checkpoint_every)
     apply_backend(model, config.kernels, config.liger_kernels, device)
     model = wrap_model(model, config.adapter_settings)  # the same adapted model as the timed step's
     torch.manual_seed(config.seed)
