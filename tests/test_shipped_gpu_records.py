@@ -62,5 +62,5 @@ def test_each_family_reads_its_own_shipped_records():
     assert family_results_dir("qwen3-1.7b") == GPU_RESULTS_DIR
     assert family_results_dir("/no/such/checkpoint") == GPU_RESULTS_DIR
     hybrid = load_gpu_records(family_results_dir("qwen3.5-2b"))
-    assert hybrid and {r.config["model"] for r in hybrid} == {"qwen3.5-2b"}
+    assert hybrid and {r.config["model"] for r in hybrid} == {"qwen3.5-2b", "qwen3.8-27b"}
     assert {"eager", "fla"} <= {r.config["kernels"] for r in hybrid}
