@@ -288,16 +288,27 @@ def _nbhelpers_imports(path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    ("notebook", "planned"),
+    ("notebook", "facade", "planner", "planned"),
     [
-        ("02_kernel_swap_in.ipynb", ("backend_configs", "cpu_skipped_kernels", "cpu_unsupported_configs",
-                                     "describe_backends", "skip_broken")),
-        ("03_dynamic_padding.ipynb", ("parse_list", "strategy_configs", "skip_broken")),
+        ("02_kernel_swap_in.ipynb", "nbhelpers.workbook.kernel_swap", "plan_backends",
+         ("backend_configs", "cpu_skipped_kernels", "cpu_unsupported_configs", "describe_backends", "skip_broken")),
+        ("03_dynamic_padding.ipynb", "nbhelpers.workbook.padding_study", "plan_strategies",
+         ("parse_list", "strategy_configs", "skip_broken")),
     ],
 )  # fmt: skip
-def test_the_notebooks_grids_come_from_planning(notebook, planned):
+def test_the_notebooks_grids_come_from_planning(notebook, facade, planner, planned):
+    """A notebook plans its grid through its facade, whose grid functions are planning's own."""
+    import importlib
+    import inspect
+
     imports = _nbhelpers_imports(NOTEBOOKS / notebook)
-    assert {name: imports.get(name, "").split(".")[1:2] for name in planned} == {name: ["planning"] for name in planned}
+    assert imports.get(planner) == facade
+    module = importlib.import_module(facade)
+    for name in planned:
+        used = getattr(module, name)
+        assert used.__module__.split(".")[1] == "planning", f"{facade}.{name} comes from {used.__module__}"
+    source = inspect.getsource(module)
+    assert all(f"{name}(" in source for name in planned if name != "cpu_unsupported_configs")
 
 
 # -- the sweep's grid: a bracketed list for a text parameter -------------------------------------------------
