@@ -265,4 +265,4 @@ def test_the_tables_import_without_torch():
         "heavy = [m for m in ('torch', 'transformers', 'liger_kernel', 'pandas') if m in sys.modules]; "
         "assert not heavy, heavy"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=900)

@@ -12,7 +12,7 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.databricks import run_with_torch_distributor
 
 TINY = RunConfig(run_name="tdist", model="qwen3-tiny", batch_size=2, max_length=48, num_samples=8, padding="packed",
-                 steps=2, warmup=0, device="cpu", gpus=2, sharding="fsdp2", timeout_s=240)  # fmt: skip
+                 steps=2, warmup=0, device="cpu", gpus=2, sharding="fsdp2", timeout_s=1800)  # fmt: skip
 
 
 def test_without_pyspark_the_record_says_what_is_missing(monkeypatch):

@@ -70,7 +70,7 @@ def test_torch_index_follows_the_local_label():
 
 def _pip_dry_run(path):
     command = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--no-deps", "-r", str(path)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+    return subprocess.run(command, capture_output=True, text=True, timeout=900)
 
 
 def test_doctor_cli_writes_record_json_and_a_kernel_set_that_resolves_here(tmp_path, capsys):

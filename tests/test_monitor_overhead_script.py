@@ -20,7 +20,7 @@ def test_monitor_overhead_script_times_interleaved_blocks(tmp_path):
     args = ["--rounds", "3", "--block", "4", "--profile-every", "8", "--log-every", "4", "--max-length", "64",
             "--batch-size", "2", "--warmup", "1", "--out", str(out)]  # fmt: skip
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "monitor_overhead.py"), *args], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+                          capture_output=True, text=True, timeout=1800)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     arms = result["arms"]
