@@ -71,3 +71,36 @@ def test_concurrent_appends_from_two_processes_stay_whole_lines(tmp_path):
     assert len(lines) == 400
     numbers = sorted(json.loads(line)["i"] for line in lines)  # every line parses: none interleaved
     assert numbers == [*range(200), *range(1000, 1200)]
+
+
+def test_a_short_write_is_undone_and_raised_never_reported_as_written(tmp_path, monkeypatch):
+    """A nearly full disk: os.write writes part of the line, then nothing. The append raises, and the file holds
+    exactly the whole lines it held before (no torn half-record that a later read would skip as corrupt)."""
+    import os
+
+    from nbhelpers.measure import jsonl
+    from nbhelpers.measure.store import RecordNotSaved, RunRecord, RunStore
+
+    path = tmp_path / "records.jsonl"
+    append_line(path, {"n": 1})
+    before = path.read_bytes()
+    real_write = os.write
+    calls = []
+
+    def short_write(fd, data):
+        calls.append(len(data))
+        return real_write(fd, bytes(data[:7])) if len(calls) == 1 else 0
+
+    monkeypatch.setattr(jsonl.os, "write", short_write)
+    with pytest.raises(OSError, match="wrote 0 of"):
+        append_line(path, {"n": 2, "payload": "x" * 100})
+    assert path.read_bytes() == before and len(calls) == 2
+    # the store routes such a record to its fallback file, or the error: never "saved" in the store
+    store = RunStore(path)
+    record = RunRecord(config={"label": "x", "run_name": "r"}, metrics={"real_tokens_per_s": 1.0})
+    calls.clear()
+    with pytest.raises(RecordNotSaved) as caught:
+        store.append(record)
+    assert caught.value.record is record
+    monkeypatch.undo()
+    assert [line for line in read_lines(path)] == [{"n": 1}]

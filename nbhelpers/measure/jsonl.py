@@ -3,7 +3,8 @@
 Used by ``RunStore`` (``runs/<name>/records.jsonl``), the sweep journal and the reader of shipped GPU
 records. Each append is one ``write`` of a whole line to a file opened with O_APPEND under an exclusive
 lock, then fsync (NaN and infinity written as null, so any JSON parser reads the file): concurrent
-writers never interleave, a crash leaves at most one torn last line, and
+writers never interleave, a short or failed write is undone (the file cut back to its size before) and
+raised, a crash leaves at most one torn last line, and
 the next append seals that line with a newline so its own line stays whole. Reading skips a torn or
 corrupt line with a warning that names the file and the line number.
 """
@@ -48,13 +49,27 @@ def append_line(path: str | Path, entry: Mapping[str, Any]) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            os.write(fd, b"\n")  # seal a torn line left by a crash so this entry stays whole
-        os.write(fd, line)
-        os.fsync(fd)
+        seal = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""  # a torn line left by a crash
+        try:
+            write_all(fd, seal + line)
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, size)  # undo a short or failed write: the file holds whole lines only, as before
+            raise
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` or raise OSError: a short write (a nearly full disk, a quota) is an error,
+    never a partial line reported as written."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(f"wrote 0 of {len(view)} remaining bytes")
+        view = view[written:]
 
 
 def _as_is(entry: dict[str, Any]) -> Any:
