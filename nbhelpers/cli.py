@@ -122,12 +122,15 @@ def _doctor(args: argparse.Namespace) -> int:
     import json
 
     from nbhelpers.kernels.doctor import describe_machine, doctor_table, run_doctor
+    from nbhelpers.kernels.kernel_set import pin_target
     from nbhelpers.measure.doctor_records import doctor_record, write_kernel_set
     from nbhelpers.measure.jsonl import dumps
     from nbhelpers.measure.store import RunStore
 
     if args.out:
         os.environ["NBHELPERS_RUNS"] = str(args.out)
+    if args.pin:
+        pin_target(args.pin)  # a --pin that names no regular file fails before the doctor runs
     with _stdout_to_stderr(enabled=args.json):  # kernel libraries log to stdout (tilelang's compile lines)
         report = run_doctor(args.device, run_probes=not args.no_probes)
     record = doctor_record(report, args.run_name or "default", notebook="nbhelpers doctor")

@@ -98,3 +98,34 @@ def test_doctor_cli_prints_a_table_and_refuses_a_bad_device(capsys):
     assert "no CUDA GPU" in out and "attention sdpa" in out and "verdict" in out
     assert main(["doctor", "--device", "gpu"]) == 2
     assert "device='gpu': allowed are auto, cpu, cuda" in capsys.readouterr().err
+
+
+def test_pinning_writes_through_a_link_and_refuses_a_target_that_is_no_regular_file(tmp_path):
+    import os
+
+    from nbhelpers.kernels.kernel_set import write_pins
+
+    real = tmp_path / "real.txt"
+    real.write_text("old\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    write_pins("torch==2.11.0\n", link)
+    assert link.is_symlink() and real.read_text() == "torch==2.11.0\n"
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    with pytest.raises(ValueError, match="a-folder: exists and is not a regular file"):
+        write_pins("torch==2.11.0\n", folder)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="pipe: exists and is not a regular file"):
+        write_pins("torch==2.11.0\n", fifo)
+    assert fifo.exists() and not fifo.is_file()
+
+
+def test_doctor_pin_that_names_a_folder_fails_before_the_doctor_runs(tmp_path, monkeypatch, capsys):
+    from nbhelpers import cli
+    from nbhelpers.kernels import doctor
+
+    monkeypatch.setattr(doctor, "run_doctor", lambda *a, **k: pytest.fail("the doctor ran before --pin was checked"))
+    assert cli.main(["doctor", "--out", str(tmp_path / "runs"), "--pin", str(tmp_path)]) == 2
+    assert "exists and is not a regular file" in capsys.readouterr().err

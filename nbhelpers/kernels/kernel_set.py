@@ -72,13 +72,27 @@ def render_pins(verdict: Mapping[str, Any], source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_pins(text: str, path: str | Path) -> Path:
-    """Write a rendered kernel set (:func:`render_pins`) to ``path`` whole, through a staging file; its path."""
+def pin_target(path: str | Path) -> Path:
+    """The file a kernel set for ``path`` is written to (a link's target); ValueError naming ``path`` when it
+    exists and is no regular file. Callers check it before any work starts."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(path.name + ".tmp")
+    target = path.resolve() if path.is_symlink() else path
+    if target.exists() and not target.is_file():
+        raise ValueError(f"{path}: exists and is not a regular file; name a file to write the kernel set to")
+    return target
+
+
+def write_pins(text: str, path: str | Path) -> Path:
+    """Write a rendered kernel set (:func:`render_pins`) to ``path`` whole, through a staging file; its path.
+
+    A symbolic link is written through (its target is replaced, the link stays); a target that exists but is no
+    regular file (a folder, a device, a pipe) is refused with a ValueError naming it, never renamed over."""
+    path = Path(path)
+    target = pin_target(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(target.name + ".tmp")
     staging.write_text(text, encoding="utf-8")
-    staging.replace(path)
+    staging.replace(target)
     return path
 
 
