@@ -58,3 +58,21 @@ def test_concurrent_appenders_never_interleave(tmp_path):
         w.join()
     labels = sorted(r.label for r in RunStore(path).load())
     assert len(labels) == 150 and len(set(labels)) == 150
+
+
+def test_a_record_line_whose_parts_have_the_wrong_kind_is_skipped_with_a_warning(tmp_path):
+    import json
+    import warnings
+
+    path = tmp_path / "records.jsonl"
+    good = RunRecord(config={"label": "good", "run_name": "r"}).to_dict()
+    lines = [good, {**good, "config": "not an object"}, {**good, "metrics": [1, 2]}, {**good, "status": 3},
+             {"metrics": {}}]  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = RunStore(path).load()
+    assert [r.label for r in loaded] == ["good"]
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 4 and "config is a str, not a JSON object" in messages[0]
+    assert ":5: skipped a torn or corrupt record (no config)" in messages[3]

@@ -98,8 +98,19 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+        """A stored record; TypeError when a part has the wrong kind (a config, metrics, environment or
+        artifacts that is no JSON object, a status or id that is no string), so a reader skips the line."""
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        if "config" not in values:
+            raise TypeError("no config")
+        for name in ("config", "metrics", "environment", "artifacts"):
+            if name in values and not isinstance(values[name], dict):
+                raise TypeError(f"{name} is a {type(values[name]).__name__}, not a JSON object")
+        for name in ("status", "reason", "kind", "notebook", "record_id", "created_at"):
+            if name in values and not isinstance(values[name], str):
+                raise TypeError(f"{name} is a {type(values[name]).__name__}, not a string")
+        return cls(**values)
 
     @classmethod
     def failed(cls, config: dict[str, Any], reason: str, **kwargs: Any) -> RunRecord:
