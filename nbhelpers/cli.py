@@ -19,6 +19,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.resources import notebooks_folder, runs_folder
@@ -161,9 +162,14 @@ def _warm_cache(args: argparse.Namespace) -> int:
         warm_probe_caches,
     )  # fmt: skip
     from nbhelpers.measure.startup import warm_caches
+    from nbhelpers.models.loading import model_source
     from nbhelpers.planning.lists import parse_list
 
     caches = check_cache_names(parse_list(args.caches, None, "--caches", empty=True), "--caches") or None
+    cache_dir = Path(args.cache_dir.strip()) if args.cache_dir.strip() else None
+    if cache_dir is None or (cache_dir.exists() and not cache_dir.is_dir()):
+        raise ValueError(f"--cache-dir={args.cache_dir!r}: name a folder (created if missing) for the kernel caches")
+    model_source(args.model)  # a misspelt preset or a missing folder fails here, before anything compiles
     if args.device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--device={args.device!r}: allowed are auto, cpu, cuda")
     config = RunConfig(

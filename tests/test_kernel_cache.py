@@ -226,3 +226,21 @@ def test_warm_cache_runs_one_training_step_of_the_named_configuration(tmp_path, 
     assert main(argv) == 0, capsys.readouterr().err
     assert probed == ["cpu"] and "inductor_files 0" in capsys.readouterr().out  # eager compiles nothing
     assert (tmp_path / "cache" / "triton").is_dir() and (tmp_path / "cache" / "tilelang").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--cache-dir", ""], "--cache-dir='': name a folder"),
+        (["--cache-dir", "FILE"], "name a folder"),
+        (["--cache-dir", "DIR", "--model", "qwen3-tinyy"], "model='qwen3-tinyy' is not allowed"),
+    ],
+)
+def test_warm_cache_dry_run_refuses_a_bad_cache_folder_and_a_misspelt_model(tmp_path, capsys, arguments, message):
+    from nbhelpers import cli
+
+    (tmp_path / "file").write_text("x")
+    arguments = [{"FILE": str(tmp_path / "file"), "DIR": str(tmp_path / "caches")}.get(a, a) for a in arguments]
+    assert cli.main(["warm-cache", "--dry-run", *arguments]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "caches").exists()
