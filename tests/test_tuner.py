@@ -306,3 +306,21 @@ def test_tuner_on_the_tiny_preset_stores_a_winner_and_tuned_json(runs_root):
     assert tuned["record_id"] == result.winner.record_id
     assert load_tuned("tiny-tune").padding == result.winner.config["padding"]
     assert recommend(records).record_id == result.winner.record_id
+
+
+def test_a_budget_that_measures_only_the_baseline_counts_no_candidate(tmp_path):
+    result, measure, _, clock = run_fake(tmp_path, budget_s=1)
+    assert result.measured_candidates == 0
+    assert all(d.decision in ("not tried", "not runnable") for d in result.decisions if d.stage.startswith("rung"))
+    enough, *_ = run_fake(tmp_path / "more", budget_s=10_000)
+    assert enough.measured_candidates >= len(RATES)
+
+
+def test_tune_command_exits_non_zero_when_its_budget_measured_no_candidate(tmp_path, monkeypatch, capsys):
+    import nbhelpers.tuning
+    from nbhelpers import cli
+
+    short, *_ = run_fake(tmp_path, budget_s=1)
+    monkeypatch.setattr(nbhelpers.tuning, "tune", lambda *a, **k: short)
+    assert cli.main(["tune", "--out", str(tmp_path / "runs"), "--budget-s", "3", "--no-progress"]) == 1
+    assert "ran out before any candidate was measured" in capsys.readouterr().err

@@ -80,6 +80,12 @@ class TuneResult:
             return 1.0
         return ratio(self.winner, self.baseline)
 
+    @property
+    def measured_candidates(self) -> int:
+        """Measurements the search made in its rungs (the baseline's aside)."""
+        skipped = (NOT_TRIED, NOT_RUNNABLE)
+        return sum(1 for d in self.decisions if d.stage.startswith("rung") and d.decision not in skipped)
+
     def summary(self) -> str:
         if self.budget_s == 0:
             return "Not run: the budget is 0 s (set a budget in seconds to search)."
