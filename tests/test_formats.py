@@ -187,3 +187,21 @@ def test_data_params_validate_and_feed_load_examples(tmp_path, tokenizer):
     forced = DataParams(dataset="default", data_format="text")
     with pytest.raises(DataError, match="row 1, field 'text': missing"):
         load_examples(forced.dataset, tokenizer, 2, 64, **forced.kwargs())
+
+
+@pytest.mark.parametrize(
+    ("row", "data_format"),
+    [
+        ({"prompt": "", "response": ""}, "prompt_response"),
+        ({"prompt": "Say hi", "response": "   "}, "prompt_response"),
+        ({"instruction": "x", "input": "", "output": ""}, "alpaca"),
+        ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}]}, "messages"),
+        ({"text": "  "}, "text"),
+    ],
+)
+def test_a_row_with_nothing_to_learn_is_an_error_naming_its_source_and_row(row, data_format):
+    from nbhelpers.data.formats import DATA_FORMATS, Where, to_messages
+    from nbhelpers.data.loading import DataError
+
+    with pytest.raises(DataError, match=r"dataset 'mine.jsonl' row 7: the text to learn is empty"):
+        to_messages(row, DATA_FORMATS[data_format], where=Where("mine.jsonl", 7))

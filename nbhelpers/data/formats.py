@@ -230,7 +230,14 @@ def to_messages(
     """``row`` as messages in ``data_format``; a row that does not fit names its source, number and field."""
     if not isinstance(row, Mapping):
         raise DataError(f"dataset {where.source!r} row {where.row} is {type(row).__name__}, not an object")
-    return data_format.convert(row, fields, where)
+    messages = data_format.convert(row, fields, where)
+    learned = [m["content"] for m in messages if m["role"] in ("assistant", "text")]
+    if not any(text.strip() for text in learned):  # else the loss falls on the end-of-turn token alone
+        raise DataError(
+            f"dataset {where.source!r} row {where.row}: the text to learn is empty (format {data_format.name!r}): "
+            "nothing to train on; drop the row or fill its response"
+        )
+    return messages
 
 
 def describe(data_format: DataFormat, detected: bool) -> str:
