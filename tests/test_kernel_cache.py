@@ -190,7 +190,7 @@ def test_warm_probe_caches_runs_the_doctor_in_a_process_whose_caches_point_into_
     monkeypatch.setattr(cache_module.subprocess, "run", _fake_doctor_run(calls))
     summary = warm_probe_caches(tmp_path / "cache", "cpu")
     ((command, env),) = calls
-    assert command[1:] == ["-m", "nbhelpers.cli", "doctor", "--device", "cpu", "--json"]
+    assert command[1:] == ["-m", "nbhelpers.kernels.probe_run", "--device", "cpu"]
     assert env["TRITON_CACHE_AUTOTUNING"] == "1" and env["TILELANG_CACHE_DIR"] == str(tmp_path / "cache" / "tilelang")
     assert (summary["inductor_files"], summary["triton_files"]) == (1, 0)
     assert (tmp_path / "cache" / "tilelang").is_dir()  # every cache folder exists before the probes run
@@ -244,3 +244,13 @@ def test_warm_cache_dry_run_refuses_a_bad_cache_folder_and_a_misspelt_model(tmp_
     assert cli.main(["warm-cache", "--dry-run", *arguments]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "caches").exists()
+
+
+def test_the_probe_run_prints_each_paths_verdict(capsys):
+    import json
+
+    from nbhelpers.kernels import probe_run
+
+    code = probe_run.main(["--device", "cpu"])
+    verdicts = json.loads(capsys.readouterr().out)
+    assert "kernels eager" in verdicts and code == (1 if "broken" in verdicts.values() else 0)

@@ -111,7 +111,7 @@ def warm_probe_caches(cache_dir: str | Path, device: str = "auto", timeout_s: fl
     this machine runs is compiled (and autotuned) once; the cache summary. Seconds on a GPU, ~10 s on a CPU."""
     env = os.environ | cache_env(cache_dir)
     make_cache_folders(env)
-    command = [sys.executable, "-m", "nbhelpers.cli", "doctor", "--device", device, "--json"]
+    command = [sys.executable, "-m", "nbhelpers.kernels.probe_run", "--device", device]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
     if result.returncode not in (0, 1):  # 1: the doctor ran and found a broken path
         raise RuntimeError(f"the doctor's probes failed to run (exit {result.returncode}): {result.stderr[-2000:]}")
