@@ -5,7 +5,7 @@
                     [--notebooks 01,02,03,04] [--out RUNS] [--name NAME] [--retry-failed] [--restart]
     nbhelpers tune --run-name R --model M --batch-size 8 --max-length 2048 --num-samples 32 \\
                    --kernels eager,liger --strategies static,packed,token_budget --attention sdpa,torch_varlen \\
-                   --budget-s 300
+                   --budget-s 300 [--adapter lora --lora-rank 16 --lora-alpha 32 --lora-targets all-linear]
     nbhelpers report RUN_DIR [RUN_DIR ...] [--output report.html] [--baseline LABEL]
     nbhelpers doctor [--run-name R] [--out RUNS] [--pin kernel-set.txt] [--json] [--device auto] [--no-probes]
     nbhelpers warm-cache --cache-dir DIR [--archive kernel-cache.tar.gz] [--model M --kernels liger ...] [--no-step]
@@ -203,8 +203,10 @@ def _tune_arguments(tune: argparse.ArgumentParser) -> None:
         tune.add_argument(f"--{name}", default=defaults[name], help=f"RunConfig.{name}")
     for name in ("batch_size", "max_length", "num_samples", "steps", "warmup", "seed"):
         tune.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=f"RunConfig.{name}")
-    for name in ("timing", "dtype", "device"):
-        tune.add_argument(f"--{name}", default=defaults[name], help=f"RunConfig.{name}")
+    for name in ("timing", "dtype", "device", "adapter", "lora_targets"):
+        tune.add_argument(f"--{name.replace('_', '-')}", default=defaults[name], help=f"RunConfig.{name}")
+    for name in ("lora_rank", "lora_alpha"):
+        tune.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=f"RunConfig.{name}")
     tune.add_argument("--kernels", default="eager,liger", help="comma-separated kernel backends")
     tune.add_argument(
         "--liger-kernels", default="", help="Liger switch sets, ';' between sets (default: RunConfig's set)"
@@ -231,7 +233,8 @@ def _tune(args: argparse.Namespace) -> int:
     workload = RunConfig(
         run_name=args.run_name, model=args.model, dataset=args.dataset, batch_size=args.batch_size,
         max_length=args.max_length, num_samples=args.num_samples, steps=args.steps, warmup=args.warmup,
-        seed=args.seed, timing=args.timing, dtype=args.dtype, device=args.device,
+        seed=args.seed, timing=args.timing, dtype=args.dtype, device=args.device, adapter=args.adapter,
+        lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, lora_targets=args.lora_targets,
     )  # fmt: skip
     result = tune(
         workload, args.kernels, args.strategies, args.attention, budget_s=args.budget_s,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole notebook sequence on one CUDA GPU, with the tuner, at sizes that fit one GPU: the Qwen3-1.7B shape
 # (random weights), batch 8 x 2048 tokens, one timed epoch per configuration. Prints where the report is.
-# Any value below can be overridden from the environment, e.g. MODEL=qwen3-0.6b TUNE_BUDGET_S=120;
+# Any value below can be overridden from the environment, e.g. MODEL=qwen3-0.6b TUNE_BUDGET_S=120, or
+# MODEL=qwen3.8-27b ADAPTER=lora (LoRA adapters on a frozen bf16 base, in every notebook);
 # extra arguments go to `nbhelpers run-all` (e.g. -p 03:PROFILE=false). WORKBOOK_PYTHON=python3 uses that
 # interpreter's packages as they are instead of setting up .venv (a machine without network access).
 set -euo pipefail
@@ -28,6 +29,10 @@ MODEL=${MODEL:-qwen3-1.7b}
 BATCH_SIZE=${BATCH_SIZE:-8}
 MAX_LENGTH=${MAX_LENGTH:-2048}
 NUM_SAMPLES=${NUM_SAMPLES:-32}
+ADAPTER=${ADAPTER:-none}                               # every notebook: none (full fine-tuning) or lora
+LORA_RANK=${LORA_RANK:-16}                             # with ADAPTER=lora: rank, alpha, PEFT's target_modules
+LORA_ALPHA=${LORA_ALPHA:-32}
+LORA_TARGETS=${LORA_TARGETS:-all-linear}
 BACKENDS=${BACKENDS:-eager,liger}                      # notebook 02
 STRATEGIES=${STRATEGIES:-static,packed,token_budget}   # notebook 03
 ATTENTION=${ATTENTION:-sdpa,torch_varlen}              # notebook 03
@@ -40,6 +45,7 @@ CONVERGENCE_STEPS=${CONVERGENCE_STEPS:-50}             # notebook 04: loss curve
 exec "$PY" -m nbhelpers.cli run-all --run-name "$RUN_NAME" \
   -p "MODEL=$MODEL" -p "BATCH_SIZE=$BATCH_SIZE" -p "MAX_LENGTH=$MAX_LENGTH" -p "NUM_SAMPLES=$NUM_SAMPLES" \
   -p "TIMING=epoch" \
+  -p "ADAPTER=$ADAPTER" -p "LORA_RANK=$LORA_RANK" -p "LORA_ALPHA=$LORA_ALPHA" -p "LORA_TARGETS=$LORA_TARGETS" \
   -p "02:BACKENDS=$BACKENDS" \
   -p "03:STRATEGIES=$STRATEGIES" -p "03:ATTENTION=$ATTENTION" -p "03:KERNELS=$KERNELS" \
   -p "03:TUNE_BUDGET_S=$TUNE_BUDGET_S" \

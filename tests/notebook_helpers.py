@@ -23,6 +23,18 @@ TINY_NB03 = {
 }
 
 
+LORA = {"ADAPTER": "lora", "LORA_RANK": 4, "LORA_ALPHA": 8}  # LoRA on "all-linear", a small rank for a CPU
+
+
+def assert_lora(records) -> None:
+    """Every record trains LoRA: adapter "lora" in its config, fewer trained than frozen parameters."""
+    assert records
+    for record in records:
+        assert record.config["adapter"] == "lora" and record.config["lora_rank"] == LORA["LORA_RANK"], record.label
+        trained, frozen = record.metrics["trainable_parameters"], record.metrics["frozen_parameters"]
+        assert 0 < trained < frozen, (record.label, trained, frozen)
+
+
 def outputs_text(cell) -> str:
     """Everything a cell printed or displayed as text, Markdown or HTML."""
     parts = []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import papermill
 import pytest
-from notebook_helpers import assert_committed_clean, execute, outputs_text
+from notebook_helpers import LORA, assert_committed_clean, assert_lora, execute, outputs_text
 
 from nbhelpers.analysis import baseline
 from nbhelpers.formatting import fmt_percent
@@ -17,7 +17,9 @@ PARAMETERS = {
     "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "DATA_FORMAT": "str", "PROMPT_FIELD": "str",
     "RESPONSE_FIELD": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
     "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int",
-    "TIMING": "str", "PADDING": "str", "TRACE_SOURCE": "str",
+    "TIMING": "str", "PADDING": "str",
+    "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str",
+    "TRACE_SOURCE": "str",
 }  # fmt: skip
 TINY = {"BATCH_SIZE": 2, "MAX_LENGTH": 64, "NUM_SAMPLES": 8, "STEPS": 2, "WARMUP": 1}
 
@@ -96,3 +98,19 @@ def test_notebook_01_with_the_shipped_trace(runs_root, kernel_env, tmp_path):
         categories = outputs_text(cells["categories"])
         assert "GEMM" in categories and "elementwise" in categories
         assert "kernel launches" in outputs_text(cells["verdict"])
+
+
+@pytest.mark.slow
+def test_notebook_01_trains_lora_on_the_tiny_hybrid(runs_root, kernel_env, tmp_path):
+    """ADAPTER="lora" on the hybrid preset: the baseline trains LoRA adapters, the table counts them, the LoRA fit
+    of the model is shown (notebook 01 on the dense preset with LoRA: test_sweep's adapter=none,lora sweep)."""
+    parameters = {"RUN_NAME": "nb01lora", "MODEL": "qwen3.5-tiny", **LORA, **TINY, "STEPS": 1, "WARMUP": 0}
+    cells = execute(NOTEBOOK, tmp_path / "01.ipynb", parameters)
+    records = RunStore.for_run("nb01lora").load()
+    assert [(r.label, r.status) for r in records] == [("baseline", "ok")], [r.reason for r in records]
+    assert_lora(records)
+    assert records[0].config["model"] == "qwen3.5-tiny" and records[0].metrics["kernels_per_step"] > 0
+    trained = records[0].metrics["trainable_parameters"]
+    assert f"lora-r4 on all-linear: {trained:,} trained" in outputs_text(cells["run"])
+    fit = outputs_text(cells["lora-fit"])
+    assert "qwen3.5-tiny with LoRA r4 (all-linear)" in fit and "largest_token_budget" in fit

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import papermill
 import pytest
-from notebook_helpers import assert_committed_clean, execute, outputs_text
+from notebook_helpers import LORA, assert_committed_clean, assert_lora, execute, outputs_text
 
 from nbhelpers.analysis.gpu_results import describe_gpu_results, gpu_results_frame, load_gpu_records
 from nbhelpers.analysis.parity import parity_against_eager
@@ -18,7 +18,9 @@ PARAMETERS = {
     "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "DATA_FORMAT": "str", "PROMPT_FIELD": "str",
     "RESPONSE_FIELD": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
     "BACKENDS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int",
-    "STEPS": "int", "WARMUP": "int", "TIMING": "str", "PADDING": "str", "MEASURE_STARTUP": "bool",
+    "STEPS": "int", "WARMUP": "int", "TIMING": "str", "PADDING": "str",
+    "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str",
+    "MEASURE_STARTUP": "bool",
     "DOCTOR_PROBES": "bool", "GPU_RESULTS": "str",
 }  # fmt: skip
 # Eager and Liger (interpreted rope + cross-entropy: test_parity covers the fused linear one) on one 48-token
@@ -149,6 +151,22 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     startup = outputs_text(cells["gpu-startup"])
     assert "102.0" in startup and "8.5" in startup and "12.0" in startup  # cold / warm first step: 12.0x
     assert "3 records appended to" in outputs_text(cells["records"])
+
+
+@pytest.mark.slow
+def test_notebook_02_swaps_kernels_under_lora(runs_root, kernel_env, tmp_path):
+    """ADAPTER="lora" on the dense preset: eager and Liger both train the same adapters, and Liger's patches and
+    parity hold on the PEFT-wrapped model."""
+    parameters = TINY | LORA | {"RUN_NAME": "nb02lora", "LIGER_KERNELS": "rope,cross_entropy"}
+    cells = execute(NOTEBOOK, tmp_path / "02.ipynb", parameters)
+    records = {r.label: r for r in RunStore.for_run("nb02lora").load()}
+    assert list(records) == ["kernel doctor", "eager", "liger"]
+    eager, liger = records["eager"], records["liger"]
+    assert eager.ok and liger.ok, (eager.reason, liger.reason)
+    assert_lora([eager, liger])
+    assert liger.metrics["patch_report"]["rope"] and liger.metrics["patch_report"]["cross_entropy"]
+    assert liger.metrics["parity"]["status"] == "pass", liger.metrics["parity"]
+    assert "tok/s" in outputs_text(cells["speed"]) and "pass" in outputs_text(cells["parity"])
 
 
 def test_suite_scratch_datasets_share_a_workload_across_calls(make_record, tmp_path):

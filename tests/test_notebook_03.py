@@ -6,7 +6,7 @@ from pathlib import Path
 
 import papermill
 import pytest
-from notebook_helpers import assert_committed_clean, execute, outputs_text
+from notebook_helpers import LORA, TINY_NB03, assert_committed_clean, assert_lora, execute, outputs_text
 
 from nbhelpers.kernels.doctor import run_doctor
 from nbhelpers.measure.doctor_records import doctor_record
@@ -19,7 +19,9 @@ PARAMETERS = {
     "RESPONSE_FIELD": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
     "STRATEGIES": "str", "ATTENTION": "str", "KERNELS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int",
     "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int", "TIMING": "str", "TOKEN_BUDGET": "int",
-    "PAD_TO_MULTIPLE_OF": "int", "NUM_BUCKETS": "int", "PROFILE": "bool", "PROOF_SEQUENCES": "int",
+    "PAD_TO_MULTIPLE_OF": "int", "NUM_BUCKETS": "int",
+    "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str",
+    "PROFILE": "bool", "PROOF_SEQUENCES": "int",
     "GPU_RESULTS": "str", "TUNE_BUDGET_S": "int", "TUNE_TOKEN_BUDGETS": "str",
 }  # fmt: skip
 TINY = {"BATCH_SIZE": 2, "NUM_SAMPLES": 8, "STEPS": 1, "WARMUP": 0, "PROOF_SEQUENCES": 3, "KERNELS": "eager",
@@ -118,3 +120,17 @@ def test_notebook_03_on_gsm8k(runs_root, kernel_env, tmp_path):
     assert records[1].config["dataset"] == str(GSM8K) and records[1].config["prompt_field"] == "question"
     assert "No GPU results about padding" in outputs_text(cells["gpu-table"])
     assert "correct: PASSES" in outputs_text(cells["proof"])
+
+
+@pytest.mark.parametrize("model", ["qwen3-tiny", "qwen3.5-tiny"])
+@pytest.mark.slow
+def test_notebook_03_packs_under_lora(model, runs_root, kernel_env, tmp_path):
+    """ADAPTER="lora" on the dense and the hybrid preset: the packed step trains LoRA adapters on a frozen base."""
+    run = "nb03lora-" + model.replace(".", "")
+    cells = execute(NOTEBOOK, tmp_path / "03.ipynb", TINY_NB03 | LORA | {"RUN_NAME": run, "MODEL": model})
+    records = RunStore.for_run(run).load()
+    steps = [r for r in records if r.kind == "step"]
+    assert [(r.label, r.status) for r in steps] == [("eager, packed, sdpa", "ok")], [r.reason for r in steps]
+    assert_lora(steps)
+    assert steps[0].config["model"] == model and steps[0].metrics["mfu"] > 0
+    assert "PASSES" in outputs_text(cells["proof"])  # the contamination proof of the model's packing path

@@ -48,6 +48,10 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
         "BASELINE_LABEL": "str",
         "PEER_ROWS": "str",
         "CONVERGENCE_STEPS": "int",
+        "ADAPTER": "str",
+        "LORA_RANK": "int",
+        "LORA_ALPHA": "int",
+        "LORA_TARGETS": "str",
     }
 
 
@@ -148,3 +152,32 @@ def test_notebook_04_measures_trl_peers_and_convergence_on_the_tiny_preset(runs_
     soup = BeautifulSoup((runs_root / "nb04trl" / "report.html").read_text(), "html.parser")
     assert soup.select("table.peers tbody tr") and "goal" in soup.select_one("p.export-gap").get_text()
     assert "Convergence pass" in soup.select_one("p.convergence").get_text()
+
+
+@pytest.mark.slow
+def test_notebook_04_recommends_the_lora_workload_and_measures_its_convergence(
+    runs_root, make_record, kernel_env, tmp_path
+):
+    """ADAPTER="lora": the recommendation comes from the LoRA records only (a note names the full fine-tuning one
+    left out), and the convergence pair trains the same adapters."""
+    from notebook_helpers import LORA, assert_lora
+
+    from nbhelpers.measure.config import RunConfig
+    from nbhelpers.measure.runner import run_configs
+
+    store = RunStore.for_run("nb04lora")
+    lora = {"adapter": "lora", "lora_rank": LORA["LORA_RANK"], "lora_alpha": LORA["LORA_ALPHA"]}
+    tiny = RunConfig(run_name="nb04lora", num_samples=4, batch_size=2, max_length=64, timing="epoch",
+                     padding="packed", extra={"parity_probe_samples": 0}, **lora)  # fmt: skip
+    run_configs([tiny], store=store, isolate=False, progress=False)
+    store.append(make_record("full fine-tuning", 99999.0, run_name="nb04lora"))  # another machine's, no adapter
+    out = tmp_path / "04.ipynb"
+    execute_notebook(NOTEBOOK, out, {"RUN_NAME": "nb04lora", "CONVERGENCE_STEPS": 2, **LORA})
+    by_id = {cell.get("id"): cell for cell in nbformat.read(out, as_version=4).cells}
+    recommendation = _outputs_text(by_id["recommend"])
+    assert "**Recommended:** eager/packed/sdpa/b2x64/lora-r4" in recommendation and "LoraConfig" in recommendation
+    assert "Left out: 1 measured step record(s) of another adapter (none (full fine-tuning): 1)" in recommendation
+    assert "Convergence pass over 3 steps" in _outputs_text(by_id["convergence"])
+    curves = [r for r in store.load() if r.kind == "convergence"]
+    assert len(curves) == 2 and all(r.ok for r in curves), [r.reason for r in curves]
+    assert_lora(curves)

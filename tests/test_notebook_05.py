@@ -6,7 +6,7 @@ from pathlib import Path
 
 import papermill
 import pytest
-from notebook_helpers import assert_committed_clean, execute, outputs_text
+from notebook_helpers import LORA, assert_committed_clean, assert_lora, execute, outputs_text
 from test_notebook_own_data import write_own_data
 
 from nbhelpers.measure.store import RunStore
@@ -17,7 +17,9 @@ PARAMETERS = {
     "RESPONSE_FIELD": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
     "GPUS": "int", "DEVICE": "str", "DTYPE": "str", "PADDING": "str",
     "ATTENTION": "str", "KERNELS": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int",
-    "STEPS": "int", "WARMUP": "int", "ACTIVATION_CHECKPOINTING": "str", "PLAN_MODEL": "str", "PLAN_TOKENS": "int",
+    "STEPS": "int", "WARMUP": "int", "ACTIVATION_CHECKPOINTING": "str",
+    "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str",
+    "PLAN_MODEL": "str", "PLAN_TOKENS": "int",
     "CAPACITY_GIB": "float",
 }  # fmt: skip
 
@@ -46,3 +48,22 @@ def test_notebook_05_scales_two_gloo_ranks_and_plans_memory(runs_root, kernel_en
     assert "planned_gib" in outputs_text(cells["memory"])
     assert "gpus_needed" in outputs_text(cells["plan"])
     assert "fsdp_version: 2" in outputs_text(cells["export"]) and "trl.scripts.sft" in outputs_text(cells["export"])
+
+
+@pytest.mark.slow
+def test_notebook_05_trains_lora_on_one_gpu_and_shows_its_fit(runs_root, kernel_env, tmp_path):
+    """ADAPTER="lora": the step trains LoRA unsharded on one device, the N-GPU run is a failed record made at once
+    with its reason, the planner shows the LoRA fit of PLAN_MODEL, and there is no multi-GPU export."""
+    parameters = {"RUN_NAME": "nb05lora", "DEVICE": "cpu", "NUM_SAMPLES": 4, "MAX_LENGTH": 48, "STEPS": 1,
+                  "WARMUP": 0, **LORA}  # fmt: skip
+    cells = execute(NOTEBOOK, tmp_path / "05.ipynb", parameters)
+    records = RunStore.for_run("nb05lora").load()
+    assert [(r.config["gpus"], r.config["sharding"], r.status) for r in records] == [
+        (1, "none", "ok"), (2, "fsdp2", "failed")
+    ], [r.reason for r in records]  # fmt: skip
+    assert_lora(records[:1])
+    assert records[1].config["adapter"] == "lora" and "an adapter (LoRA) trains on one GPU" in records[1].reason
+    assert "not measured: an adapter" in outputs_text(cells["runs"])
+    fit = outputs_text(cells["lora-fit"])
+    assert "qwen3-8b with LoRA r4 (all-linear) on 139 GiB" in fit and "largest_batch_x48" in fit
+    assert "No multi-GPU configuration to export" in outputs_text(cells["export"])

@@ -243,6 +243,31 @@ def test_run_all_runs_every_notebook_and_prints_the_report(tmp_path, kernel_env,
     assert "01-static" in text and "02-static" in text
 
 
+@pytest.mark.slow
+def test_sweep_over_the_adapter_runs_notebook_01_with_and_without_lora(tmp_path, kernel_env, capsys):
+    """``--grid adapter=none,lora`` reaches the workbook's notebook 01 as ADAPTER (the dense preset, tiny sizes):
+    one point trains the whole model, the other LoRA adapters on a frozen base, each in its own run folder."""
+    notebooks = Path(__file__).resolve().parents[1] / "notebooks"
+    grid = ["adapter=none,lora", "lora_rank=4", "batch_size=2", "max_length=64", "num_samples=4", "steps=1", "warmup=0"]
+    code = main(["sweep", "--grid", *grid, "--notebooks", "01", "--notebooks-dir", str(notebooks)]
+                + ["--out", str(tmp_path / "runs"), "--name", "lora", "--no-progress", "--no-report"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    sweep_dir = tmp_path / "runs" / "lora"
+    points = {}
+    for entry in map(json.loads, (sweep_dir / "sweep.jsonl").read_text().splitlines()):
+        assert entry["status"] == "ok" and entry["parameters"]["LORA_RANK"] == 4, entry
+        points[entry["parameters"]["ADAPTER"]] = entry["point"]
+    full, lora = (RunStore(sweep_dir / points[name]).load() for name in ("none", "lora"))
+    assert [(r.label, r.status) for r in full + lora] == [("baseline", "ok")] * 2
+    assert full[0].config["adapter"] == "none" and full[0].metrics["frozen_parameters"] == 0
+    assert lora[0].config["adapter"] == "lora" and lora[0].config["lora_rank"] == 4
+    assert 0 < lora[0].metrics["trainable_parameters"] < lora[0].metrics["frozen_parameters"]
+    assert lora[0].metrics["trainable_parameters"] < full[0].metrics["trainable_parameters"]
+    fit = nbformat.read(sweep_dir / points["lora"] / "01_baseline_profile.ipynb", as_version=4)
+    shown = [o for c in fit.cells if c.get("id") == "lora-fit" for o in c.get("outputs", [])]
+    assert shown and "qwen3-tiny with LoRA r4" in json.dumps(shown[0])
+
+
 def test_report_command_writes_html(tmp_path, make_record, capsys):
     run = tmp_path / "r1"
     store = RunStore(run)

@@ -9,9 +9,13 @@ eager or Liger, with or without activation checkpointing.
 from __future__ import annotations
 
 import dataclasses
+import html
+from dataclasses import dataclass
 from typing import Any
 
-from nbhelpers.models.families import model_shape, preset_config
+from nbhelpers.models.adapters import AdapterSettings
+from nbhelpers.models.families import model_shape
+from nbhelpers.models.loading import model_config
 from nbhelpers.models.shape import ModelShape
 
 from .memory_plan import H200_USABLE_GIB, MemorySettings, plan_memory
@@ -63,12 +67,12 @@ def lora_fit_frame(
     targets: str = "all-linear",
     capacity_gib: float = H200_USABLE_GIB,
 ) -> Any:
-    """One row per LoRA setting (:func:`lora_settings`) for a preset on one GPU: the planned GiB at
-    ``tokens_per_gpu`` by part, whether it fits, the largest token budget that fits, and the batch of
-    ``max_length`` sequences that is (a padded step of batch x max_length positions)."""
+    """One row per LoRA setting (:func:`lora_settings`) for a preset (or a folder or hub id: its config) on one
+    GPU: the planned GiB at ``tokens_per_gpu`` by part, whether it fits, the largest token budget that fits, and
+    the batch of ``max_length`` sequences that is (a padded step of batch x max_length positions)."""
     import pandas as pd
 
-    shape = model_shape(preset_config(preset))
+    shape = model_shape(model_config(preset))
     rows = []
     for name, setting in lora_settings(tokens_per_gpu, rank, targets, capacity_gib).items():
         plan = plan_memory(shape, setting)
@@ -96,3 +100,33 @@ def lora_fit_sentence(frame: Any) -> str:
         f"{plain['setting']} fits {int(plain['largest_token_budget']):,} tokens a step, {best['setting']} "
         f"{int(best['largest_token_budget']):,}."
     )
+
+
+@dataclass(frozen=True, repr=False)
+class LoraFit:
+    """What fits one GPU with LoRA for a model (:func:`lora_fit_frame`) and its sentence; a notebook shows both."""
+
+    frame: Any
+    sentence: str
+
+    def _repr_html_(self) -> str:
+        return f"<p>{html.escape(self.sentence)}</p>\n" + self.frame.to_html(index=False)
+
+    def __repr__(self) -> str:
+        return self.sentence + "\n" + self.frame.to_string(index=False)
+
+
+def lora_fit_for(
+    model: str,
+    adapter: AdapterSettings,
+    max_length: int,
+    tokens_per_gpu: int,
+    capacity_gib: float = H200_USABLE_GIB,
+) -> LoraFit | None:
+    """The LoRA fit of ``model`` with the adapter's rank and targets (a notebook's ADAPTER, LORA_RANK,
+    LORA_TARGETS) on one GPU of ``capacity_gib``: :func:`lora_fit_frame` and :func:`lora_fit_sentence`, or None
+    without an adapter (the whole model trains: the memory planner's full fine-tuning rows say what fits)."""
+    if not adapter.active:
+        return None
+    frame = lora_fit_frame(model, max_length, tokens_per_gpu, adapter.rank, adapter.targets, capacity_gib)
+    return LoraFit(frame, lora_fit_sentence(frame))

@@ -19,6 +19,7 @@ from nbhelpers.formatting import MISSING, fmt_num, fmt_per_step, fmt_percent, fm
 from nbhelpers.measure.advice import advice_for, raise_if_failed
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.profiling.analyze import SHORT_US
 from nbhelpers.profiling.verdict import interpret_utilization, plain_summary, top_category
 from nbhelpers.resources import DATA_DIR
@@ -189,6 +190,11 @@ def key_metrics(record: RunRecord | None) -> Any:
         ("peak FLOP/s", _unit(fmt_num(peak / 1e12 if peak else None, 3), f"TFLOP/s ({peak_source})")),
         ("kernels / step (profiled)", fmt_per_step(number("kernels_per_step"))),
     ]  # fmt: skip
+    adapter = AdapterSettings.from_config(cfg)
+    if adapter.active:  # a frozen base: what trains and what does not
+        trained, frozen = fmt_num(number("trainable_parameters")), fmt_num(number("frozen_parameters"))
+        what = f"{adapter.label} on {adapter.targets}: {trained} trained, {frozen} frozen parameters"
+        rows.insert(3, ("adapter", what))
     return pd.DataFrame(rows, columns=["measure", "value"])
 
 

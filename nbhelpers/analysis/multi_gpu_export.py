@@ -15,6 +15,7 @@ import shlex
 from typing import Any
 
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.families import family_of_model, hub_id
 
 CONFIG_FILE = "accelerate_fsdp2.yaml"
@@ -113,3 +114,18 @@ def export_multi_gpu(
 ) -> dict[str, str]:
     """The config file's name -> text, and "command" -> the launch command."""
     return {CONFIG_FILE: accelerate_config_yaml(config), "command": trl_command(config, sft_kwargs, dataset)}
+
+
+def export_markdown(records: Any) -> str:
+    """Notebook 05's export of the last (widest) measured configuration: the config file and the command, as
+    Markdown; with an adapter, which the workbook trains on one GPU, a sentence pointing to notebook 04's
+    one-GPU exports instead."""
+    config = records[-1].config
+    if AdapterSettings.from_config(config).active:
+        return (
+            "No multi-GPU configuration to export: the workbook trains an adapter (LoRA) on one GPU. Notebook 04's "
+            "recommendation exports the measured LoRA step for one GPU (PEFT's `LoraConfig`, `SFTTrainer(peft_config="
+            "...)`)."
+        )
+    exported = export_multi_gpu(config)
+    return f"`{CONFIG_FILE}`:\n```yaml\n{exported[CONFIG_FILE]}```\n\n```bash\n{exported['command']}\n```"

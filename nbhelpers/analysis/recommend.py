@@ -270,17 +270,23 @@ def passed_over_text(passed_over: list[dict[str, Any]]) -> str:
 
 
 def recommend(
-    records: Iterable[RunRecord], machine: str | None = None, baseline_label: str | None = None
+    records: Iterable[RunRecord],
+    machine: str | None = None,
+    baseline_label: str | None = None,
+    adapter: AdapterSettings | None = None,
 ) -> Recommendation:
     """The fastest measured step record with a parity pass (ties: less memory) of one machine.
 
     Eligible: parity "pass", or the group's baseline itself (see :func:`eligible`); a faster record without
     a pass is listed in ``passed_over``. Records from several machines need ``machine=`` (or
-    :func:`recommend_all`): a throughput on one machine says nothing about another. Raises ValueError when
-    nothing is eligible.
+    :func:`recommend_all`): a throughput on one machine says nothing about another. ``adapter`` (a notebook's
+    ADAPTER and LORA_* settings) keeps the records that train that adapter; None keeps all. Raises ValueError
+    when nothing is eligible.
     """
     records = list(records)
     steps = [r for r in step_records(records) if is_workbook(r)]  # peer rows (TRL) are compared, not recommended
+    if adapter is not None:
+        steps = [r for r in steps if adapter.matches(r.config)]
     if machine is not None:
         steps = [r for r in steps if r.machine == machine]
         records = [r for r in records if r.machine == machine]
@@ -336,13 +342,16 @@ def recommend(
     )
 
 
-def recommend_all(records: Iterable[RunRecord], baseline_label: str | None = None) -> list[Recommendation]:
-    """One recommendation per machine that has an eligible record, in order of first appearance."""
+def recommend_all(
+    records: Iterable[RunRecord], baseline_label: str | None = None, adapter: AdapterSettings | None = None
+) -> list[Recommendation]:
+    """One recommendation per machine that has an eligible record (of ``adapter``'s workloads, when given), in
+    order of first appearance."""
     records = list(records)
     out = []
     for machine in dict.fromkeys(r.machine for r in step_records(records)):
         try:
-            out.append(recommend(records, machine=machine, baseline_label=baseline_label))
+            out.append(recommend(records, machine=machine, baseline_label=baseline_label, adapter=adapter))
         except CrossMachineError:
             raise
         except ValueError:
@@ -350,10 +359,33 @@ def recommend_all(records: Iterable[RunRecord], baseline_label: str | None = Non
     return out
 
 
-def recommendations_markdown(recommendations: list[Recommendation]) -> Any:
-    """The recommendations as one Markdown object for a notebook cell."""
+def other_adapters_note(records: Iterable[RunRecord], adapter: AdapterSettings | None) -> str:
+    """A sentence on the measured step records :func:`recommend` left out for training another adapter, or ''."""
+    if adapter is None:
+        return ""
+    others: dict[str, int] = {}
+    for record in step_records(records):
+        if is_workbook(record) and is_measured(record) and not adapter.matches(record.config):
+            name = AdapterSettings.from_config(record.config).label or "none (full fine-tuning)"
+            others[name] = others.get(name, 0) + 1
+    if not others:
+        return ""
+    counts = ", ".join(f"{name}: {count}" for name, count in others.items())
+    return (
+        f"Left out: {sum(others.values())} measured step record(s) of another adapter ({counts}); set ADAPTER "
+        "(and LORA_RANK, LORA_ALPHA, LORA_TARGETS) to recommend among them."
+    )
+
+
+def recommendations_markdown(
+    recommendations: list[Recommendation], records: Iterable[RunRecord] = (), adapter: AdapterSettings | None = None
+) -> Any:
+    """The recommendations as one Markdown object for a notebook cell, with :func:`other_adapters_note`."""
     from IPython.display import Markdown
 
+    note = other_adapters_note(records, adapter)
+    if not recommendations and note and adapter is not None:
+        return Markdown(f"**No recommendation for ADAPTER={adapter.name!r}.** {note}")
     if not recommendations:
         return Markdown("**No recommendation:** no configuration was measured successfully.")
-    return Markdown("\n\n".join(r._repr_markdown_() for r in recommendations))
+    return Markdown("\n\n".join([*(r._repr_markdown_() for r in recommendations), *([note] if note else [])]))

@@ -6,14 +6,40 @@ from collections.abc import Iterable
 from typing import Any
 
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.store import RunRecord
+from nbhelpers.measure.env import safe_environment
+from nbhelpers.measure.runner import run_configs
+from nbhelpers.measure.store import RunRecord, RunStore
 
 from .records import gpu_count, is_measured, metric_value, record_label, scaling_efficiency, step_records
 
+ADAPTER_ON_ONE_GPU = (
+    "not measured: an adapter (LoRA) trains on one GPU for now (RunConfig refuses an adapter with FSDP2 sharding); "
+    "with LoRA a frozen bf16 base fits one GPU up to the 27B shape (the memory planner's LoRA fit says what fits)"
+)
+
 
 def scaling_configs(base: RunConfig, gpus: int) -> list[RunConfig]:
-    """``base`` under FSDP2 on one GPU and on ``gpus``: one workload per GPU (batch sizes are per GPU)."""
+    """``base`` under FSDP2 on one GPU and on ``gpus``: one workload per GPU (batch sizes are per GPU). With an
+    adapter (LoRA), which trains unsharded on one GPU, the 1-GPU run alone (:func:`refused_scaling` says why)."""
+    if base.adapter_settings.active:
+        return [base.replace(gpus=1, sharding="none", label=f"{base.name} · on 1 GPU")]
     return [base.replace(gpus=n, sharding="fsdp2", label=f"{base.name} · FSDP2 on {n}") for n in sorted({1, gpus})]
+
+
+def refused_scaling(base: RunConfig, gpus: int, notebook: str = "") -> list[RunRecord]:
+    """Failed records, made at once, of the GPU counts ``base`` cannot run: with an adapter, ``gpus`` above one
+    (its config is the run that was asked for, under FSDP2); none otherwise."""
+    if not base.adapter_settings.active or gpus <= 1:
+        return []
+    config = base.to_dict() | {"gpus": gpus, "sharding": "fsdp2", "label": f"{base.name} · FSDP2 on {gpus}"}
+    return [RunRecord.failed(config, ADAPTER_ON_ONE_GPU, notebook=notebook, environment=safe_environment(base.device))]
+
+
+def measure_scaling(base: RunConfig, gpus: int, store: RunStore, notebook: str = "") -> list[RunRecord]:
+    """Measure :func:`scaling_configs` (each in its own process or torchrun), then store :func:`refused_scaling`'s
+    records; every record is appended to ``store`` as it lands, in GPU order."""
+    records = run_configs(scaling_configs(base, gpus), store=store, notebook=notebook)
+    return records + [store.append(record) for record in refused_scaling(base, gpus, notebook)]
 
 
 def _reference(record: RunRecord, singles: list[RunRecord]) -> RunRecord | None:

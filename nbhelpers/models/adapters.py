@@ -76,6 +76,19 @@ class AdapterSettings:
         """A short name for tables ("" without an adapter), e.g. "lora-r16"."""
         return self.entry.label(self)
 
+    def config_fields(self) -> dict[str, Any]:
+        """The RunConfig fields these settings set: ``RunConfig(**adapter.config_fields(), ...)``."""
+        return {"adapter": self.name, "lora_rank": self.rank, "lora_alpha": self.alpha, "lora_targets": self.targets}
+
+    def matches(self, config: Mapping[str, Any]) -> bool:
+        """Whether a stored config (a record's) trains this adapter: the same name and, with an adapter, the same
+        rank, alpha and targets (without one, the LoRA fields change nothing and are not compared)."""
+        other = AdapterSettings.from_config(config)
+        if other.name != self.name:
+            return False
+        same = (other.rank, other.alpha, other.target_modules) == (self.rank, self.alpha, self.target_modules)
+        return not self.active or same
+
 
 @dataclass(frozen=True)
 class Adapter:

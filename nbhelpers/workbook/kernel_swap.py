@@ -40,6 +40,7 @@ from nbhelpers.measure.env import resolve_device
 from nbhelpers.measure.runner import run_configs
 from nbhelpers.measure.startup import export_startup_cache, measure_startup
 from nbhelpers.measure.store import RunStore, run_dir
+from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.planning.device import skip_broken
 from nbhelpers.planning.kernel_grid import (
     backend_configs,
@@ -86,6 +87,7 @@ def shipped_records(gpu_results: str, model: str, device: str) -> tuple[Any, lis
 
 
 __all__ = [
+    "AdapterSettings",
     "BASELINE_BACKEND",
     "BackendPlan",
     "DataParams",

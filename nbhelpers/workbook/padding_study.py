@@ -25,6 +25,7 @@ from nbhelpers.measure.doctor_records import broken_here
 from nbhelpers.measure.env import resolve_device
 from nbhelpers.measure.runner import run_configs
 from nbhelpers.measure.store import RunStore
+from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.loading import model_source
 from nbhelpers.planning.device import skip_broken
 from nbhelpers.planning.lists import parse_list
@@ -76,6 +77,7 @@ def tokenizer_for(model: str) -> Any:
 
 
 __all__ = [
+    "AdapterSettings",
     "DataParams",
     "RunConfig",
     "StrategyPlan",
