@@ -11,6 +11,11 @@ import pytest
 
 from nbhelpers.measure.store import RunRecord
 
+# Tests live in one folder per sub-package (tests/<package>/); some share fakes by importing another test module
+# (test_tuner's FakeMeasure, test_architecture's layers). Test file names are unique, so every folder is on the path.
+TESTS = Path(__file__).resolve().parent
+sys.path[:0] = [str(folder) for folder in sorted(TESTS.iterdir()) if folder.is_dir() and folder.name not in ("fixtures", "__pycache__")]
+
 
 @pytest.fixture
 def runs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

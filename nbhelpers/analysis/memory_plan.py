@@ -15,7 +15,7 @@ layer saves only its input, and one checkpointed layer is recomputed at a time. 
 vocabulary x bytes per element of the loss path (:data:`LOSS_BYTES_PER_LOGIT`). The activation counts are
 an estimate of what transformers' eager modules save, with two coefficients (the RMSNorm copies and the
 plain loss's bytes per logit) set against the shipped single-H200 records of the 1.7B shape: on those 37
-records it is within 12% (:func:`planned_vs_measured`; tests/test_memory_plan.py keeps it so). Sharded and
+records it is within 12% (:func:`planned_vs_measured`; tests/analysis/test_memory_plan.py keeps it so). Sharded and
 checkpointed runs are checked the same way by notebook 05 and ``benchmarks/gpu_fsdp_suite.py``.
 """
 
