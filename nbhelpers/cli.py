@@ -28,6 +28,15 @@ from nbhelpers.resources import notebooks_folder, runs_folder
 RUN_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's default after its help, unless it has none to show (None, "", a switch that is off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default in (None, "", False):
+            return action.help or ""
+        return super()._get_help_string(action) or ""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbhelpers", description="Run the fine-tuning workbook and report.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -45,7 +54,15 @@ def _parser() -> argparse.ArgumentParser:
         "a notebook only receives the parameters its parameters cell declares",
     )  # fmt: skip
 
-    _tune_arguments(sub.add_parser("tune", help="search kernels x padding x attention within a time budget"))
+    _tune_arguments(sub.add_parser(
+        "tune", help="search kernels x padding x attention within a time budget",
+        description="Search kernel backends x padding strategies x attention implementations on one workload "
+                    "within a wall-clock budget (successive halving); the winner is stored as the run's tuned "
+                    "configuration.",
+        epilog="example: nbhelpers tune --model qwen3-tiny --kernels eager,liger --strategies static,packed "
+               "--budget-s 120",
+        formatter_class=DefaultsHelpFormatter,
+    ))  # fmt: skip
 
     sweep = sub.add_parser("sweep", help="run the notebooks once per grid point (resumable)")
     sweep.add_argument(
@@ -195,26 +212,48 @@ def _warm_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workload_help() -> dict[str, str]:
+    """What each workload option of ``tune`` sets, with its allowed values (read from the tables)."""
+    from nbhelpers.measure.config import DEVICES, DTYPES, TIMINGS
+    from nbhelpers.models.adapters import ADAPTER_NAMES
+
+    return {
+        "model": "a preset (e.g. qwen3-tiny, qwen3-1.7b, qwen3.5-2b), a hub id or a local folder",
+        "dataset": "'default', a JSONL/JSON/Parquet path, or a datasets name",
+        "batch_size": "sequences per step", "max_length": "longest sequence kept (longer ones are truncated)",
+        "num_samples": "samples of the dataset, the same for every candidate", "steps": "timed steps",
+        "warmup": "untimed steps before timing", "seed": "seed of weights, sampling and data order",
+        "timing": f"one of {', '.join(TIMINGS)}", "dtype": f"one of {', '.join(DTYPES)}",
+        "device": f"one of {', '.join(DEVICES)}", "adapter": f"one of {', '.join(ADAPTER_NAMES)}",
+        "lora_targets": "PEFT's target_modules: all-linear or a comma list of module names",
+        "lora_rank": "LoRA's rank r", "lora_alpha": "LoRA's alpha (the update is scaled by alpha / r)",
+    }  # fmt: skip
+
+
 def _tune_arguments(tune: argparse.ArgumentParser) -> None:
+    from nbhelpers.data.strategies import PADDING_STRATEGIES
+    from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
+    from nbhelpers.kernels.registry import KERNEL_BACKENDS
+
     defaults = RUN_CONFIG_DEFAULTS
+    helps = _workload_help()
     tune.add_argument("--run-name", default=defaults["run_name"], help="run folder under --out for records")
     tune.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/)")
-    for name in ("model", "dataset"):
-        tune.add_argument(f"--{name}", default=defaults[name], help=f"RunConfig.{name}")
-    for name in ("batch_size", "max_length", "num_samples", "steps", "warmup", "seed"):
-        tune.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=f"RunConfig.{name}")
-    for name in ("timing", "dtype", "device", "adapter", "lora_targets"):
-        tune.add_argument(f"--{name.replace('_', '-')}", default=defaults[name], help=f"RunConfig.{name}")
-    for name in ("lora_rank", "lora_alpha"):
-        tune.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=f"RunConfig.{name}")
-    tune.add_argument("--kernels", default="eager,liger", help="comma-separated kernel backends")
+    for name in ("model", "dataset", "timing", "dtype", "device", "adapter", "lora_targets"):
+        tune.add_argument(f"--{name.replace('_', '-')}", default=defaults[name], help=helps[name])
+    for name in ("batch_size", "max_length", "num_samples", "steps", "warmup", "seed", "lora_rank", "lora_alpha"):
+        tune.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=helps[name])
+    tune.add_argument("--kernels", default="eager,liger",
+                      help=f"comma-separated kernel backends of {', '.join(KERNEL_BACKENDS)}")  # fmt: skip
     tune.add_argument(
         "--liger-kernels", default="", help="Liger switch sets, ';' between sets (default: RunConfig's set)"
     )
     tune.add_argument("--no-unfused-twin", action="store_true", help="no plain cross-entropy twin of a fused set")
-    tune.add_argument("--strategies", default="static,packed,token_budget", help="comma-separated strategies")
+    tune.add_argument("--strategies", default="static,packed,token_budget",
+                      help=f"comma-separated padding strategies of {', '.join(PADDING_STRATEGIES)}")  # fmt: skip
     tune.add_argument("--token-budgets", default="0", help="comma-separated token budgets (0 = batch x max length)")
-    tune.add_argument("--attention", default="sdpa", help="comma-separated attention implementations")
+    tune.add_argument("--attention", default="sdpa",
+                      help=f"comma-separated attention implementations of {', '.join(ATTENTION_IMPLEMENTATIONS)}")
     tune.add_argument("--budget-s", type=float, default=300.0, help="wall-clock budget of the whole search")
     tune.add_argument("--eta", type=int, default=3, help="each rung keeps the best 1/eta")
     tune.add_argument("--first-steps", type=int, default=2, help="timed steps of rung 0 (x eta per rung)")

@@ -14,7 +14,8 @@ from nbhelpers.measure.store import RunRecord
 # Tests live in one folder per sub-package (tests/<package>/); some share fakes by importing another test module
 # (test_tuner's FakeMeasure, test_architecture's layers). Test file names are unique, so every folder is on the path.
 TESTS = Path(__file__).resolve().parent
-sys.path[:0] = [str(folder) for folder in sorted(TESTS.iterdir()) if folder.is_dir() and folder.name not in ("fixtures", "__pycache__")]
+NOT_TESTS = ("fixtures", "__pycache__")
+sys.path[:0] = [str(folder) for folder in sorted(TESTS.iterdir()) if folder.is_dir() and folder.name not in NOT_TESTS]
 
 
 @pytest.fixture

@@ -107,3 +107,16 @@ def test_run_all_and_sweep_default_to_the_runs_folder_and_the_workbooks_notebook
     assert main([*argv, "--no-progress"]) == 0
     assert seen["out"] == tmp_path / "elsewhere"
     assert seen["notebooks"] == Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def test_tune_help_shows_defaults_allowed_values_and_an_example(capsys):
+    from nbhelpers import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["tune", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "RunConfig." not in text
+    assert "one of steps, epoch (default: steps)" in text and "one of none, lora (default: none)" in text
+    assert "(default: 300.0)" in text and "eager, liger, compile" in text
+    assert "example: nbhelpers tune --model qwen3-tiny" in text
+    assert "(default: None)" not in text and "(default: )" not in text
