@@ -33,6 +33,7 @@ ADAPTER=${ADAPTER:-none}                               # every notebook: none (f
 LORA_RANK=${LORA_RANK:-16}                             # with ADAPTER=lora: rank, alpha, PEFT's target_modules
 LORA_ALPHA=${LORA_ALPHA:-32}
 LORA_TARGETS=${LORA_TARGETS:-all-linear}
+ACTIVATION_CHECKPOINTING=${ACTIVATION_CHECKPOINTING:-none}  # none, full or every_k (layers recomputed: less memory)
 BACKENDS=${BACKENDS:-eager,liger}                      # notebook 02
 STRATEGIES=${STRATEGIES:-static,packed,token_budget}   # notebook 03
 ATTENTION=${ATTENTION:-sdpa,torch_varlen}              # notebook 03
@@ -46,6 +47,7 @@ exec "$PY" -m nbhelpers.cli run-all --run-name "$RUN_NAME" \
   -p "MODEL=$MODEL" -p "BATCH_SIZE=$BATCH_SIZE" -p "MAX_LENGTH=$MAX_LENGTH" -p "NUM_SAMPLES=$NUM_SAMPLES" \
   -p "TIMING=epoch" \
   -p "ADAPTER=$ADAPTER" -p "LORA_RANK=$LORA_RANK" -p "LORA_ALPHA=$LORA_ALPHA" -p "LORA_TARGETS=$LORA_TARGETS" \
+  -p "ACTIVATION_CHECKPOINTING=$ACTIVATION_CHECKPOINTING" \
   -p "02:BACKENDS=$BACKENDS" \
   -p "03:STRATEGIES=$STRATEGIES" -p "03:ATTENTION=$ATTENTION" -p "03:KERNELS=$KERNELS" \
   -p "03:TUNE_BUDGET_S=$TUNE_BUDGET_S" \

@@ -38,7 +38,7 @@ from nbhelpers.kernels.attention import (
     attention_setup_code,
     keeps_packed_apart,
 )
-from nbhelpers.kernels.registry import BASELINE_BACKEND
+from nbhelpers.kernels.registry import BASELINE_BACKEND, model_setup_parts
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.measure.trainer_args import model_init_settings, resolved_dtype, sft_settings, trainer_settings
 from nbhelpers.models.adapters import AdapterSettings
@@ -187,6 +187,8 @@ class Recommendation:
             lines.append(
                 "model.config.use_cache = False  # with a KV cache, transformers attends across packed sequences"
             )
+        for part in model_setup_parts(str(self.config.get("kernels", ""))):
+            lines += part.model_setup_code
         return "\n".join(lines)
 
     def to_python(self) -> str:

@@ -105,6 +105,7 @@ class ContaminationCheck:
     table: Any  # DataFrame: sequence, tokens, loss_tokens, padded_loss, packed_loss, relative_difference, within
     mode: str  # "correct" or the broken mode
     tolerance: float
+    model: str = ""  # the model the check ran on, when another than the one asked for (see proof_model)
 
     @property
     def passed(self) -> bool:
@@ -116,8 +117,9 @@ class ContaminationCheck:
 
     def verdict(self) -> str:
         outcome = "PASSES" if self.passed else "FAILS"
+        on = f" on {self.model}" if self.model else ""
         return (
-            f"{self.mode}: {outcome} (max relative difference {self.max_relative_difference:.2e}, "
+            f"{self.mode}{on}: {outcome} (max relative difference {self.max_relative_difference:.2e}, "
             f"tolerance {self.tolerance:.0e})"
         )
 

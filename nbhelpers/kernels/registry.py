@@ -139,6 +139,10 @@ FLA = KernelBackend(
     combines_with=(LIGER_BACKEND,),
     packages=("flash-linear-attention", "triton"),
     optional_packages=("causal-conv1d", "tilelang"),
+    model_setup_code=(
+        "from nbhelpers.kernels.fla import use_fla",
+        "use_fla(model)  # fla's delta rule and fused conv1d in every Gated DeltaNet layer (no Trainer/TRL flag)",
+    ),
     status=fla_status,
     probe=probe_fla,
 )
@@ -183,6 +187,13 @@ def cpu_tolerance(name: str) -> Tolerance:
     """A backend's parity tolerance in fp32 on a CPU (the baseline's for a name the table lacks)."""
     backend = find_backend(name)
     return backend.cpu_tolerance if backend is not None else SAME_KERNELS_CPU
+
+
+def model_setup_parts(name: str) -> tuple[KernelBackend, ...]:
+    """The parts of a backend that a trainer has no flag for and that set up the model itself (fla), in order."""
+    backend = find_backend(name)
+    parts = [KERNEL_BACKEND_TABLE[part] for part in backend.components] if backend is not None else []
+    return tuple(part for part in parts if part.model_setup_code)
 
 
 def training_kwargs(name: str, liger_kernels: Iterable[str]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -92,6 +92,9 @@ class KernelBackend:
     training_flag: str = ""  # TrainingArguments/SFTConfig boolean that turns it on in HF Trainer / TRL
     training_options: TrainingOptionsFunction | None = None  # extra keyword arguments exported when on
     training_options_comment: str = ""  # the comment beside those keyword arguments in exported code
+    # Without a training flag: the lines that turn it on for a loaded ``model`` in exported Trainer/TRL code (its
+    # ``apply`` does the same in the workbook's TRL row); empty for a backend a trainer needs nothing for.
+    model_setup_code: tuple[str, ...] = ()
     parts: tuple[str, ...] = ()  # the elementary backends it is made of ((name,) when empty)
     packages: tuple[str, ...] = ()  # distributions it needs (beyond torch), as pip names them
     optional_packages: tuple[str, ...] = ()  # distributions it uses where present (the doctor lists them)

@@ -4,6 +4,7 @@ kind "parity" for the report."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,11 +23,24 @@ from nbhelpers.data.contamination import (
 from nbhelpers.data.loading import load_examples
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.attention import prepare_attention
-from nbhelpers.models.families import packs_with_boundaries
+from nbhelpers.models.families import is_preset, model_shape, packs_with_boundaries, preset_config, smallest_preset
 from nbhelpers.models.loading import build_model, model_source
 
 from .env import environment
 from .store import RunRecord
+
+# The proof builds its model in fp32 in the notebook's own process, on the CPU: a preset beyond this many
+# parameters (the 27B hybrid would need 108 GB) runs the proof on its family's smallest preset, the same layers.
+PROOF_MAX_PARAMETERS = 2_000_000_000
+
+
+def proof_model(model_name: str, max_parameters: int = PROOF_MAX_PARAMETERS) -> str:
+    """The model the proof runs on: ``model_name``, or for a preset of more than ``max_parameters`` parameters its
+    family's smallest preset (packing keeps sequences apart by the layers' code, not their width). A folder or
+    hub id is used as given."""
+    if not is_preset(model_name) or model_shape(preset_config(model_name)).total_parameters <= max_parameters:
+        return model_name
+    return smallest_preset(model_name)
 
 
 def contamination_proof(
@@ -45,26 +59,30 @@ def contamination_proof(
     data_format: str = "auto",
     prompt_template: str = "",
 ) -> list[ContaminationCheck]:
-    """The correct check, then each broken mode, on real tokenized examples and one model.
+    """The correct check, then each broken mode, on real tokenized examples and one model (:func:`proof_model`:
+    a large preset's family's smallest preset, named in each check's ``model``).
 
     A family whose packed rows carry their boundaries (the Qwen3.5 hybrid) gets
     :func:`~nbhelpers.data.contamination.hybrid_checks` instead: each CPU path of its Gated DeltaNet layers,
     packed vs each sequence alone.
     """
-    tokenizer = load_tokenizer(model_source(model_name))
+    ran_on = proof_model(model_name)
+    tokenizer = load_tokenizer(model_source(ran_on))
     examples = load_examples(
         dataset, tokenizer, num_sequences, max_length, prompt_field, response_field, use_chat_template,
         data_format=data_format, prompt_template=prompt_template,
     )  # fmt: skip
     prepare_attention(attn_implementation)
-    model = build_model(model_name, attn_implementation, seed).eval()
-    if packs_with_boundaries(model_name):
-        return hybrid_checks(model, examples, tokenizer.pad_token_id, max_length, hybrid_paths_for("cpu"))
-    reference = padded_losses(model, examples, tokenizer.pad_token_id, max_length)
-    return [
-        check_contamination(model, examples, tokenizer.pad_token_id, max_length, mode, tolerance, reference)
-        for mode in ("", *broken_modes)
-    ]
+    model = build_model(ran_on, attn_implementation, seed).eval()
+    if packs_with_boundaries(ran_on):
+        checks = hybrid_checks(model, examples, tokenizer.pad_token_id, max_length, hybrid_paths_for("cpu"))
+    else:
+        reference = padded_losses(model, examples, tokenizer.pad_token_id, max_length)
+        checks = [
+            check_contamination(model, examples, tokenizer.pad_token_id, max_length, mode, tolerance, reference)
+            for mode in ("", *broken_modes)
+        ]
+    return checks if ran_on == model_name else [dataclasses.replace(c, model=ran_on) for c in checks]
 
 
 
@@ -82,6 +100,8 @@ def proof_record(checks: Sequence[ContaminationCheck], config: Any, notebook: st
         "sequences": len(correct.table),
         "broken_modes_detected": {c.mode: not c.passed for c in checks if c.mode not in kept_apart | {"correct"}},
     }
+    if correct.model:  # run on the family's smallest preset (proof_model), not on the configuration's model
+        parity["ran_on_model"] = correct.model
     base = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     against = "alone" if hybrid else "padded"
     return RunRecord(

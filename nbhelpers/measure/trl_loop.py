@@ -23,6 +23,7 @@ from nbhelpers.data.collate import count_tokens, sequence_lengths
 from nbhelpers.data.loading import IGNORE_INDEX
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.attention import prepare_attention
+from nbhelpers.kernels.registry import model_setup_parts
 from nbhelpers.models.adapters import parameter_counts, peft_config, weights_dtype
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.loading import build_model, count_parameters, model_source
@@ -125,6 +126,9 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
     prepare_attention(attention)
     model = build_model(config.model, attention, config.seed, weights_dtype(adapter, dtype, device), device, adapter)
     model.config.use_cache = False  # a training model: with a cache, packed rows attend across sequences
+    if engine.name == "trl":  # the export's own set-up of kernels a trainer has no flag for (fla), as exported
+        for part in model_setup_parts(config.kernels):
+            part.apply(model, tuple(config.liger_kernels), device)
     shape = model_shape(model.config)
     with tempfile.TemporaryDirectory(prefix="nbhelpers-trl-") as output_dir:  # TRL writes nothing we keep
         args, flags = sft_config(config, device, output_dir)

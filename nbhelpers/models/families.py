@@ -170,6 +170,11 @@ def packs_with_boundaries(name_or_path: str) -> bool:
     return family is not None and BOUNDARIES_PACKING in family.packing
 
 
+def smallest_preset(name: str) -> str:
+    """The smallest preset of a preset's family (its first: the tiny CPU shape)."""
+    return next(iter(family_of_preset(name).presets))
+
+
 def preset_config(name: str, **overrides: Any) -> Any:
     """The transformers config of a preset, built by its family (``overrides`` win)."""
     return family_of_preset(name).build_config(name, **overrides)

@@ -165,3 +165,18 @@ def test_checkpointing_every_k_layers_is_exported_as_measured(make_record):
     full = recommend([make_record("ck", 100.0, activation_checkpointing="full", **CPU)])
     assert full.sft_config_kwargs()["activation_checkpointing"] is True
     assert "activation_checkpointing_kwargs" not in full.sft_config_kwargs()
+
+
+def test_a_backend_without_a_trainer_flag_is_set_up_on_the_model_in_the_export(make_record):
+    from nbhelpers.kernels.registry import model_setup_parts
+
+    assert [p.name for p in model_setup_parts("fla+liger")] == ["fla"]
+    assert model_setup_parts("liger") == () and model_setup_parts("eager") == () and model_setup_parts("nope") == ()
+    hybrid = {"padding": "token_budget", "model": "qwen3.5-tiny", **CPU}
+    fused = recommend([make_record("f", 100.0, kernels="fla+liger", **hybrid)])
+    code = fused.model_code()
+    assert "use_fla(model)" in code.splitlines()[-1]  # after the model is loaded
+    _run("from nbhelpers.kernels.fla import use_fla", {})  # the exported import resolves
+    assert "use_liger_kernel" in fused.sft_config_code()  # Liger keeps its TRL flag
+    plain = recommend([make_record("p", 100.0, kernels="liger", **hybrid)])
+    assert "use_fla" not in plain.model_code()

@@ -11,6 +11,7 @@ from nbhelpers.data.contamination import (
     check_contamination,
     per_sequence_loss,
     proof_summary,
+    require_proof,
     sequence_ids,
 )
 from nbhelpers.measure.contamination_proof import contamination_proof
@@ -81,3 +82,25 @@ def test_eager_attention_and_bad_arguments():
         check_contamination(model, examples, tokenizer.pad_token_id, 64, "nonsense")
     with pytest.raises(ValueError, match="at least two sequences"):
         check_contamination(model, examples[:1], tokenizer.pad_token_id, 64)
+
+
+def test_a_large_preset_proves_on_its_familys_smallest_preset() -> None:
+    from nbhelpers.measure.contamination_proof import proof_model
+
+    assert proof_model("qwen3.8-27b") == "qwen3.5-tiny"  # 27B parameters in fp32 would not fit a notebook's CPU
+    assert proof_model("qwen3-8b") == "qwen3-tiny"
+    assert proof_model("qwen3-1.7b") == "qwen3-1.7b"  # within PROOF_MAX_PARAMETERS: the model itself
+    assert proof_model("qwen3-tiny") == "qwen3-tiny"
+    assert proof_model("some/folder-or-hub-id") == "some/folder-or-hub-id"
+    assert proof_model("qwen3-1.7b", max_parameters=10**6) == "qwen3-tiny"
+
+
+def test_a_proof_on_another_model_names_it_in_its_verdicts_and_record() -> None:
+    from nbhelpers.measure.contamination_proof import proof_record
+
+    checks = contamination_proof("qwen3-8b", num_sequences=3, max_length=MAX_LENGTH)
+    assert {c.model for c in checks} == {"qwen3-tiny"}
+    assert "correct on qwen3-tiny: PASSES" in require_proof(checks)
+    record = proof_record(checks, {"model": "qwen3-8b"})
+    assert record.metrics["parity"]["ran_on_model"] == "qwen3-tiny"
+    assert record.config["model"] == "qwen3-8b"

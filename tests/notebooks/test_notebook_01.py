@@ -19,6 +19,7 @@ PARAMETERS = {
     "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int",
     "TIMING": "str", "PADDING": "str",
     "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str",
+    "ACTIVATION_CHECKPOINTING": "str",
     "TRACE_SOURCE": "str",
 }  # fmt: skip
 TINY = {"BATCH_SIZE": 2, "MAX_LENGTH": 64, "NUM_SAMPLES": 8, "STEPS": 2, "WARMUP": 1}
