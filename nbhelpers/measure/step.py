@@ -24,7 +24,14 @@ from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.hybrid_paths import layer_paths
 from nbhelpers.models.adapters import parameter_counts, trainable_parameters, weights_dtype, wrap_model
-from nbhelpers.models.families import BOUNDARIES_PACKING, model_shape, packs_with_boundaries, unsupported
+from nbhelpers.models.families import (
+    BOUNDARIES_PACKING,
+    POSITION_IDS_PACKING,
+    model_shape,
+    packing_mode_of,
+    packs_with_boundaries,
+    unsupported,
+)
 from nbhelpers.models.loading import ResolvedModel, build_model, check_positions, count_parameters, resolve_model
 
 from .config import RunConfig
@@ -47,8 +54,9 @@ def packing_mode(config: RunConfig, boundaries: bool | None = None) -> str:
     boundaries too where the model's family needs them (``BOUNDARIES_PACKING``; ``boundaries``: already resolved)."""
     if not config.padding_settings.entry.packed:
         return ""
-    boundaries = packs_with_boundaries(config.model) if boundaries is None else boundaries
-    return BOUNDARIES_PACKING if boundaries else "position_ids"
+    if boundaries is None:
+        return packing_mode_of(config.model)
+    return BOUNDARIES_PACKING if boundaries else POSITION_IDS_PACKING
 
 
 def config_examples(

@@ -16,10 +16,11 @@ from typing import Any
 from . import qwen3, qwen3_5
 from .shape import ModelShape
 
+POSITION_IDS_PACKING = "position_ids"
 BOUNDARIES_PACKING = "cu_seqlens"
 # How a packed row keeps its sequences apart; a family lists the ones its token-mixing layers honour.
 PACKING_MODES = {
-    "position_ids": "padding-free packed rows; position_ids restart at 0 at every sequence",
+    POSITION_IDS_PACKING: "padding-free packed rows; position_ids restart at 0 at every sequence",
     BOUNDARIES_PACKING: "padding-free packed rows that also carry the sequence boundaries as model keyword "
     "arguments (cu_seq_lens_q/k, max_length_q/k, seq_idx), so linear-attention layers and their causal "
     "convolution keep the sequences apart",
@@ -173,6 +174,12 @@ def packs_with_boundaries(name_or_path: str) -> bool:
 def smallest_preset(name: str) -> str:
     """The smallest preset of a preset's family (its first: the tiny CPU shape)."""
     return next(iter(family_of_preset(name).presets))
+
+
+def packing_mode_of(name_or_path: str) -> str:
+    """How a model's packed rows keep their sequences apart (a key of ``PACKING_MODES``): ``BOUNDARIES_PACKING``
+    for a family that needs the boundaries, else ``position_ids`` that restart at every sequence."""
+    return BOUNDARIES_PACKING if packs_with_boundaries(name_or_path) else POSITION_IDS_PACKING
 
 
 def preset_config(name: str, **overrides: Any) -> Any:

@@ -14,10 +14,9 @@ from typing import Any
 from nbhelpers.kernels.attention import attention_status
 from nbhelpers.kernels.liger import CPU_INTERPRETABLE_LIGER_KERNELS, liger_status
 from nbhelpers.kernels.registry import find_backend, uses_liger_switches
-from nbhelpers.models.families import PACKING_MODES, family_of_model
+from nbhelpers.models.families import family_of_model, packing_mode_of
 
 CPU_SWITCHES_REASON = "Triton's CPU interpreter fails on them (notebook 02 runs them to show it); they run on a GPU"
-PACKING_MODE = next(iter(PACKING_MODES))  # how packed strategies keep sequences apart (position_ids)
 
 
 def cpu_skipped_switches(switches: Iterable[str], device: str) -> tuple[str, ...]:
@@ -81,7 +80,7 @@ def family_refusal(model: str, attention: str, kernels: str, packed: bool) -> st
     family = family_of_model(model)
     if family is None:
         return ""
-    return family.refusal(attention, kernels, PACKING_MODE if packed else "")
+    return family.refusal(attention, kernels, packing_mode_of(model) if packed else "")
 
 
 def refusal(

@@ -79,3 +79,25 @@ def test_worker_dies_with_its_parent(tmp_path):
         if state == "Z":
             return
     raise AssertionError(f"worker {child_pid} outlived its parent")
+
+
+def test_every_configuration_shares_one_kernel_cache_with_autotune_results_kept(tmp_path, monkeypatch):
+    from nbhelpers.measure.runner import _child_env
+
+    for name in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TILELANG_CACHE_DIR", "NBHELPERS_KERNEL_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NBHELPERS_RUNS", str(tmp_path / "runs"))
+    config = RunConfig(num_samples=4, steps=1, warmup=0)
+    env = _child_env(config, None)
+    shared = tmp_path / "runs" / ".kernel-cache"
+    assert env["TRITON_CACHE_DIR"] == str(shared / "triton") and (shared / "triton").is_dir()
+    assert env["TILELANG_CACHE_DIR"] == str(shared / "tilelang")
+    assert env["TRITON_CACHE_AUTOTUNING"] == "1"  # the autotuner's choices are kept with the kernels
+    assert _child_env(config.replace(label="other"), None)["TRITON_CACHE_DIR"] == env["TRITON_CACHE_DIR"]
+
+    monkeypatch.setenv("NBHELPERS_KERNEL_CACHE", str(tmp_path / "prebuilt"))
+    assert _child_env(config, None)["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "prebuilt" / "inductor")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "mine"))  # the user's own setting is kept
+    assert _child_env(config, None)["TRITON_CACHE_DIR"] == str(tmp_path / "mine")
+    cold = {"TRITON_CACHE_DIR": str(tmp_path / "cold")}  # a startup measurement's own folder wins
+    assert _child_env(config, cold)["TRITON_CACHE_DIR"] == str(tmp_path / "cold")

@@ -120,7 +120,7 @@ def test_refusal_names_the_doctor_first_then_the_attention_then_the_model_family
     hybrid = refusal("eager", "flex_attention", "cpu", model="qwen3.5-tiny", packed=False)
     assert hybrid == family_refusal("qwen3.5-tiny", "flex_attention", "eager", False) != ""
     assert "qwen3_5 family" in hybrid
-    assert "packing='position_ids'" in family_refusal("qwen3.5-tiny", "sdpa", "eager", True)
+    assert family_refusal("qwen3.5-tiny", "sdpa", "eager", True) == ""  # packed rows carry their boundaries
     assert refusal("eager", "sdpa", "cpu", model="qwen3-tiny", packed=True) == ""
     assert family_refusal("someone/unknown-model", "sdpa", "fla", True) == ""  # no family known: nothing refused
 
@@ -250,8 +250,8 @@ def test_the_candidates_reasons_are_the_device_checks():
     runnable, dropped = build_space(
         workload, ["eager"], ["static", "packed"], ["sdpa", "flex_attention", "torch_varlen"], device="cpu"
     )
-    assert [(c.padding, c.attn_implementation) for c in runnable] == [("static", "sdpa")]
-    assert len(dropped) == 5  # packed rows need their boundaries in this family; flex and varlen cannot run here
+    assert [(c.padding, c.attn_implementation) for c in runnable] == [("static", "sdpa"), ("packed", "sdpa")]
+    assert len(dropped) == 4  # flex (refused by the family) and varlen (CUDA only), static and packed
     for candidate, why in dropped:
         packed = candidate.padding == "packed"
         assert why == refusal("eager", candidate.attn_implementation, "cpu", model=workload.model, packed=packed)
@@ -333,3 +333,11 @@ def test_notebooks_are_found_by_a_comma_list():
     assert find_notebooks(["03"], NOTEBOOKS) == found[1:]
     with pytest.raises(ValueError, match="matches no notebook"):
         find_notebooks("99", NOTEBOOKS)
+
+
+def test_the_tuner_keeps_a_hybrids_packed_candidates_which_carry_their_boundaries():
+    # A hybrid's packed rows keep their sequences apart by their boundaries (cu_seqlens), as the step packs them;
+    # the space once judged them by position_ids alone and left out every token-budget candidate of the 27B.
+    workload = RunConfig(model="qwen3.5-tiny", batch_size=2, max_length=64)
+    runnable, dropped = build_space(workload, ["eager"], ["static", "token_budget", "packed"], ["sdpa"])
+    assert {c.padding for c in runnable} == {"static", "token_budget", "packed"}, dropped
