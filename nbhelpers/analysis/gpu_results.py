@@ -164,9 +164,15 @@ def gpu_results_frame(records: list[RunRecord], columns: tuple[str, ...] | None 
     return frame[shown]
 
 
-def describe_gpu_results(records: list[RunRecord], folder: str | Path | None = None) -> str:
-    """One line: how many shipped records from which machines, or that there are none (and where looked)."""
+def describe_gpu_results(records: list[RunRecord], folder: str | Path | None = None, device: str = "cpu") -> str:
+    """One line: how many shipped records from which machines, or that there are none (and where looked); on a
+    GPU, that the notebook's own rows stand in for them."""
     root = Path(folder) if folder is not None else GPU_RESULTS_DIR
+    if device != "cpu":
+        return (
+            f"On {device} this notebook measured its own rows above; the shipped records of {root} are shown "
+            "when it runs on a CPU."
+        )
     if not records:
         return f"No shipped GPU results: {root} is absent or holds no records; this section is skipped."
     machines = sorted({r.machine for r in records})

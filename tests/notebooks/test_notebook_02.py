@@ -80,6 +80,8 @@ def _shipped_startup(folder: Path, make_record) -> None:
 def test_gpu_results_loader(make_record, tmp_path):
     assert load_gpu_records(tmp_path / "absent") == []
     assert "absent or holds no records" in describe_gpu_results([], tmp_path / "absent")
+    on_gpu = describe_gpu_results([], tmp_path / "gpu", "cuda")  # a GPU measures its own rows: nothing is absent
+    assert "measured its own rows" in on_gpu and "absent" not in on_gpu
     _shipped(tmp_path / "gpu", make_record)
     (tmp_path / "gpu" / "broken.json").write_text("{not json")
     with pytest.warns(UserWarning, match="broken.json: skipped, not readable JSON"):
