@@ -16,6 +16,7 @@ from typing import Any
 from nbhelpers.data.strategies import BASELINE_STRATEGY
 from nbhelpers.kernels.registry import BASELINE_BACKEND, uses_liger_switches
 from nbhelpers.measure.engines import WORKBOOK
+from nbhelpers.measure.spread import MIN_TIMED_STEPS, rate_interval, ratio_interval
 from nbhelpers.measure.store import RunRecord
 
 STEP_KIND = "step"
@@ -62,7 +63,7 @@ def run_name_of(record: RunRecord) -> str:
 
 def _timed_window(cfg: dict[str, Any]) -> str:
     if cfg.get("timing") == "epoch":
-        return "one epoch timed after one untimed"
+        return "whole epochs timed after one untimed"
     return f"{cfg.get('warmup', '?')}+{cfg.get('steps', '?')} steps"
 
 
@@ -126,6 +127,51 @@ def metric_value(record: RunRecord, key: str, missing: float | None = math.nan, 
 def tokens_per_s(record: RunRecord) -> float | None:
     """Real (non-pad) tokens per second, or None when the record has no usable value."""
     return metric_value(record, "real_tokens_per_s", None)
+
+
+def rate_interval_of(record: RunRecord) -> tuple[float, float] | None:
+    """The interval of the record's real tok/s: the stored one, else the bootstrap over its stored timed steps
+    (records written before intervals existed), else None."""
+    stored = record.metrics.get("real_tokens_per_s_interval")
+    if isinstance(stored, (list, tuple)) and len(stored) == 2 and all(_finite(v) for v in stored):
+        return float(stored[0]), float(stored[1])
+    tokens, seconds = record.metrics.get("timed_real_tokens"), record.metrics.get("step_times_s")
+    if (
+        isinstance(tokens, list) and isinstance(seconds, list) and tokens and len(tokens) == len(seconds)
+        and all(_finite(v) for v in tokens) and all(_finite(v) and v > 0 for v in seconds)
+    ):  # fmt: skip
+        return rate_interval(tokens, seconds)
+    return None
+
+
+def timed_step_count(record: RunRecord) -> int | None:
+    """How many timed steps the record's figure rests on (None when it does not say)."""
+    for key in ("timed_steps", "timed_batches"):
+        value = record.metrics.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def is_thin(record: RunRecord) -> bool:
+    """Whether a measured record rests on fewer timed steps than the floor (``spread.MIN_TIMED_STEPS``), or does
+    not say how many."""
+    if "thin" in record.metrics and isinstance(record.metrics["thin"], bool):
+        return record.metrics["thin"]
+    steps = timed_step_count(record)
+    return steps is None or steps < MIN_TIMED_STEPS
+
+
+def speedup_interval(record: RunRecord, baseline: RunRecord) -> tuple[float, float] | None:
+    """A conservative interval of ``speedup(record, baseline)``: the two rates' intervals divided end by end."""
+    mine, theirs = rate_interval_of(record), rate_interval_of(baseline)
+    if mine is None or theirs is None or theirs[0] <= 0:
+        return None
+    return ratio_interval(mine, theirs)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def parity_status(record: RunRecord) -> str:

@@ -55,7 +55,9 @@ class RunConfig:
     liger_kernels: tuple[str, ...] = DEFAULT_LIGER_KERNELS  # Liger switches that are on (no fused linear CE)
     steps: int = 5  # timed steps
     warmup: int = 2  # untimed steps before timing
-    timing: str = "steps"  # "steps": warmup then steps; "epoch": one untimed pass over the plan, one timed
+    timing: str = "steps"  # "steps": warmup then steps; "epoch": one untimed pass over the plan, then timed passes
+    min_timed_steps: int = 10  # "epoch": timed passes repeat until this many steps (the floor of a record not thin)
+    timing_cap_s: int = 60  # "epoch": no further timed pass once the timed seconds plus one more pass exceed this
     dtype: str = "auto"  # auto = fp32 on CPU, fp32 weights + bf16 autocast on CUDA
     device: str = "auto"  # auto = cuda when present, else cpu
     seed: int = 0  # seed of weights, sampling and data order
@@ -112,6 +114,8 @@ class RunConfig:
         check_int("steps", self.steps, 1, 100_000)
         check_int("warmup", self.warmup, 0, 10_000)
         check_choice("timing", self.timing, TIMINGS)
+        check_int("min_timed_steps", self.min_timed_steps, 1, 100_000)
+        check_int("timing_cap_s", self.timing_cap_s, 0, 7 * 24 * 3600)
         check_choice("dtype", self.dtype, DTYPES)
         check_choice("device", self.device, DEVICES)
         check_int("seed", self.seed, 0, 2**32 - 1)

@@ -38,6 +38,7 @@ from .config import RunConfig
 from .env import environment, peak_flops, resolve_device, sync_device
 from .metrics import mfu, model_flops, step_time_stats
 from .parallel import Rank, full_value, global_loss_tokens, init_process_group, loss_scale, prepare_model
+from .spread import spread_metrics
 from .store import RunRecord, run_dir
 
 
@@ -97,16 +98,67 @@ def prepare_batches(
     return batches
 
 
-def step_schedule(config: RunConfig, num_batches: int) -> tuple[list[int], list[int]]:
-    """Batch indices of the untimed steps after the first one, and of the timed steps.
+def batch_shape(batch: dict[str, Any]) -> tuple[Any, ...]:
+    """What a compiled kernel, an autotuner or a cuDNN plan may key on: the row shape, and for packed rows with
+    their boundaries the number of sequences."""
+    boundaries = batch.get("cu_seq_lens_q")
+    return (tuple(batch["input_ids"].shape), None if boundaries is None else int(boundaries.numel()))
 
-    "steps": ``warmup`` batches, then ``steps`` batches (indices cycle over the plan). "epoch": the rest of
-    one pass over every batch (so each shape has been seen once), then one whole pass timed, so every
-    strategy is timed on the same samples whatever its plan's order and number of steps.
+
+def step_schedule(
+    config: RunConfig, num_batches: int, shapes: Sequence[Any] | None = None
+) -> tuple[list[int], list[int]]:
+    """Batch indices of the untimed steps after the first one, and of the first timed pass.
+
+    "steps": ``warmup`` batches, then one more untimed step for each batch shape (``shapes``: one per batch) of
+    the timed steps that the first step and the warm-up did not see, so no timed step pays a first call of its
+    shape; then ``steps`` batches (indices cycle over the plan). "epoch": the rest of one pass over every batch
+    (each shape seen once), then one whole pass timed (repeated by :func:`timed_passes`), so every strategy is
+    timed on the same samples whatever its plan's order and number of steps.
     """
     if config.timing == "epoch":
         return list(range(1, num_batches)), list(range(num_batches))
-    return list(range(1, 1 + config.warmup)), list(range(1 + config.warmup, 1 + config.warmup + config.steps))
+    untimed = list(range(1, 1 + config.warmup))
+    timed = list(range(1 + config.warmup, 1 + config.warmup + config.steps))
+    if shapes is not None:
+        seen = {shapes[0]} | {shapes[i % num_batches] for i in untimed}
+        for i in timed:
+            if (shape := shapes[i % num_batches]) not in seen:
+                untimed.append(i)
+                seen.add(shape)
+    return untimed, timed
+
+
+def unseen_shapes(shapes: Sequence[Any], untimed: Sequence[int], timed: Sequence[int]) -> set[Any]:
+    """The shapes of timed batches that neither the first step nor an untimed one saw (empty: warm-up covered
+    every shape)."""
+    n = len(shapes)
+    return {shapes[i % n] for i in timed} - {shapes[i % n] for i in [0, *untimed]}
+
+
+def timed_passes(
+    step: Callable[[dict[str, Any]], tuple[Any, Any]],
+    batch_at: Callable[[int], dict[str, Any]],
+    first_pass: Sequence[int],
+    device: str,
+    config: RunConfig,
+    progress: str = "",
+) -> tuple[list[float], list[Any], list[int]]:
+    """The timed steps: ``first_pass``, and with epoch timing more passes over the same batches until
+    ``config.min_timed_steps`` steps are timed or one more pass would take the timed seconds past
+    ``config.timing_cap_s``. The seconds and loss of each step, and its batch index."""
+    times, losses = timed_steps(step, batch_at, first_pass, device, progress)
+    indices = list(first_pass)
+    passes = 1
+    while config.timing == "epoch" and len(times) < config.min_timed_steps:
+        if sum(times) * (passes + 1) / passes > config.timing_cap_s:
+            break
+        more_times, more_losses = timed_steps(step, batch_at, first_pass, device, progress)
+        times += more_times
+        losses += more_losses
+        indices += first_pass
+        passes += 1
+    return times, losses, indices
 
 
 def make_step(
@@ -282,14 +334,16 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     first_loss, first_grad_norm = step(batch(0))
     sync_device(device)
     first_step_s = time.perf_counter() - start
-    untimed, timed = step_schedule(config, len(batches))
+    shapes = [batch_shape(b) for b in batches]
+    untimed, first_pass = step_schedule(config, len(batches), shapes)
     untimed_times, untimed_losses = timed_steps(step, batch, untimed, device)
-    times, timed_losses = timed_steps(step, batch, timed, device, f"timing {config.name}" if progress else "")
+    label = f"timing {config.name}" if progress else ""
+    times, timed_losses, timed = timed_passes(step, batch, first_pass, device, config, label)
     losses = [float(first_loss)] + [float(v) for v in timed_losses]
     counts = [count_tokens(batch(i)) for i in timed]
     flop_terms = (parameters.frozen_matmul, parameters.adapter_matmul)  # LoRA: no weight gradients of a frozen base
     flops = [model_flops(shape, sequence_lengths(batch(i)), *flop_terms) for i in timed]
-    shapes = [list(batch(i)["input_ids"].shape) for i in timed]
+    timed_shapes = [list(batch(i)["input_ids"].shape) for i in timed]
     check_finite_losses(
         [("first step", float(first_loss)), ("first step gradient norm", float(first_grad_norm))]
         + [(f"untimed step {n + 1}", float(v)) for n, v in enumerate(untimed_losses)]
@@ -299,8 +353,11 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     metrics: dict[str, Any] = {
         **step_time_stats(times),
         "step_times_s": times,
-        "timed_batch_shapes": shapes,
+        "timed_batch_shapes": timed_shapes,
         "untimed_step_times_s": untimed_times,
+        "timed_passes": len(timed) // len(first_pass),
+        "timed_shapes_unwarmed": len(unseen_shapes(shapes, untimed, timed)),
+        **spread_metrics([c.real for c in counts], times),
         "first_step_s": first_step_s,
         **throughput_metrics(counts, sum(times), flops, device, dtype),
         "loss_first": float(first_loss),

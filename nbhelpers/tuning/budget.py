@@ -2,8 +2,8 @@
 
 A measured wall time splits into overhead (process start, model build, data) plus the first step plus
 the later steps; a longer run of the same candidate costs the same overhead and first step plus more
-steps at its median step time. An epoch costs two passes (one untimed, one timed) over the epoch's real
-tokens at the candidate's real tok/s.
+steps at its median step time. An epoch costs an untimed pass and its timed passes (repeated until the floor
+of timed steps, within the timing cap) over the epoch's real tokens at the candidate's real tok/s.
 """
 
 from __future__ import annotations
@@ -53,21 +53,27 @@ def steps_estimate(record: RunRecord, wall_s: float, later_steps: int) -> float:
 
 
 def epoch_real_tokens(record: RunRecord) -> float | None:
-    """Real tokens in one epoch of an epoch-timed ok record (the timed window is exactly one epoch)."""
+    """Real tokens in one epoch of an epoch-timed ok record (its timed steps over its timed passes)."""
     if not record.ok or record.config.get("timing") != "epoch":
         return None
     per_step = _number(record.metrics.get("real_tokens_per_step"))
     batches = _number(record.metrics.get("timed_batches"))
-    return per_step * batches if per_step is not None and batches is not None else None
+    passes = _number(record.metrics.get("timed_passes")) or 1.0
+    return per_step * batches / passes if per_step is not None and batches is not None else None
 
 
-def epoch_estimate(record: RunRecord, wall_s: float, epoch_tokens: float | None) -> float:
-    """Seconds for an epoch-timed measurement (one untimed and one timed pass) of the same candidate."""
+def epoch_estimate(
+    record: RunRecord, wall_s: float, epoch_tokens: float | None, timing_cap_s: float | None = None
+) -> float:
+    """Seconds for an epoch-timed measurement of the same candidate: one untimed pass, then timed passes, at
+    most one pass more than ``timing_cap_s`` of them (None: one timed pass)."""
     times = step_times(record)
     rate = _number(record.metrics.get("real_tokens_per_s"))
     if times is None or rate is None or rate <= 0 or epoch_tokens is None:
         return 3 * wall_s  # nothing to scale by: a guess on the safe side
-    return overhead_s(record, wall_s) + times[0] + 2 * epoch_tokens / rate
+    one_pass = epoch_tokens / rate
+    timed = one_pass if timing_cap_s is None else max(one_pass, min(timing_cap_s + one_pass, 10 * one_pass))
+    return overhead_s(record, wall_s) + times[0] + one_pass + timed
 
 
 def typical_s(walls: Sequence[float]) -> float:

@@ -27,14 +27,16 @@ from typing import Any
 import nbhelpers.tuning.budget as budget
 import nbhelpers.tuning.halving as halving
 from nbhelpers.analysis.parity import check_parity
-from nbhelpers.analysis.records import is_measured, metric_value, tokens_per_s, workload_fields
+from nbhelpers.analysis.records import is_measured, metric_value, rate_interval_of, tokens_per_s, workload_fields
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.jsonl import append_line
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir, runs_root
 from nbhelpers.planning.candidates import Candidate, baseline_candidate
 
 from .journal import BASELINE, DROPPED, KEPT, NOT_RUNNABLE, NOT_TRIED, WINNER, Decision, TuneResult, parity_of, ratio
+from .reuse import stored_measurement
 
+MAX_RUNGS = 6  # rungs of growing steps; candidates whose intervals keep overlapping go to the final after the last
 TUNER_KIND = "tuner"  # kind of the rung records: kept in the store, outside the step tables
 JOURNAL_NAME = "tuner.jsonl"
 TUNED_NAME = "tuned.json"
@@ -51,6 +53,7 @@ class Measured:
     stage: str
     rung: int | None
     problem: str = ""  # why it cannot go on ('' when it can)
+    reused: bool = False  # a record already in the store, not measured again (and not stored again)
 
     @property
     def rate(self) -> float:
@@ -129,6 +132,7 @@ class Tuner:
         notebook: str = "",
         progress: bool = True,
         reuse_baseline: bool = True,
+        reuse_records: bool = True,
         machine: str | None = None,
     ) -> None:
         halving.check_schedule(eta, first_steps, final_count)
@@ -148,7 +152,7 @@ class Tuner:
         self.measure = measure or default_measure(notebook)
         self.clock = clock
         self.store = store if store is not None else RunStore.for_run(workload.run_name)
-        self.reuse_baseline, self.machine = reuse_baseline, machine
+        self.reuse_baseline, self.reuse_records, self.machine = reuse_baseline, reuse_records, machine
         self.progress = progress
         self.session = uuid.uuid4().hex[:8]
         self.folder = run_dir(workload.run_name) if store is None else self.store.path.parent
@@ -203,6 +207,23 @@ class Tuner:
             record.metrics["parity"] = check_parity(record, reference)
         return Measured(candidate, record, wall, stage, rung, problem_of(record))
 
+    def reused(self, candidate: Candidate, config: RunConfig, stage: str, rung: int | None) -> Measured | None:
+        """The store's record that stands in for measuring ``config`` (:mod:`nbhelpers.tuning.reuse`), with its
+        parity against the baseline where it has none; None when there is none or reuse is off."""
+        if not self.reuse_records:
+            return None
+        machine = self.machine or this_machine(self.workload.device)
+        final = rung is None
+        steps = config.steps if config.timing == "steps" else 1
+        record = stored_measurement(self.store, config, machine, steps, same_timing=final)
+        if record is None or (self.baseline is not None and record.record_id == self.baseline.record_id):
+            return None
+        if self.baseline is not None and not isinstance(record.metrics.get("parity"), dict):
+            record.metrics["parity"] = check_parity(record, self.baseline)
+        times = budget.step_times(record)
+        wall = (times[0] + times[1]) if times else budget.typical_s(self.walls)
+        return Measured(candidate, record, wall, stage, rung, problem_of(record), reused=True)
+
     def _grow_bar(self, count: int) -> None:
         if self._bar is not None:
             self._bar.total += count
@@ -254,6 +275,12 @@ class Tuner:
         results: list[Measured] = []
         untried: list[Candidate] = []
         for candidate in entrants:
+            config = candidate.config(self.workload, steps=steps, warmup=self.first_warmup, timing="steps")
+            if (stored := self.reused(candidate, config, stage, rung)) is not None:
+                results.append(stored)
+                history[candidate] = stored
+                self._grow_bar(-1)
+                continue
             before = history.get(candidate)
             if before is not None:
                 estimate = budget.steps_estimate(before.record, before.wall_s, self.first_warmup + steps)
@@ -263,23 +290,35 @@ class Tuner:
             if not self.affordable(estimate, reserve):
                 untried.append(candidate)
                 continue
-            config = candidate.config(self.workload, steps=steps, warmup=self.first_warmup, timing="steps")
             config = self.within_budget(config, reserve)  # a measurement that overruns is stopped there
             results.append(self.run_one(candidate, config, stage, rung))
             history[candidate] = results[-1]
         reference = next((m for m in results if m.candidate.is_baseline and not m.problem), None)
         alive = [m for m in results if not m.problem]
-        verdict = halving.cut([(m.candidate, m.rate) for m in alive], self.eta, self.final_count)
+        spans = {m.candidate: rate_interval_of(m.record) for m in alive}
+        verdict = halving.cut([(m.candidate, m.rate) for m in alive], self.eta, self.final_count, spans)
         kept = set(verdict.kept)
+        leader = verdict.kept[0] if verdict.kept else None
         for m in results:
             if m.problem:
                 decision, reason = DROPPED, m.problem
+            elif m.candidate == leader:
+                decision, reason = KEPT, f"the fastest of {len(alive)}" + _interval_text(spans.get(m.candidate))
             elif m.candidate in kept:
-                decision, reason = KEPT, f"among the fastest {len(kept)} of {len(alive)}"
+                decision = KEPT
+                reason = "not shown slower than the fastest: its interval reaches the leader's" + _interval_text(
+                    spans.get(m.candidate)
+                )
             else:
                 decision = DROPPED
-                reason = f"slower than the rung's cut, {verdict.threshold:,.0f} real tok/s (best 1/{self.eta} go on)"
-            self.keep(m.record, stage, rung, decision, reason)
+                reason = (
+                    f"slower than the fastest: its interval{_interval_text(spans.get(m.candidate))} lies below the "
+                    f"leader's lower end, {verdict.threshold:,.0f} real tok/s"
+                )
+            if m.reused:
+                reason += f" (reused from the store, record {m.record.record_id})"
+            else:
+                self.keep(m.record, stage, rung, decision, reason)
             gain = ratio(m.record, reference.record) if reference is not None else None
             self.decide(Decision.of(m.candidate, stage, decision, reason, rung=rung, steps=steps, timing="steps",
                                     real_tokens_per_s=tokens_per_s(m.record) if m.record.ok else None,
@@ -293,7 +332,7 @@ class Tuner:
     def final_estimate(self, measured: Measured) -> float:
         epoch_tokens = budget.epoch_real_tokens(self.baseline) if self.baseline is not None else None
         if self.workload.timing == "epoch":
-            return budget.epoch_estimate(measured.record, measured.wall_s, epoch_tokens)
+            return budget.epoch_estimate(measured.record, measured.wall_s, epoch_tokens, self.workload.timing_cap_s)
         return budget.steps_estimate(measured.record, measured.wall_s, self.workload.warmup + self.workload.steps)
 
     def final_reserve(self, history: dict[Candidate, Measured]) -> float:
@@ -309,13 +348,16 @@ class Tuner:
         for candidate in finalists:
             if candidate.is_baseline and self.baseline is not None:
                 continue  # already measured at the workload's timing
+            config = candidate.config(self.workload, label=self.workload_label(candidate))
+            if (stored := self.reused(candidate, config, "final", None)) is not None:
+                measured.append(stored)
+                continue
             estimate = self.final_estimate(history[candidate])
             if not self.affordable(estimate):
                 self.decide(Decision.of(candidate, "final", NOT_TRIED, "not tried: budget", timing=self.workload.timing,
                                         steps=self.workload_steps))  # fmt: skip
                 continue
-            config = self.within_budget(candidate.config(self.workload, label=self.workload_label(candidate)))
-            measured.append(self.run_one(candidate, config, "final", None))
+            measured.append(self.run_one(candidate, self.within_budget(config), "final", None))
         contenders = [m.record for m in measured if not m.problem]
         if self.baseline is not None:
             contenders.append(self.baseline)
@@ -328,7 +370,10 @@ class Tuner:
             else:
                 name = winner.label if winner is not None else "the winner"
                 decision, reason = DROPPED, f"slower than {name} at the workload's timing"
-            self.keep(m.record, "final", None, decision, reason)
+            if m.reused:
+                reason += f" (reused from the store, record {m.record.record_id})"
+            else:
+                self.keep(m.record, "final", None, decision, reason)
             gain = ratio(m.record, self.baseline) if self.baseline is not None else None
             rate = tokens_per_s(m.record) if m.record.ok else None
             self.decide(Decision.of(m.candidate, "final", decision, reason, timing=self.workload.timing,
@@ -356,7 +401,7 @@ class Tuner:
                 kept = self.run_rung(rung, entrants, history)
                 tried = {d.candidate for d in self.decisions if d.stage == f"rung {rung}" and d.decision != NOT_TRIED}
                 out_of_time = len(tried) < len(entrants)
-                if halving.is_last_rung(len(kept), self.final_count) or out_of_time:
+                if halving.is_last_rung(len(kept), self.final_count) or out_of_time or rung + 1 >= MAX_RUNGS:
                     break
                 entrants, rung = kept, rung + 1
                 self._grow_bar(len(entrants))
@@ -463,3 +508,7 @@ def tune(
         return TuneResult(workload=workload, decisions=[], baseline=None, winner=None, winner_label="",
                           budget_s=0.0, elapsed_s=0.0, tuned_path=None, journal_path=journal)  # fmt: skip
     return Tuner(workload, candidates, budget_s=budget_s, not_runnable=dropped, **options).run()
+
+
+def _interval_text(span: tuple[float, float] | None) -> str:
+    return f" [{span[0]:,.0f}, {span[1]:,.0f}] real tok/s" if span is not None else ""

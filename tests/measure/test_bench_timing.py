@@ -35,12 +35,16 @@ def test_epoch_timing_times_the_same_samples_whatever_the_plan(kernel_env):
     budget = run_config(base.replace(padding="token_budget", token_budget=128), isolate=False)
     assert static.ok and budget.ok, (static.reason, budget.reason)
     s, b = static.metrics, budget.metrics
-    assert s["timed_batches"] == 3 and len(s["untimed_step_times_s"]) == 2
-    assert [shape[1] for shape in s["timed_batch_shapes"]] == [64, 64, 64]
-    assert b["timed_batches"] == len(b["timed_batch_shapes"]) > 0
-    real = s["real_tokens_per_step"] * s["timed_batches"]
-    assert real == pytest.approx(b["real_tokens_per_step"] * b["timed_batches"])
-    assert workload_of(static).endswith("one epoch timed after one untimed")
+    # 3 steps an epoch: whole epochs are timed again until at least min_timed_steps (10) steps, so 4 passes
+    assert s["timed_passes"] == 4 and s["timed_batches"] == s["timed_steps"] == 12 and not s["thin"]
+    assert len(s["untimed_step_times_s"]) == 2
+    assert [shape[1] for shape in s["timed_batch_shapes"]] == [64] * 12
+    assert b["timed_batches"] == len(b["timed_batch_shapes"]) >= 10 and b["timed_batches"] % b["timed_passes"] == 0
+    real = s["real_tokens_per_step"] * s["timed_batches"] / s["timed_passes"]  # one epoch's real tokens
+    assert real == pytest.approx(b["real_tokens_per_step"] * b["timed_batches"] / b["timed_passes"])
+    low, high = s["real_tokens_per_s_interval"]
+    assert low <= s["real_tokens_per_s"] <= high and s["interval_method"].startswith("bootstrap 95%")
+    assert workload_of(static).endswith("whole epochs timed after one untimed")
     assert speedup(budget, static) > 0  # one workload: the same samples, timed whole
 
 

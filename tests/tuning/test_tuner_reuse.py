@@ -1,0 +1,103 @@
+"""The tuner drops a candidate only when its interval lies below the leader's, and reuses the store's records of
+the same computation on this machine instead of measuring them again (and does not store them twice)."""
+
+from __future__ import annotations
+
+from test_tuner import ENV, WORKLOAD, FakeClock, FakeMeasure, label
+
+from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.planning.candidates import Candidate
+from nbhelpers.tuning import Tuner
+from nbhelpers.tuning.halving import cut
+from nbhelpers.tuning.reuse import computation_key
+
+MACHINE = RunRecord(config={}, environment=dict(ENV)).machine
+RATES = {
+    ("eager", "static", "sdpa"): 100.0,  # the baseline
+    ("compile", "packed", "sdpa"): 500.0,  # the leader
+    ("eager", "packed", "sdpa"): 450.0,  # within the leader's interval
+    ("compile", "static", "sdpa"): 150.0,  # shown slower
+}
+SPACE = [Candidate(k, (), p, 0, "sdpa") for k, p in (("compile", "packed"), ("eager", "packed"), ("compile", "static"))]
+
+
+class SpreadMeasure(FakeMeasure):
+    """Each record with an interval of +-20% around its rate, as a few noisy steps would give."""
+
+    def __call__(self, config):
+        record = super().__call__(config)
+        if record.ok:
+            rate = record.metrics["real_tokens_per_s"]
+            record.metrics["real_tokens_per_s_interval"] = [0.8 * rate, 1.2 * rate]
+        return record
+
+
+def tuner(store: RunStore, measure: FakeMeasure, clock: FakeClock, **options) -> Tuner:
+    return Tuner(WORKLOAD, SPACE, budget_s=10_000, measure=measure, clock=clock, store=store, progress=False,
+                 reuse_baseline=False, machine=MACHINE, **options)  # fmt: skip
+
+
+def test_cut_keeps_every_candidate_whose_interval_reaches_the_leaders():
+    scores = [("a", 100.0), ("b", 95.0), ("c", 70.0)]
+    verdict = cut(scores, eta=3, intervals={"a": (90.0, 110.0), "b": (85.0, 105.0), "c": (60.0, 80.0)})
+    assert verdict.kept == ("a", "b") and verdict.dropped == ("c",) and verdict.threshold == 90.0
+    assert cut(scores, eta=3).kept == ("a",)  # without intervals: the fastest 1/eta
+    assert cut(scores, eta=3, intervals={}).kept == ("a",)  # points: only an equal rate reaches the leader
+
+
+def test_a_candidate_within_the_leaders_interval_goes_on_and_one_below_it_is_dropped(tmp_path):
+    clock = FakeClock()
+    result = tuner(RunStore(tmp_path / "t"), SpreadMeasure(clock, RATES), clock).run()
+    rung0 = {d.candidate: d for d in result.decisions if d.stage == "rung 0"}
+    close, slow = rung0[label("eager", "packed", "sdpa")], rung0[label("compile", "static", "sdpa")]
+    assert close.decision == "kept" and close.reason.startswith("not shown slower than the fastest")
+    assert slow.decision == "dropped" and "lies below the leader's lower end, 400 real tok/s" in slow.reason
+    assert any(d.stage == "rung 1" and d.candidate == close.candidate for d in result.decisions)
+    assert result.winner_label == "tuned: " + label("compile", "packed", "sdpa")
+
+
+def test_records_already_in_the_store_are_reused_not_measured_nor_stored_again(tmp_path):
+    store = RunStore(tmp_path / "t")
+    clock = FakeClock()
+    grid = FakeMeasure(clock, RATES)
+    for kernels, padding in (("eager", "static"), ("compile", "packed"), ("eager", "packed")):
+        config = Candidate(kernels, (), padding, 0, "sdpa").config(WORKLOAD, label=f"grid {kernels} {padding}")
+        store.append(grid(config))  # the notebook's grid: the workload's own timing, this machine
+    stored = store.load()
+    measure = FakeMeasure(clock, RATES)
+    result = tuner(store, measure, clock).run()
+    measured = {(c.kernels, c.padding) for c in measure.calls}
+    assert ("compile", "packed") not in measured and ("eager", "packed") not in measured
+    assert ("compile", "static") in measured  # not in the store: measured
+    reused = [d for d in result.decisions if "reused from the store" in d.reason]
+    assert {d.record_id for d in reused} <= {r.record_id for r in stored} and reused
+    winner = result.winner
+    assert winner.record_id == stored[1].record_id  # the grid's record at the workload's timing wins the final
+    ids = [r.record_id for r in store.load()]
+    assert len(ids) == len(set(ids))  # nothing stored twice
+
+
+def test_another_machine_or_another_computation_is_not_reused(tmp_path):
+    store = RunStore(tmp_path / "t")
+    clock = FakeClock()
+    grid = FakeMeasure(clock, RATES)
+    elsewhere = grid(Candidate("compile", (), "packed", 0, "sdpa").config(WORKLOAD))
+    elsewhere.environment["hostname"] = "another-host"
+    store.append(elsewhere)
+    store.append(grid(Candidate("compile", (), "packed", 0, "sdpa").config(WORKLOAD.replace(seed=7))))
+    measure = FakeMeasure(clock, RATES)
+    tuner(store, measure, clock).run()
+    assert ("compile", "packed") in {(c.kernels, c.padding) for c in measure.calls}
+
+
+def test_the_computation_key_ignores_timing_and_names_but_not_what_a_step_computes():
+    base = Candidate("liger", ("rms_norm",), "token_budget", 0, "sdpa").config(WORKLOAD).to_dict()
+    same = base | {"steps": 99, "warmup": 7, "timing": "steps", "label": "x", "run_name": "other", "profile": True}
+    assert computation_key(same) == computation_key(base)
+    explicit = base | {"token_budget": WORKLOAD.batch_size * WORKLOAD.max_length}  # 0 means batch x max length
+    assert computation_key(explicit) == computation_key(base)
+    for change in ({"liger_kernels": ["swiglu"]}, {"seed": 1}, {"activation_checkpointing": "full"},
+                   {"adapter": "lora"}, {"max_length": 128}):  # fmt: skip
+        assert computation_key(base | change) != computation_key(base), change
+    eager = Candidate("eager", (), "static", 0, "sdpa").config(WORKLOAD).to_dict()
+    assert computation_key(eager | {"liger_kernels": ["swiglu"]}) == computation_key(eager)  # eager reads none
