@@ -36,6 +36,19 @@ def fmt_speedup(value: Any) -> str:
     return MISSING if is_missing(value) else f"{value:.2f}x"
 
 
+def fmt_interval(value: Any) -> str:
+    """A speedup's interval, "7.6-8.6x"; "" when there is none."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2 or any(is_missing(v) for v in value):
+        return ""
+    return f"{value[0]:.2f}-{value[1]:.2f}x"
+
+
+def fmt_thin(value: Any) -> str:
+    """A record's floor: "thin" below it, "" at or above it or when unknown."""
+    value = value.item() if hasattr(value, "item") else value  # a numpy bool from a pandas column
+    return "thin" if value is True else ""
+
+
 def fmt_percent(value: Any, fixed: bool = False) -> str:
     """A fraction as a percentage: one decimal from 1% (0.075 -> 7.5%), two significant digits below
     (0.000203 -> 0.02%), and 0 as 0%, so small shares of a trace stay readable.
@@ -100,6 +113,9 @@ def fmt_reason(value: Any, limit: int = 160) -> str:
 COLUMN_FORMATS: dict[str, Callable[[Any], str]] = {
     "real tok/s": fmt_rate,
     "speedup": fmt_speedup,
+    "speedup interval": fmt_interval,
+    "thin": fmt_thin,
+    "timed steps": fmt_count,
     "MFU": functools.partial(fmt_percent, fixed=True),
     "peak memory GiB": fmt_gib,
     "kernels/step": fmt_count,

@@ -16,11 +16,14 @@ from nbhelpers.analysis.records import (
     group_records,
     is_candidate,
     is_measured,
+    is_thin,
     metric_value,
     parity_status,
     record_label,
     run_name_of,
     speedup,
+    speedup_interval,
+    timed_step_count,
     tokens_per_s,
     workload_of,
 )
@@ -37,6 +40,9 @@ TABLE_COLUMNS = (
     "reason",
     "real tok/s",
     "speedup",
+    "speedup interval",
+    "timed steps",
+    "thin",
     "MFU",
     "peak memory GiB",
     "kernels/step",
@@ -47,7 +53,8 @@ TABLE_COLUMNS = (
 )
 WATERFALL_STAGES = ("baseline", "kernels only", "padding only", "kernels + padding")
 WATERFALL_COLUMNS = (
-    "machine", "run", "workload", "stage", "label", "real tok/s", "speedup", "step gain", "note", "record_id",
+    "machine", "run", "workload", "stage", "label", "real tok/s", "speedup", "speedup interval", "step gain",
+    "thin", "note", "record_id",
 )  # fmt: skip
 
 
@@ -64,7 +71,8 @@ def build_table(records: Iterable[RunRecord], baseline_label: str | None = None)
     for key, members in group_records(records).items():
         base = baselines[key]
         for record in members:
-            ratio = speedup(record, base) if base is not None and is_measured(record) else math.nan
+            measured = base is not None and is_measured(record)
+            ratio = speedup(record, base) if measured else math.nan
             rows.append(
                 {
                     "label": record_label(record),
@@ -74,6 +82,9 @@ def build_table(records: Iterable[RunRecord], baseline_label: str | None = None)
                     "reason": record.reason,
                     "real tok/s": tokens_per_s(record) if is_measured(record) else math.nan,
                     "speedup": ratio,
+                    "speedup interval": speedup_interval(record, base) if measured else None,
+                    "timed steps": timed_step_count(record) if is_measured(record) else None,
+                    "thin": is_thin(record) if is_measured(record) else None,
                     "MFU": metric_value(record, "mfu"),
                     "peak memory GiB": metric_value(record, "peak_memory_gib"),
                     "kernels/step": metric_value(record, "kernels_per_step"),
@@ -181,7 +192,9 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
                         "label": record_label(record),
                         "real tok/s": tokens_per_s(record),
                         "speedup": speedup(record, base),
+                        "speedup interval": speedup_interval(record, base),
                         "step gain": speedup(record, previous),
+                        "thin": is_thin(record),
                         "note": "",
                         "record_id": record.record_id,
                     }

@@ -15,12 +15,14 @@ Throughput is timed as the workbook times its own loop: the sum of the timed epo
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from typing import Any
 
 from nbhelpers.data.collate import count_tokens, sequence_lengths
 from nbhelpers.data.loading import IGNORE_INDEX
+from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.kernels.registry import model_setup_parts
@@ -32,6 +34,7 @@ from .config import RunConfig
 from .engines import engine_of
 from .env import environment, resolve_device, sync_device
 from .metrics import model_flops, step_time_stats
+from .spread import spread_metrics
 from .step import check_finite_losses, compute_dtype, config_examples, throughput_metrics
 from .store import RunRecord
 from .trainer_args import model_init_settings
@@ -85,15 +88,22 @@ def epoch_timer(device: str) -> Any:
     return EpochTimer()
 
 
-def sft_config(config: RunConfig, device: str, output_dir: str) -> tuple[Any, dict[str, Any]]:
-    """The engine's SFTConfig plus the harness settings; returns it and the engine's own flags (recorded)."""
+def timed_epochs(config: RunConfig, steps_per_epoch: int, most: int = 20) -> int:
+    """Timed epochs after the untimed one: enough for ``config.min_timed_steps`` steps (the workbook's floor,
+    as its own epoch timing repeats passes), at most ``most``."""
+    return max(1, min(most, math.ceil(config.min_timed_steps / max(1, steps_per_epoch))))
+
+
+def sft_config(config: RunConfig, device: str, output_dir: str, epochs: int = 2) -> tuple[Any, dict[str, Any]]:
+    """The engine's SFTConfig plus the harness settings (``epochs`` in all, the first untimed); returns it and
+    the engine's own flags (recorded)."""
     from trl import SFTConfig
 
     flags, _ = engine_of(config.to_dict()).sft_flags(config.to_dict(), device)  # type: ignore[misc]
     flags = {k: v for k, v in flags.items() if k not in ("output_dir", "model_init_kwargs", "use_cpu")}
     dtype = compute_dtype(config, device)
     harness = {
-        "output_dir": output_dir, "num_train_epochs": 2, "save_strategy": "no", "report_to": "none",
+        "output_dir": output_dir, "num_train_epochs": epochs, "save_strategy": "no", "report_to": "none",
         "logging_strategy": "steps", "logging_steps": 1, "disable_tqdm": True, "seed": config.seed,
         "bf16": dtype in ("bf16", "bf16-autocast"), "use_cpu": device == "cpu",
     }  # fmt: skip
@@ -103,7 +113,8 @@ def sft_config(config: RunConfig, device: str, output_dir: str) -> tuple[Any, di
 
 
 def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -> RunRecord:
-    """Run TRL's SFTTrainer on the configuration's samples (one untimed, one timed epoch) and return its record."""
+    """Run TRL's SFTTrainer on the configuration's samples (one untimed epoch, then timed epochs up to the floor of
+    timed steps) and return its record."""
     import torch
     from datasets import Dataset
     from transformers import PrinterCallback
@@ -131,7 +142,9 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
             part.apply(model, tuple(config.liger_kernels), device)
     shape = model_shape(model.config)
     with tempfile.TemporaryDirectory(prefix="nbhelpers-trl-") as output_dir:  # TRL writes nothing we keep
-        args, flags = sft_config(config, device, output_dir)
+        plan_steps = len(plan_batches([len(r["input_ids"]) for r in rows], config.padding_settings))
+        epochs = 1 + timed_epochs(config, plan_steps)
+        args, flags = sft_config(config, device, output_dir, epochs)
         trainer = SFTTrainer(
             model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
             peft_config=peft_config(adapter),
@@ -143,15 +156,16 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
         trainer.add_callback(timer)
         trainer.remove_callback(PrinterCallback)  # the logs are kept in the record, not printed
         trainer.train()
-    if len(timer.epochs) != 2 or len(counter.batches) % 2:
-        raise RuntimeError(f"expected two epochs of equal batches; got {len(timer.epochs)} epoch(s)")
-    half = len(counter.batches) // 2
-    timed = counter.batches[half:]
-    epoch_time, steps_time = timer.epochs[1], sum(timer.steps[1])
+    if len(timer.epochs) != epochs or len(counter.batches) % epochs:
+        raise RuntimeError(f"expected {epochs} epochs of equal batches; got {len(timer.epochs)} epoch(s)")
+    first = len(counter.batches) // epochs
+    timed = counter.batches[first:]
+    step_seconds = [t for epoch in timer.steps[1:] for t in epoch]
+    epoch_time, steps_time = sum(timer.epochs[1:]), sum(step_seconds)
     accumulation = int(args.gradient_accumulation_steps)
-    if len(timer.steps[1]) * accumulation != len(timed):
+    if len(step_seconds) * accumulation != len(timed):
         raise RuntimeError(
-            f"timed {len(timer.steps[1])} steps of {accumulation} micro-batch(es) but TRL's collator made "
+            f"timed {len(step_seconds)} steps of {accumulation} micro-batch(es) but TRL's collator made "
             f"{len(timed)} batches"
         )
     flop_terms = (parameters.frozen_matmul, parameters.adapter_matmul)
@@ -159,8 +173,9 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
     check_finite_losses([(f"step {n + 1}", v) for n, v in enumerate(timer.losses)])
     dropped = sum(1 for r in rows if all(t == IGNORE_INDEX for t in r["labels"]))
     metrics: dict[str, Any] = {
-        **step_time_stats(timer.steps[1]),
-        "step_times_s": timer.steps[1],
+        **step_time_stats(step_seconds),
+        "step_times_s": step_seconds,
+        "timed_passes": epochs - 1,
         "timed_batch_shapes": [shape_ for _, _, shape_ in timed],
         "first_epoch_s": timer.epochs[0],
         "timed_epoch_s": epoch_time,
@@ -174,6 +189,10 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
         **parameters.metrics(),
         "timed_batches": len(timed),
         "timed_real_tokens": [c.real for c, _, _ in timed],
+        **spread_metrics(
+            [sum(c.real for c, _, _ in timed[i : i + accumulation]) for i in range(0, len(timed), accumulation)],
+            step_seconds,
+        ),
         "sft_config": flags,
         "attn_implementation_used": attention,
         "samples_without_loss_tokens": dropped,  # TRL drops them; the workbook trains on them (no loss)

@@ -130,10 +130,12 @@ def test_trl_peer_row_counts_the_same_tokens_as_the_workbook(runs_root):
     workbook, trl = run_configs([TINY, TINY.replace(engine="trl", label="trl")], isolate=False, progress=False)
     assert workbook.ok and trl.ok, trl.reason
     assert group_key(workbook) == group_key(trl)
-    assert trl.metrics["timed_batches"] == workbook.metrics["timed_batches"] == 2
+    # 2 steps an epoch: both time whole epochs again up to the floor of 10 timed steps
+    assert trl.metrics["timed_batches"] == workbook.metrics["timed_batches"] == 10
+    assert trl.metrics["timed_passes"] == workbook.metrics["timed_passes"] == 5 and not trl.metrics["thin"]
     assert trl.metrics["timed_real_tokens"] == workbook.metrics["timed_real_tokens"]
     assert trl.metrics["sft_config"]["padding_free"] is True
-    assert trl.metrics["real_tokens_per_s"] > 0 and len(trl.metrics["losses"]) == 4  # two epochs of 2 steps
+    assert trl.metrics["real_tokens_per_s"] > 0 and len(trl.metrics["losses"]) == 12  # 1 + 5 epochs of 2 steps
     # Timed as the workbook times its loop (the sum of the steps); the epoch's wall clock is kept beside it.
     m = trl.metrics
     steps = sum(m["step_times_s"])

@@ -74,3 +74,23 @@ def test_waterfall_says_why_a_stage_is_missing(make_record):
         "not measured: every record that changes both the kernels (or attention) and the padding failed or failed "
         "parity (liger, packed: out of memory)"
     )
+
+
+def test_every_speedup_carries_its_interval_and_a_thin_record_is_marked(make_record):
+    from nbhelpers.formatting import format_table, format_waterfall
+
+    base = make_record("eager, static", 100.0, padding="static")
+    fast = make_record("liger, packed", 300.0, padding="packed", kernels="liger")
+    base.metrics.update(real_tokens_per_s_interval=[95.0, 105.0], timed_steps=12, thin=False)
+    fast.metrics.update(real_tokens_per_s_interval=[280.0, 330.0], timed_steps=2, thin=True)
+    rows = build_table([base, fast]).set_index("label")
+    low, high = rows.loc["liger, packed", "speedup interval"]
+    assert low == pytest.approx(280 / 105) and high == pytest.approx(330 / 95)
+    assert bool(rows.loc["liger, packed", "thin"]) and not bool(rows.loc["eager, static", "thin"])
+    assert rows.loc["liger, packed", "timed steps"] == 2
+    shown = format_table(build_table([base, fast])).set_index("label")
+    assert shown.loc["liger, packed", "speedup interval"] == "2.67-3.47x"
+    assert shown.loc["liger, packed", "thin"] == "thin" and shown.loc["eager, static", "thin"] == ""
+    steps = format_waterfall(waterfall_steps([base, fast])).set_index("stage")
+    assert steps.loc["kernels + padding", "speedup interval"] == "2.67-3.47x"
+    assert steps.loc["kernels + padding", "thin"] == "thin"
