@@ -20,6 +20,7 @@ from nbhelpers.analysis.speedup import build_table, waterfall_steps
 from nbhelpers.formatting import format_table, format_waterfall
 from nbhelpers.kernels.doctor import DOCTOR_KIND, describe_machine, doctor_table
 from nbhelpers.measure.jsonl import dumps
+from nbhelpers.measure.spread import INTERVAL_METHOD, MIN_TIMED_STEPS
 from nbhelpers.measure.store import RunRecord
 
 _CSS = """
@@ -114,6 +115,11 @@ def write_html_report(
                     f'<p class="baseline">Run <b>{html.escape(run)}</b>, workload {html.escape(workload)}: '
                     f"speedups are over <b>{html.escape(text)}</b>, measured in the same run on this machine.</p>"
                 )
+        parts.append(
+            f'<p class="spread">Each speedup\'s interval divides the two rates\' intervals end by end '
+            f"({INTERVAL_METHOD}); a record marked thin rests on fewer than {MIN_TIMED_STEPS} timed steps: its "
+            "figure may move more than its interval says.</p>"
+        )
         parts.append("<h3>Waterfall</h3>")
         parts.append(_html_table(format_waterfall(m_steps), "waterfall", machine))
         plots = report_plots.machine_plots(m_table, m_steps, machine)

@@ -88,6 +88,7 @@ def test_html_report_numbers_equal_the_records(h200_and_cpu_records, tmp_path):
     assert sections[1].select("ul.failed-list") == []
     assert "table: NVIDIA H200 bf16 dense (989.0 TFLOP/s)" in sections[0].select_one(".peak-flops").get_text()
     assert "measured: matmul" in sections[1].select_one(".peak-flops").get_text()
+    assert "bootstrap 95%" in sections[0].select_one(".spread").get_text()  # how far each figure may move
     recommendation = sections[0].select_one("pre.python").get_text()
     assert "# Recommended by nbhelpers from measurements: 'packed, flex'" in recommendation
     assert 'model_init_kwargs={"attn_implementation": "flex_attention"}' in recommendation
