@@ -235,7 +235,7 @@ def _peer_section(records: list[RunRecord], rec: Any, baseline_label: str | None
         parts.append("<p>No TRL peer rows measured (notebook 04's PEER_ROWS).</p>")
         return parts
     parts.append(
-        '<p class="meta">TRL\'s SFTTrainer on the same samples and weights, one untimed and one timed epoch, real '
+        '<p class="meta">TRL\'s SFTTrainer on the same samples and weights, one untimed epoch and timed epochs, real '
         "tokens counted on the batches its collator made (collation and its per-step logging inside the timed "
         "epoch, as in a real run; samples without a loss token are dropped by TRL). A peer row is never a "
         "baseline or a recommendation.</p>"

@@ -198,12 +198,12 @@ def test_packing_gain_keeps_workloads_apart_and_borrows_the_workloads_static(mak
     ]
     records[3].metrics["trace_top_categories"] = categories
     gain = packing_gain(records)
-    epoch = gain[gain["workload"].str.contains("one epoch")].set_index("attention")
+    epoch = gain[gain["workload"].str.contains("whole epochs")].set_index("attention")
     assert epoch.loc["flex_attention", "static from"] == "static, epoch"  # not the 5-step record
     assert epoch.loc["flex_attention", "packed / static"] == pytest.approx(16053 / 4750)
     assert epoch.loc["sdpa", "packed / static"] == pytest.approx(14336 / 4750)
     assert epoch.loc["flex_attention", "packed attention ms/step"] == pytest.approx(8.2)
-    steps = gain[~gain["workload"].str.contains("one epoch")]
+    steps = gain[~gain["workload"].str.contains("whole epochs")]
     assert steps["packed tok/s"].isna().all() and steps["static tok/s"].tolist() == [5800.0]
 
 
