@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from nbhelpers.analysis.records import is_measured, timed_step_count
+from nbhelpers.analysis.records import timed_step_count, tokens_per_s
 from nbhelpers.data.strategies import PADDING_STRATEGIES
 from nbhelpers.kernels.registry import uses_liger_switches
 from nbhelpers.measure.config import RunConfig
@@ -56,7 +56,8 @@ def stored_measurement(
     key = computation_key(wanted.to_dict())
     timing = tuple(getattr(wanted, name) for name in ("timing", "steps", "warmup"))
     for record in reversed(store.load()):
-        if record.kind not in REUSABLE_KINDS or not is_measured(record) or record.machine != machine:
+        measured = record.ok and tokens_per_s(record) is not None
+        if record.kind not in REUSABLE_KINDS or not measured or record.machine != machine:
             continue
         steps = timed_step_count(record)
         if steps is None or steps < min_steps or problem_of(record):

@@ -37,6 +37,7 @@ from .journal import BASELINE, DROPPED, KEPT, NOT_RUNNABLE, NOT_TRIED, WINNER, D
 from .reuse import stored_measurement
 
 MAX_RUNGS = 6  # rungs of growing steps; candidates whose intervals keep overlapping go to the final after the last
+MEASURED = "measured"  # a stored record's tuner note: the decision itself is journaled
 TUNER_KIND = "tuner"  # kind of the rung records: kept in the store, outside the step tables
 JOURNAL_NAME = "tuner.jsonl"
 TUNED_NAME = "tuned.json"
@@ -182,11 +183,12 @@ class Tuner:
         self.decisions.append(decision)
         append_line(self.journal_path, {"session": self.session, **vars(decision)})
 
-    def keep(self, record: RunRecord, stage: str, rung: int | None, decision: str, reason: str) -> None:
-        """Append a measured record to the store with the tuner's note in ``config.extra``."""
+    def keep(self, record: RunRecord, stage: str, rung: int | None) -> None:
+        """Append a record to the store the moment it is measured (a tuner killed mid-rung loses nothing), with
+        the tuner's note in ``config.extra``; the decision taken on it goes to the journal when its stage ends."""
         extra = record.config.setdefault("extra", {})
-        extra["tuner"] = {"session": self.session, "stage": stage, "rung": rung, "decision": decision,
-                          "reason": reason}  # fmt: skip
+        extra["tuner"] = {"session": self.session, "stage": stage, "rung": rung, "decision": MEASURED,
+                          "reason": f"measured; the decision is in {JOURNAL_NAME}"}  # fmt: skip
         self.store.append(record)
         self.records.append(record)
 
@@ -205,6 +207,9 @@ class Tuner:
         reference = self.baseline
         if reference is not None and record.ok and record.record_id != reference.record_id:
             record.metrics["parity"] = check_parity(record, reference)
+        elif stage == "baseline" and record.ok and not problem_of(record):
+            record.metrics["parity"] = check_parity(record, record)
+        self.keep(record, stage, rung)
         return Measured(candidate, record, wall, stage, rung, problem_of(record))
 
     def reused(self, candidate: Candidate, config: RunConfig, stage: str, rung: int | None) -> Measured | None:
@@ -251,10 +256,8 @@ class Tuner:
         self.baseline_wall_s = measured.wall_s
         ok = record.ok and not measured.problem
         if ok:
-            record.metrics["parity"] = check_parity(record, record)
             self.baseline = record
         reason = "reference for speedups and parity" if ok else measured.problem
-        self.keep(record, "baseline", None, BASELINE if ok else DROPPED, reason)
         self.decide(Decision.of(base, "baseline", BASELINE if ok else DROPPED, reason, timing=self.workload.timing,
                                 steps=self.workload_steps, real_tokens_per_s=tokens_per_s(record) if ok else None,
                                 speedup=1.0 if ok else None, parity=BASELINE if ok else "", wall_s=measured.wall_s,
@@ -317,8 +320,6 @@ class Tuner:
                 )
             if m.reused:
                 reason += f" (reused from the store, record {m.record.record_id})"
-            else:
-                self.keep(m.record, stage, rung, decision, reason)
             gain = ratio(m.record, reference.record) if reference is not None else None
             self.decide(Decision.of(m.candidate, stage, decision, reason, rung=rung, steps=steps, timing="steps",
                                     real_tokens_per_s=tokens_per_s(m.record) if m.record.ok else None,
@@ -372,8 +373,6 @@ class Tuner:
                 decision, reason = DROPPED, f"slower than {name} at the workload's timing"
             if m.reused:
                 reason += f" (reused from the store, record {m.record.record_id})"
-            else:
-                self.keep(m.record, "final", None, decision, reason)
             gain = ratio(m.record, self.baseline) if self.baseline is not None else None
             rate = tokens_per_s(m.record) if m.record.ok else None
             self.decide(Decision.of(m.candidate, "final", decision, reason, timing=self.workload.timing,

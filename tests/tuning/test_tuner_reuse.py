@@ -3,6 +3,9 @@ the same computation on this machine instead of measuring them again (and does n
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from test_tuner import ENV, WORKLOAD, FakeClock, FakeMeasure, label
 
 from nbhelpers.measure.store import RunRecord, RunStore
@@ -33,8 +36,9 @@ class SpreadMeasure(FakeMeasure):
 
 
 def tuner(store: RunStore, measure: FakeMeasure, clock: FakeClock, **options) -> Tuner:
+    options = {"reuse_baseline": False} | options
     return Tuner(WORKLOAD, SPACE, budget_s=10_000, measure=measure, clock=clock, store=store, progress=False,
-                 reuse_baseline=False, machine=MACHINE, **options)  # fmt: skip
+                 machine=MACHINE, **options)  # fmt: skip
 
 
 def test_cut_keeps_every_candidate_whose_interval_reaches_the_leaders():
@@ -101,3 +105,46 @@ def test_the_computation_key_ignores_timing_and_names_but_not_what_a_step_comput
         assert computation_key(base | change) != computation_key(base), change
     eager = Candidate("eager", (), "static", 0, "sdpa").config(WORKLOAD).to_dict()
     assert computation_key(eager | {"liger_kernels": ["swiglu"]}) == computation_key(eager)  # eager reads none
+
+
+KILLED_TUNE = """
+import os, signal, sys
+sys.path[:0] = {paths!r}
+from test_tuner_reuse import RATES, SPACE, MACHINE, tuner
+from test_tuner import FakeClock, FakeMeasure
+from nbhelpers.measure.store import RunStore
+
+class KilledAt(FakeMeasure):
+    def __call__(self, config):
+        if len(self.calls) == {kill_at}:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the machine or the user would: no clean-up runs
+        return super().__call__(config)
+
+clock = FakeClock()
+tuner(RunStore({store!r}), KilledAt(clock, RATES), clock).run()
+"""
+
+
+@pytest.mark.parametrize("kill_at", [1, 2, 3])
+def test_a_tuner_killed_mid_rung_keeps_what_it_measured_and_its_rerun_measures_only_the_rest(tmp_path, kill_at):
+    import subprocess
+    import sys
+
+    tests = Path(__file__).resolve().parents[1]
+    paths = [str(tests / "tuning")]
+    store_dir = tmp_path / "t"
+    code = KILLED_TUNE.format(paths=paths, kill_at=kill_at, store=str(store_dir))
+    killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    stored = RunStore(store_dir).load()
+    assert len(stored) == kill_at  # the baseline and every rung measurement that finished before the kill
+    clock = FakeClock()
+    measure = FakeMeasure(clock, RATES)
+    result = tuner(RunStore(store_dir), measure, clock, reuse_baseline=True).run()
+    ids = [r.record_id for r in RunStore(store_dir).load()]
+    assert len(ids) == len(set(ids))  # nothing stored twice
+    measured = {(c.kernels, c.padding, c.timing, c.steps) for c in measure.calls}
+    for record in stored:  # what the killed attempt finished is not measured again
+        cfg = record.config
+        assert (cfg["kernels"], cfg["padding"], cfg["timing"], cfg["steps"]) not in measured
+    assert result.winner is not None
