@@ -126,6 +126,10 @@ def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+# The kernel's own log, errors only: ipykernel 7 warns on every start that its local TCP sockets are unencrypted.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+
+
 def execute_notebook(
     notebook: Path,
     output: Path,
@@ -152,6 +156,7 @@ def execute_notebook(
             cwd=str(notebook.resolve().parent),
             progress_bar=False,
             execution_timeout=timeout,
+            extra_arguments=KERNEL_ARGUMENTS,
         )
     finally:
         if partial.exists():

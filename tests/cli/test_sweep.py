@@ -277,3 +277,17 @@ def test_report_command_writes_html(tmp_path, make_record, capsys):
     assert capsys.readouterr().out.strip() == str(run / "report.html")
     assert "1.50x" in (run / "report.html").read_text()
     assert main(["report", str(tmp_path / "missing")]) == 2
+
+
+def test_a_notebook_runs_without_the_kernels_own_warnings_on_the_console(tmp_path, kernel_env, capfd):
+    kernelspec = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    notebook = nbformat.v4.new_notebook(metadata={"kernelspec": kernelspec})
+    notebook.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
+                      nbformat.v4.new_code_cell("print('ran', x)")]  # fmt: skip
+    source = tmp_path / "tiny.ipynb"
+    nbformat.write(notebook, source)
+    sweep.execute_notebook(source, tmp_path / "out.ipynb", {"x": 2})
+    captured = capfd.readouterr()
+    assert "without encryption" not in captured.err + captured.out  # ipykernel's start-up warning, every kernel
+    ran = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert "ran 2" in "".join(o.get("text", "") for o in ran.cells[-1].outputs)
