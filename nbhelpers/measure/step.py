@@ -334,7 +334,8 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     first_loss, first_grad_norm = step(batch(0))
     sync_device(device)
     first_step_s = time.perf_counter() - start
-    shapes = [batch_shape(b) for b in batches]
+    # One rank alone may add warm-up steps for its shapes; several must step together (a collective each step).
+    shapes = [batch_shape(b) for b in batches] if rank.world_size == 1 else None
     untimed, first_pass = step_schedule(config, len(batches), shapes)
     untimed_times, untimed_losses = timed_steps(step, batch, untimed, device)
     label = f"timing {config.name}" if progress else ""
@@ -356,7 +357,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         "timed_batch_shapes": timed_shapes,
         "untimed_step_times_s": untimed_times,
         "timed_passes": len(timed) // len(first_pass),
-        "timed_shapes_unwarmed": len(unseen_shapes(shapes, untimed, timed)),
+        "timed_shapes_unwarmed": len(unseen_shapes([batch_shape(b) for b in batches], untimed, timed)),
         **spread_metrics([c.real for c in counts], times),
         "first_step_s": first_step_s,
         **throughput_metrics(counts, sum(times), flops, device, dtype),

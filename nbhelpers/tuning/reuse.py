@@ -21,6 +21,8 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.planning.candidates import plans_by_budget
 
+from .problems import problem_of
+
 # Fields that say how a record was timed or what it is called, not what its steps computed.
 TIMING_FIELDS = ("steps", "warmup", "timing", "min_timed_steps", "timing_cap_s")
 NAMING_FIELDS = ("run_name", "label", "extra", "profile", "profile_steps", "timeout_s", "device")
@@ -51,8 +53,6 @@ def stored_measurement(
 ) -> RunRecord | None:
     """The latest record of the store that stands in for measuring ``wanted`` on ``machine`` with at least
     ``min_steps`` timed steps (``same_timing``: also at ``wanted``'s timing, steps and warm-up); None if none."""
-    from .tuner import problem_of
-
     key = computation_key(wanted.to_dict())
     timing = tuple(getattr(wanted, name) for name in ("timing", "steps", "warmup"))
     for record in reversed(store.load()):

@@ -27,13 +27,14 @@ from typing import Any
 import nbhelpers.tuning.budget as budget
 import nbhelpers.tuning.halving as halving
 from nbhelpers.analysis.parity import check_parity
-from nbhelpers.analysis.records import is_measured, metric_value, rate_interval_of, tokens_per_s, workload_fields
+from nbhelpers.analysis.records import is_measured, rate_interval_of, tokens_per_s, workload_fields
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.jsonl import append_line
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir, runs_root
 from nbhelpers.planning.candidates import Candidate, baseline_candidate
 
 from .journal import BASELINE, DROPPED, KEPT, NOT_RUNNABLE, NOT_TRIED, WINNER, Decision, TuneResult, parity_of, ratio
+from .problems import problem_of
 from .reuse import stored_measurement
 
 MAX_RUNGS = 6  # rungs of growing steps; candidates whose intervals keep overlapping go to the final after the last
@@ -60,25 +61,6 @@ class Measured:
     def rate(self) -> float:
         value = tokens_per_s(self.record) if self.record.ok else None
         return value if value is not None else 0.0
-
-
-def problem_of(record: RunRecord) -> str:
-    """Why a measured record ends its branch: failed, a non-finite loss, or a failed parity ('' if none)."""
-    if not record.ok:
-        return f"failed: {record.reason}"
-    losses = [metric_value(record, "loss_first", None, finite=False)] + list(record.metrics.get("losses") or [])
-    if any(not isinstance(v, (int, float)) or not math.isfinite(v) for v in losses):
-        return "non-finite loss"
-    if tokens_per_s(record) is None:
-        return "no real tok/s in the record"
-    parity = record.metrics.get("parity")
-    if isinstance(parity, dict) and parity.get("status") == "fail":
-        diffs = ", ".join(
-            f"{k} {parity[k]:.2e}" for k in ("loss_rel_diff", "grad_norm_rel_diff") if isinstance(parity.get(k), float)
-        )
-        detail = diffs or parity.get("note", "")
-        return f"parity fail against the baseline ({detail}; tolerance {parity.get('tolerance')})"
-    return ""
 
 
 def default_measure(notebook: str = "") -> Measure:

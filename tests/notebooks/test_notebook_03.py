@@ -115,8 +115,10 @@ def test_notebook_03_on_gsm8k(runs_root, kernel_env, tmp_path):
     static, packed = records[0].metrics, records[1].metrics
     assert packed["padding_fraction"] == 0 and packed["real_tokens_per_s"] > 0
     assert static["padding_fraction"] > 0
-    # Epoch timing: all 8 samples timed once in 4 batches of 2, the same real tokens for both strategies.
-    assert static["timed_batches"] == packed["timed_batches"] == 4
+    # Epoch timing: all 8 samples in 4 batches of 2, timed in 3 whole passes (the floor of 10 timed steps), the
+    # same real tokens for both strategies.
+    assert static["timed_batches"] == packed["timed_batches"] == 12
+    assert static["timed_passes"] == packed["timed_passes"] == 3
     assert static["real_tokens_per_step"] == pytest.approx(packed["real_tokens_per_step"])
     assert records[1].config["dataset"] == str(GSM8K) and records[1].config["prompt_field"] == "question"
     assert "No GPU results about padding" in outputs_text(cells["gpu-table"])
