@@ -335,8 +335,8 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     sync_device(device)
     first_step_s = time.perf_counter() - start
     # One rank alone may add warm-up steps for its shapes; several must step together (a collective each step).
-    shapes = [batch_shape(b) for b in batches] if rank.world_size == 1 else None
-    untimed, first_pass = step_schedule(config, len(batches), shapes)
+    shapes = [batch_shape(b) for b in batches]
+    untimed, first_pass = step_schedule(config, len(batches), shapes if rank.world_size == 1 else None)
     untimed_times, untimed_losses = timed_steps(step, batch, untimed, device)
     label = f"timing {config.name}" if progress else ""
     times, timed_losses, timed = timed_passes(step, batch, first_pass, device, config, label)
@@ -357,7 +357,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         "timed_batch_shapes": timed_shapes,
         "untimed_step_times_s": untimed_times,
         "timed_passes": len(timed) // len(first_pass),
-        "timed_shapes_unwarmed": len(unseen_shapes([batch_shape(b) for b in batches], untimed, timed)),
+        "timed_shapes_unwarmed": len(unseen_shapes(shapes, untimed, timed)),
         **spread_metrics([c.real for c in counts], times),
         "first_step_s": first_step_s,
         **throughput_metrics(counts, sum(times), flops, device, dtype),

@@ -11,14 +11,14 @@ timeouts) and what it is called (label, run, notes) do not matter.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nbhelpers.analysis.records import timed_step_count, tokens_per_s
 from nbhelpers.data.strategies import PADDING_STRATEGIES
 from nbhelpers.kernels.registry import uses_liger_switches
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.measure.store import RunRecord
 from nbhelpers.planning.candidates import plans_by_budget
 
 from .problems import problem_of
@@ -38,7 +38,7 @@ def computation_key(config: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     for name in NAMING_FIELDS:
         values.pop(name, None)
     kernels = str(values.get("kernels"))
-    values["liger_kernels"] = tuple(values.get("liger_kernels") or ()) if _reads_switches(kernels) else ()
+    values["liger_kernels"] = tuple(values.get("liger_kernels") or ()) if uses_liger_switches(kernels) else ()
     padding = str(values.get("padding"))
     if padding in PADDING_STRATEGIES and plans_by_budget(padding):
         budget = values.get("token_budget") or 0
@@ -49,13 +49,13 @@ def computation_key(config: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def stored_measurement(
-    store: RunStore, wanted: RunConfig, machine: str, min_steps: int, same_timing: bool = False
+    records: Sequence[RunRecord], wanted: RunConfig, machine: str, min_steps: int, same_timing: bool = False
 ) -> RunRecord | None:
-    """The latest record of the store that stands in for measuring ``wanted`` on ``machine`` with at least
+    """The latest of a store's ``records`` that stands in for measuring ``wanted`` on ``machine`` with at least
     ``min_steps`` timed steps (``same_timing``: also at ``wanted``'s timing, steps and warm-up); None if none."""
     key = computation_key(wanted.to_dict())
     timing = tuple(getattr(wanted, name) for name in ("timing", "steps", "warmup"))
-    for record in reversed(store.load()):
+    for record in reversed(records):
         measured = record.ok and tokens_per_s(record) is not None
         if record.kind not in REUSABLE_KINDS or not measured or record.machine != machine:
             continue
@@ -67,13 +67,6 @@ def stored_measurement(
         if computation_key(record.config) == key:
             return record
     return None
-
-
-def _reads_switches(kernels: str) -> bool:
-    try:
-        return uses_liger_switches(kernels)
-    except Exception:  # noqa: BLE001 - a name the table lacks reads nothing
-        return False
 
 
 def _hashable(value: Any) -> Any:

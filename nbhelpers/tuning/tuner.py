@@ -194,7 +194,9 @@ class Tuner:
         self.keep(record, stage, rung)
         return Measured(candidate, record, wall, stage, rung, problem_of(record))
 
-    def reused(self, candidate: Candidate, config: RunConfig, stage: str, rung: int | None) -> Measured | None:
+    def reused(
+        self, stored: Sequence[RunRecord], candidate: Candidate, config: RunConfig, stage: str, rung: int | None
+    ) -> Measured | None:
         """The store's record that stands in for measuring ``config`` (:mod:`nbhelpers.tuning.reuse`), with its
         parity against the baseline where it has none; None when there is none or reuse is off."""
         if not self.reuse_records:
@@ -202,7 +204,7 @@ class Tuner:
         machine = self.machine or this_machine(self.workload.device)
         final = rung is None
         steps = config.steps if config.timing == "steps" else 1
-        record = stored_measurement(self.store, config, machine, steps, same_timing=final)
+        record = stored_measurement(stored, config, machine, steps, same_timing=final)
         if record is None or (self.baseline is not None and record.record_id == self.baseline.record_id):
             return None
         if self.baseline is not None and not isinstance(record.metrics.get("parity"), dict):
@@ -259,9 +261,10 @@ class Tuner:
         stage = f"rung {rung}"
         results: list[Measured] = []
         untried: list[Candidate] = []
+        in_store = self.store.load() if self.reuse_records else []  # once a rung: what it may reuse
         for candidate in entrants:
             config = candidate.config(self.workload, steps=steps, warmup=self.first_warmup, timing="steps")
-            if (stored := self.reused(candidate, config, stage, rung)) is not None:
+            if (stored := self.reused(in_store, candidate, config, stage, rung)) is not None:
                 results.append(stored)
                 history[candidate] = stored
                 self._grow_bar(-1)
@@ -328,11 +331,12 @@ class Tuner:
     def run_final(self, finalists: list[Candidate], history: dict[Candidate, Measured]) -> RunRecord | None:
         """The finalists at the workload's own timing; the fastest ok one (or the baseline) wins."""
         measured: list[Measured] = []
+        in_store = self.store.load() if self.reuse_records else []
         for candidate in finalists:
             if candidate.is_baseline and self.baseline is not None:
                 continue  # already measured at the workload's timing
             config = candidate.config(self.workload, label=self.workload_label(candidate))
-            if (stored := self.reused(candidate, config, "final", None)) is not None:
+            if (stored := self.reused(in_store, candidate, config, "final", None)) is not None:
                 measured.append(stored)
                 continue
             estimate = self.final_estimate(history[candidate])
