@@ -23,10 +23,12 @@ from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.hybrid_paths import layer_paths
+from nbhelpers.kernels.registry import uses_liger_switches
 from nbhelpers.models.adapters import parameter_counts, trainable_parameters, weights_dtype, wrap_model
 from nbhelpers.models.families import (
     BOUNDARIES_PACKING,
     POSITION_IDS_PACKING,
+    family_of_model,
     model_shape,
     packing_mode_of,
     packs_with_boundaries,
@@ -225,15 +227,24 @@ def build_for(config: RunConfig, resolved: ResolvedModel, device: str, dtype: st
     where it needs that, random weights for a preset (bf16 weights for dtype "bf16", and for an adapter's frozen
     base on CUDA), refused at once when its family cannot run the configuration's kernels or packing. An adapter
     wraps it later, after the kernel backend (``models.adapters.wrap_model``)."""
+    switches = liger_switches_of(config)
+    family = family_of_model(config.model)
+    if family is not None and (refusal := family.liger_refusal(switches)):  # before minutes of building
+        raise ValueError(f"model={config.model!r}: {refusal}")
     prepare_attention(config.attn_implementation)
     adapter = config.adapter_settings
     dtypes = weights_dtype(adapter, dtype, device)
     model = build_model(resolved.source, config.attn_implementation, config.seed, dtypes, device, adapter)
     model.train()
     packing = packing_mode(config, resolved.boundaries)
-    if refusal := unsupported(model.config.model_type, kernels=config.kernels, packing=packing):
+    if refusal := unsupported(model.config.model_type, kernels=config.kernels, packing=packing, liger_kernels=switches):
         raise ValueError(f"model={config.model!r}: {refusal}")
     return model
+
+
+def liger_switches_of(config: RunConfig) -> tuple[str, ...]:
+    """The Liger switches the configuration turns on: its ``liger_kernels`` when its backend runs Liger."""
+    return tuple(config.liger_kernels) if uses_liger_switches(config.kernels) else ()
 
 
 def peak_memory_gib(device: str) -> tuple[float, str]:

@@ -8,7 +8,7 @@ else (loading, tokenizer choice, FLOP counting, the hub ids that recommendations
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,13 +50,19 @@ class ModelFamily:
     kernel_packing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # backend -> modes it adds
     packing_hint: str = ""  # what to install for packing the family cannot do yet, said in the refusal
     shipped_results: str = ""  # folder under benchmarks/gpu holding this family's shipped GPU records ("" = top)
+    liger_gaps: Mapping[str, str] = field(default_factory=dict)  # Liger switch -> why this family's patch lacks it
 
     def packing_modes(self, kernels: str = "") -> tuple[str, ...]:
         """The packing modes this family keeps apart with the kernel backend ``kernels``."""
         return self.packing + tuple(self.kernel_packing.get(kernels, ()))
 
-    def refusal(self, attn_implementation: str = "", kernels: str = "", packing: str = "") -> str:
-        """Why this family cannot run these settings, or '' when it can (empty arguments are not checked)."""
+    def refusal(
+        self, attn_implementation: str = "", kernels: str = "", packing: str = "", liger_kernels: Sequence[str] = ()
+    ) -> str:
+        """Why this family cannot run these settings, or '' when it can (empty arguments are not checked;
+        ``liger_kernels`` are the Liger switches a backend that runs Liger turns on)."""
+        if gap := self.liger_refusal(liger_kernels):
+            return gap
         for parameter, value, allowed in (
             ("attn_implementation", attn_implementation, self.attention_implementations),
             ("kernels", kernels, self.kernel_backends),
@@ -69,6 +75,15 @@ class ModelFamily:
                     reason += f": {self.packing_hint}"
                 return reason
         return ""
+
+    def liger_refusal(self, switches: Sequence[str]) -> str:
+        """Why Liger's patch of this family cannot turn on one of ``switches``, with the set that it can."""
+        missing = [switch for switch in switches if switch in self.liger_gaps]
+        if not missing:
+            return ""
+        rest = ",".join(switch for switch in switches if switch not in self.liger_gaps) or "none"
+        reasons = "; ".join(f"{switch!r}: {self.liger_gaps[switch]}" for switch in missing)
+        return f"liger_kernels: {reasons} (the {self.name} family); leave it out (LIGER_KERNELS={rest})"
 
 
 FAMILIES: dict[str, ModelFamily] = {
@@ -106,6 +121,7 @@ FAMILIES: dict[str, ModelFamily] = {
             # alone transformers' Gated DeltaNet mixes the sequences (measured: logits off by up to 0.107 on CPU).
             packing=(BOUNDARIES_PACKING,),
             shipped_results="hybrid",
+            liger_gaps={"rope": "Liger's Qwen3.5 patch has no rotary kernel (it raises NotImplementedError for rope)"},
         ),
     )
 }
@@ -193,10 +209,16 @@ def hub_id(model: str) -> str:
     return family.hub_ids.get(model, model) if family else model
 
 
-def unsupported(model_type: str, attn_implementation: str = "", kernels: str = "", packing: str = "") -> str:
+def unsupported(
+    model_type: str,
+    attn_implementation: str = "",
+    kernels: str = "",
+    packing: str = "",
+    liger_kernels: Sequence[str] = (),
+) -> str:
     """Why the family of ``model_type`` cannot run these settings; '' when it can or no family covers it."""
     family = family_of_model_type(model_type)
-    return family.refusal(attn_implementation, kernels, packing) if family else ""
+    return family.refusal(attn_implementation, kernels, packing, liger_kernels) if family else ""
 
 
 def model_shape(config: Any) -> ModelShape:

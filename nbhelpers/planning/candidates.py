@@ -115,8 +115,9 @@ def why_not(candidate: Candidate, workload: RunConfig, device: str, broken: Mapp
     a kernel-doctor verdict marks broken (:func:`nbhelpers.kernels.doctor.broken_paths`)."""
     packed = STRATEGIES[candidate.padding].packed
     reason = refusal(
-        candidate.kernels, candidate.attn_implementation, device, model=workload.model, packed=packed, broken=broken
-    )
+        candidate.kernels, candidate.attn_implementation, device, model=workload.model, packed=packed, broken=broken,
+        liger_kernels=candidate.liger_kernels or workload.liger_kernels,
+    )  # fmt: skip
     if reason:
         return reason
     try:

@@ -75,16 +75,25 @@ def skip_broken(configs: Iterable[Any], broken: Mapping[str, str] | None) -> tup
     return kept, skipped
 
 
-def family_refusal(model: str, attention: str, kernels: str, packed: bool) -> str:
-    """'' when the model's family runs this attention, backend and packing (or the model is of no known family)."""
+def family_refusal(model: str, attention: str, kernels: str, packed: bool, liger_kernels: Sequence[str] = ()) -> str:
+    """'' when the model's family runs this attention, backend, packing and (for a backend that runs Liger) these
+    Liger switches, or the model is of no known family."""
     family = family_of_model(model)
     if family is None:
         return ""
-    return family.refusal(attention, kernels, packing_mode_of(model) if packed else "")
+    switches = tuple(liger_kernels) if uses_liger_switches(kernels) else ()
+    return family.refusal(attention, kernels, packing_mode_of(model) if packed else "", switches)
 
 
 def refusal(
-    kernels: str, attention: str, device: str, *, model: str, packed: bool, broken: Mapping[str, str] | None = None
+    kernels: str,
+    attention: str,
+    device: str,
+    *,
+    model: str,
+    packed: bool,
+    broken: Mapping[str, str] | None = None,
+    liger_kernels: Sequence[str] = (),
 ) -> str:
     """'' when a backend and attention can run here for this model, else the first reason: the doctor's verdict,
     then the attention's availability on this device, then the model family's refusal."""
@@ -94,4 +103,4 @@ def refusal(
     status = attention_refusal(attention, device)
     if status:
         return f"attn_implementation={attention!r}: {status}"
-    return family_refusal(model, attention, kernels, packed)
+    return family_refusal(model, attention, kernels, packed, liger_kernels)

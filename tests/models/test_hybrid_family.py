@@ -154,3 +154,28 @@ def test_measure_runs_a_padded_hybrid_step(runs_root):
     shape = model_shape(preset_config("qwen3.5-tiny"))
     assert record.metrics["num_parameters"] == shape.total_parameters
     assert record.metrics["model_flops_per_step"] > 6 * shape.flop_parameters * record.metrics["real_tokens_per_step"]
+
+
+def test_liger_switches_the_hybrids_patch_lacks_are_refused_with_the_set_it_runs():
+    reason = unsupported("qwen3_5_text", kernels="liger", liger_kernels=("rope", "rms_norm", "swiglu"))
+    assert "liger_kernels: 'rope': Liger's Qwen3.5 patch has no rotary kernel" in reason
+    assert "leave it out (LIGER_KERNELS=rms_norm,swiglu)" in reason
+    assert unsupported("qwen3_5_text", kernels="liger", liger_kernels=("rms_norm", "swiglu")) == ""
+    assert unsupported("qwen3", kernels="liger", liger_kernels=("rope", "rms_norm")) == ""
+
+
+def test_a_step_with_a_liger_switch_the_family_lacks_fails_before_the_model_is_built(runs_root, monkeypatch):
+    import nbhelpers.measure.step as step
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the model was built before the refusal")
+
+    monkeypatch.setattr(step, "build_model", no_build)
+    config = RunConfig(
+        run_name="hybrid", model="qwen3.5-tiny", kernels="liger", liger_kernels=("rope", "cross_entropy"),
+        batch_size=2, max_length=64, num_samples=2, steps=1, warmup=0,
+    )  # fmt: skip
+    record = run_config(config, isolate=False)
+    assert record.status == "failed"
+    assert "'rope': Liger's Qwen3.5 patch has no rotary kernel" in record.reason
+    assert "LIGER_KERNELS=cross_entropy" in record.reason

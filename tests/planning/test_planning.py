@@ -341,3 +341,14 @@ def test_the_tuner_keeps_a_hybrids_packed_candidates_which_carry_their_boundarie
     workload = RunConfig(model="qwen3.5-tiny", batch_size=2, max_length=64)
     runnable, dropped = build_space(workload, ["eager"], ["static", "token_budget", "packed"], ["sdpa"])
     assert {c.padding for c in runnable} == {"static", "token_budget", "packed"}, dropped
+
+
+def test_the_tuner_leaves_out_a_liger_set_the_hybrids_patch_cannot_turn_on():
+    workload = RunConfig(model="qwen3.5-tiny", batch_size=2, max_length=64)
+    runnable, dropped = build_space(
+        workload, ["eager", "liger"], ["static"], ["sdpa"], liger_sets=[("rope", "cross_entropy"), ("cross_entropy",)]
+    )
+    kept_sets = {c.liger_kernels for c in runnable if c.kernels == "liger"}
+    assert kept_sets == {("cross_entropy",)}
+    reasons = [reason for candidate, reason in dropped if candidate.liger_kernels == ("rope", "cross_entropy")]
+    assert reasons and all("'rope': Liger's Qwen3.5 patch has no rotary kernel" in reason for reason in reasons)
