@@ -22,6 +22,7 @@ from .recommend import Recommendation
 from .records import (
     choose_baselines,
     group_key,
+    group_records,
     is_measured,
     is_workbook,
     metric_value,
@@ -30,6 +31,7 @@ from .records import (
     step_records,
     tokens_per_s,
 )
+from .repeats import nearest_baseline
 
 EXPORT_GOAL = 0.05  # TRL run from the export should be within 5% of the workbook's loop (issue 16)
 EXPORT_ENGINE = "trl"
@@ -116,9 +118,11 @@ def peer_table(records: Iterable[RunRecord], rec: Recommendation, baseline_label
     target = _record_of(records, rec)
     rows = []
     if target is not None:
-        base = choose_baselines(records, baseline_label).get(group_key(target))
+        chosen = choose_baselines(records, baseline_label).get(group_key(target))
+        members = group_records(records).get(group_key(target), [])
         for record in [*peer_records(records, rec), target]:
             rate = tokens_per_s(record) if is_measured(record) else None
+            base = nearest_baseline(record, chosen, members) if chosen is not None else None
             rows.append({
                 "label": record_label(record), "engine": engine_name(record), "status": record.status,
                 "real tok/s": rate,

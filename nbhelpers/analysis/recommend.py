@@ -20,6 +20,7 @@ from nbhelpers.analysis.records import (
     choose_baselines,
     fastest,
     group_key,
+    group_records,
     is_measured,
     is_workbook,
     metric_value,
@@ -30,6 +31,7 @@ from nbhelpers.analysis.records import (
     step_records,
     tokens_per_s,
 )
+from nbhelpers.analysis.repeats import nearest_baseline
 from nbhelpers.data.strategies import STRATEGIES, PaddingSettings, Strategy
 from nbhelpers.formatting import fmt_gib, fmt_rate, fmt_speedup
 from nbhelpers.kernels.attention import (
@@ -315,7 +317,7 @@ def recommend(
             f"{excluded['parity not checked']} parity not checked, {len(steps)} step records in all)"
         )
     best = fastest(candidates)
-    base = baselines[group_key(best)]
+    base = nearest_baseline(best, baselines[group_key(best)], group_records(records)[group_key(best)])
     faster = sorted(
         (r for r in unverified if float(tokens_per_s(r)) > float(tokens_per_s(best))),
         key=lambda r: -float(tokens_per_s(r)),

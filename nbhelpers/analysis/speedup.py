@@ -1,7 +1,9 @@
 """The speedup table and the waterfall, computed from RunRecords only (numbers; ``formatting`` shows them).
 
 Every row's speedup divides it by its own group's baseline (one machine, one run, one workload: see
-:mod:`nbhelpers.analysis.records`), and a failed configuration stays in the table with its reason.
+:mod:`nbhelpers.analysis.records`), measured nearest in time to it when the run measured the baseline's
+configuration more than once (:mod:`nbhelpers.analysis.repeats`); measurements of one configuration that
+disagree beyond their spread say so in the row. A failed configuration stays in the table with its reason.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from nbhelpers.analysis.records import (
     tokens_per_s,
     workload_of,
 )
+from nbhelpers.analysis.repeats import disagreeing_with, disagreements, nearest_baseline
 from nbhelpers.data.strategies import STRATEGY_FIELDS
 from nbhelpers.formatting import MISSING
 from nbhelpers.kernels.registry import uses_liger_switches
@@ -49,6 +52,8 @@ TABLE_COLUMNS = (
     "padding fraction",
     "parity",
     "baseline",
+    "baseline record",
+    "repeats",
     "record_id",
 )
 WATERFALL_STAGES = ("baseline", "kernels only", "padding only", "kernels + padding")
@@ -61,16 +66,20 @@ WATERFALL_COLUMNS = (
 def build_table(records: Iterable[RunRecord], baseline_label: str | None = None) -> Any:
     """One row per step record (failed ones included, with their reason), grouped by machine and run.
 
-    ``speedup`` is the record's real tok/s over its group's baseline (see ``records.choose_baselines``).
+    ``speedup`` is the record's real tok/s over its group's baseline (see ``records.choose_baselines``), the
+    measurement of the baseline's configuration nearest in time to the record (``baseline record``); ``repeats``
+    says where measurements of the record's configuration disagree beyond their spread.
     """
     import pandas as pd
 
     records = list(records)
     baselines = choose_baselines(records, baseline_label)
+    apart = disagreements(records)
     rows = []
     for key, members in group_records(records).items():
-        base = baselines[key]
+        chosen = baselines[key]
         for record in members:
+            base = nearest_baseline(record, chosen, members) if chosen is not None else None
             measured = base is not None and is_measured(record)
             ratio = speedup(record, base) if measured else math.nan
             rows.append(
@@ -91,6 +100,8 @@ def build_table(records: Iterable[RunRecord], baseline_label: str | None = None)
                     "padding fraction": metric_value(record, "padding_fraction"),
                     "parity": parity_status(record) if record.ok else MISSING,
                     "baseline": record_label(base) if base is not None else "",
+                    "baseline record": base.record_id if base is not None else "",
+                    "repeats": disagreeing_with(record, apart),
                     "record_id": record.record_id,
                 }
             )
@@ -154,13 +165,16 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
     assumed. "Kernels only" keeps the baseline's padding settings and changes the kernel settings (backend,
     its Liger switches, attention); "padding only" is the reverse; "kernels + padding" changes both. A stage
     with no such record is a row labelled "not measured" whose ``note`` says why (failed records of that
-    kind, or the other workloads of the run that hold some). ``speedup`` is cumulative (over the baseline);
-    ``step gain`` is over the previous measured stage.
+    kind, or the other workloads of the run that hold some). ``speedup`` is cumulative: each stage over the
+    measurement of the baseline's configuration nearest to it in time; ``step gain`` is one stage's speedup over
+    the previous measured stage's. A stage whose record (or its baseline) was measured apart beyond the spread
+    says so in ``note``.
     """
     import pandas as pd
 
     records = list(records)
     baselines = choose_baselines(records, baseline_label)
+    apart = disagreements(records)
     groups = group_records(records)
     rows = []
     for key, members in groups.items():
@@ -172,7 +186,7 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
         stages: dict[str, RunRecord | None] = {"baseline": base}
         for stage in STAGE_CHANGES:
             stages[stage] = fastest([r for r in candidates if _is_stage(r, base, stage)])
-        previous = base
+        previous = 1.0
         for stage, record in stages.items():
             row: dict[str, Any] = {"machine": key[0], "run": key[1], "workload": key[2], "stage": stage}
             if record is None:
@@ -187,18 +201,21 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
                     }
                 )
             else:
+                own = nearest_baseline(record, base, members)
+                ratio = speedup(record, own)
+                notes = [disagreeing_with(which, apart) for which in ((record,) if own is record else (record, own))]
                 row.update(
                     {
                         "label": record_label(record),
                         "real tok/s": tokens_per_s(record),
-                        "speedup": speedup(record, base),
-                        "speedup interval": speedup_interval(record, base),
-                        "step gain": speedup(record, previous),
+                        "speedup": ratio,
+                        "speedup interval": speedup_interval(record, own),
+                        "step gain": ratio / previous,
                         "thin": is_thin(record),
-                        "note": "",
+                        "note": "; ".join(dict.fromkeys(n for n in notes if n)),
                         "record_id": record.record_id,
                     }
                 )
-                previous = record
+                previous = ratio
             rows.append(row)
     return pd.DataFrame(rows, columns=list(WATERFALL_COLUMNS))

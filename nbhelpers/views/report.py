@@ -16,6 +16,7 @@ from nbhelpers.analysis.overview import failed_configurations, peak_flops_source
 from nbhelpers.analysis.peers import export_gap, export_gap_text, peer_table
 from nbhelpers.analysis.recommend import recommend
 from nbhelpers.analysis.records import choose_baselines, machines_of, record_label, run_name_of, step_records
+from nbhelpers.analysis.repeats import disagreement_table
 from nbhelpers.analysis.speedup import build_table, waterfall_steps
 from nbhelpers.formatting import format_table, format_waterfall
 from nbhelpers.kernels.doctor import DOCTOR_KIND, describe_machine, doctor_table
@@ -113,13 +114,23 @@ def write_html_report(
                 text = record_label(base) if base is not None else "none (no configuration was measured)"
                 parts.append(
                     f'<p class="baseline">Run <b>{html.escape(run)}</b>, workload {html.escape(workload)}: '
-                    f"speedups are over <b>{html.escape(text)}</b>, measured in the same run on this machine.</p>"
+                    f"speedups are over <b>{html.escape(text)}</b>, measured in the same run on this machine "
+                    "(where the run measured that configuration more than once, each row divides by the "
+                    "measurement nearest to it in time: the table's baseline record).</p>"
                 )
         parts.append(
             f'<p class="spread">Each speedup\'s interval divides the two rates\' intervals end by end '
             f"({INTERVAL_METHOD}); a record marked thin rests on fewer than {MIN_TIMED_STEPS} timed steps: its "
             "figure may move more than its interval says.</p>"
         )
+        apart = disagreement_table(m_records)
+        if len(apart):
+            parts.append(
+                '<p class="disagreement"><b>Measured apart:</b> these configurations were measured more than '
+                "once in one run and their intervals do not overlap, so the machine's speed moved between "
+                "the measurements; a speedup across them is less certain than its interval says.</p>"
+            )
+            parts.append(_html_table(apart[["run", "configuration", "measurements", "records"]], "disagreements"))
         parts.append("<h3>Waterfall</h3>")
         parts.append(_html_table(format_waterfall(m_steps), "waterfall", machine))
         plots = report_plots.machine_plots(m_table, m_steps, machine)
