@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nbhelpers.kernels.attention import attention_status
-from nbhelpers.kernels.liger import CPU_INTERPRETABLE_LIGER_KERNELS, liger_status
+from nbhelpers.kernels.liger import CPU_INTERPRETABLE_LIGER_KERNELS
 from nbhelpers.kernels.registry import find_backend, uses_liger_switches
 from nbhelpers.models.families import family_of_model, packing_mode_of
 
@@ -34,15 +34,26 @@ def switches_here(switches: Iterable[str], device: str) -> tuple[str, ...]:
 
 
 def backend_refusal(backend: str, switches: Sequence[str], device: str, parameter: str = "LIGER_KERNELS") -> str:
-    """'' when a kernel backend can run here with the requested Liger ``switches``, else why not (its packages
-    are missing, or none of the switches runs on this device)."""
-    if not uses_liger_switches(backend):
-        return ""
-    missing = liger_status(device)
-    if missing:
-        return missing
-    if not switches_here(switches, device):
+    """'' when a kernel backend can run here with the requested Liger ``switches``, else why not (a part's
+    packages are missing or the device cannot run it, or none of the switches runs on this device)."""
+    if status := backend_status(backend, device):
+        return status
+    if uses_liger_switches(backend) and not switches_here(switches, device):
         return f"none of {parameter}={','.join(switches)!r} runs on {device}"
+    return ""
+
+
+def backend_status(kernels: str, device: str) -> str:
+    """'' when every part of a kernel backend can run on this device, else the first part's reason (its packages
+    are missing, or the device cannot run it: fla without a CUDA GPU)."""
+    backend = find_backend(kernels)
+    if backend is None:
+        return ""
+    for name in backend.components:
+        part = find_backend(name)
+        why = part.status(device) if part is not None else ""
+        if why:
+            return why
     return ""
 
 
@@ -96,10 +107,13 @@ def refusal(
     liger_kernels: Sequence[str] = (),
 ) -> str:
     """'' when a backend and attention can run here for this model, else the first reason: the doctor's verdict,
-    then the attention's availability on this device, then the model family's refusal."""
+    then the backend's own status on this device, then the attention's availability, then the model family's
+    refusal."""
     doctor = broken_reasons(kernels, attention, broken)
     if doctor:
         return "; ".join(doctor.values())
+    if status := backend_status(kernels, device):
+        return f"kernels={kernels!r}: {status}"
     status = attention_refusal(attention, device)
     if status:
         return f"attn_implementation={attention!r}: {status}"

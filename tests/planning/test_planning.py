@@ -4,6 +4,7 @@ grids, the tuner's candidates, and that the notebooks, the sweep and the tuner t
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import nbformat
@@ -97,6 +98,17 @@ def test_the_tuners_lists_use_the_one_parser():
 # -- what can run on this device, and why not -------------------------------------------------------------
 
 
+def _without_liger(monkeypatch) -> None:
+    """Liger's own status says its package is missing (the device checks ask every backend part's status)."""
+    real = device.find_backend
+
+    def find(name):
+        found = real(name)
+        return dataclasses.replace(found, status=lambda device: NO_LIGER) if name == "liger" else found
+
+    monkeypatch.setattr(device, "find_backend", find)
+
+
 def test_device_checks_say_why_not(monkeypatch):
     assert cpu_skipped_switches(("rope", "rms_norm", "swiglu", "cross_entropy"), "cpu") == ("rms_norm", "swiglu")
     assert cpu_skipped_switches(("rms_norm",), "cuda") == ()
@@ -105,7 +117,8 @@ def test_device_checks_say_why_not(monkeypatch):
     )
     assert backend_refusal("eager", (), "cpu") == ""
     assert backend_refusal("liger", ("swiglu",), "cpu") == "none of LIGER_KERNELS='swiglu' runs on cpu"
-    monkeypatch.setattr(device, "liger_status", lambda device: NO_LIGER)
+    assert backend_refusal("fla+liger", ("rms_norm",), "cpu").startswith("missing package: flash-linear-attention")
+    _without_liger(monkeypatch)
     assert backend_refusal("liger+compile", ("rope",), "cuda") == NO_LIGER
     assert backend_refusal("compile", ("rope",), "cuda") == ""
 
@@ -176,7 +189,7 @@ def test_kernel_grid_skips_what_cannot_run_here_with_the_reason(monkeypatch):
     assert skipped == {"Liger switches rms_norm": CPU_SWITCHES_REASON}
     configs, skipped = kernel_grid(base, "eager,compile", "rope,rms_norm", "cpu")  # no Liger: no switch skipped
     assert [c.label for c in configs] == ["eager", "compile"] and skipped == {}
-    monkeypatch.setattr(device, "liger_status", lambda device: NO_LIGER)
+    _without_liger(monkeypatch)
     configs, skipped = kernel_grid(base, "eager,liger", "rope", "cuda")
     assert [c.label for c in configs] == ["eager"] and skipped == {"kernels liger": NO_LIGER}
 
@@ -221,7 +234,7 @@ def test_grid_skips_a_backend_that_cannot_run_here(monkeypatch):
     configs, skipped = strategy_configs(base, ["static"], ["sdpa"], "cpu", "eager,liger", liger_kernels="swiglu")
     assert [c.kernels for c in configs] == ["eager"]
     assert skipped["kernels liger"] == "none of LIGER_KERNELS='swiglu' runs on cpu"
-    monkeypatch.setattr(device, "liger_status", lambda device: NO_LIGER)
+    _without_liger(monkeypatch)
     configs, skipped = strategy_configs(base, ["static"], ["sdpa"], "cuda", kernels="eager,liger+compile,compile")
     assert [c.label for c in configs] == ["eager, static, sdpa", "compile, static, sdpa"]
     assert skipped == {"kernels liger+compile": NO_LIGER}
