@@ -12,6 +12,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from nbhelpers.analysis.identity import computation_key
+from nbhelpers.analysis.parity import BASELINE, NOT_CHECKED
 from nbhelpers.analysis.records import (
     choose_baselines,
     fastest,
@@ -98,7 +100,7 @@ def build_table(records: Iterable[RunRecord], baseline_label: str | None = None)
                     "peak memory GiB": metric_value(record, "peak_memory_gib"),
                     "kernels/step": metric_value(record, "kernels_per_step"),
                     "padding fraction": metric_value(record, "padding_fraction"),
-                    "parity": parity_status(record) if record.ok else MISSING,
+                    "parity": _parity_shown(record, base) if record.ok else MISSING,
                     "baseline": record_label(base) if base is not None else "",
                     "baseline record": base.record_id if base is not None else "",
                     "repeats": disagreeing_with(record, apart),
@@ -106,6 +108,15 @@ def build_table(records: Iterable[RunRecord], baseline_label: str | None = None)
                 }
             )
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def _parity_shown(record: RunRecord, base: RunRecord | None) -> str:
+    """The record's parity verdict; "baseline" for an unchecked measurement of the baseline's own configuration
+    (what every other row's parity is checked against)."""
+    status = parity_status(record)
+    if status == NOT_CHECKED and base is not None and computation_key(record.config) == computation_key(base.config):
+        return BASELINE
+    return status
 
 
 def _kernel_settings(record: RunRecord) -> tuple[Any, ...]:

@@ -87,3 +87,9 @@ def test_the_report_shows_the_configurations_measured_apart(drifting_run, tmp_pa
     text = path.read_text()
     assert 'class="disagreement"' in text and "Measured apart" in text
     assert "436 [420-450] (01_baseline_profile.ipynb), 162 [150-170] (03_dynamic_padding.ipynb)" in text
+
+
+def test_every_measurement_of_the_baseline_configuration_reads_baseline_in_the_parity_column(drifting_run):
+    rows = build_table(list(drifting_run)).set_index("label")
+    assert rows.loc["baseline", "parity"] == "baseline" and rows.loc["eager, static", "parity"] == "baseline"
+    assert rows.loc["eager, packed", "parity"] == "pass"
