@@ -41,10 +41,17 @@ def same_computation(records: Iterable[RunRecord], reference: RunRecord) -> list
 def nearest_baseline(record: RunRecord, baseline: RunRecord, members: Sequence[RunRecord]) -> RunRecord:
     """The measurement of ``baseline``'s configuration among ``members`` (one group) nearest in time to ``record``
     (the earlier one on a tie); ``baseline`` itself when times are missing or it is the only one."""
+    return nearest_in_time(record, same_computation(members, baseline), baseline)
+
+
+def nearest_in_time(record: RunRecord, repeats: Sequence[RunRecord], fallback: RunRecord) -> RunRecord:
+    """Of ``repeats`` (measurements of one configuration), the one nearest in time to ``record`` (the earlier on a
+    tie); ``fallback`` when times are missing."""
     when = _time(record)
-    repeats = same_computation(members, baseline)
-    timed = [(abs(t - when), i, r) for i, r in enumerate(repeats) if when is not None and (t := _time(r)) is not None]
-    return min(timed, key=lambda item: item[:2])[2] if timed else baseline
+    if when is None:
+        return fallback
+    timed = [(abs(t - when), i, r) for i, r in enumerate(repeats) if (t := _time(r)) is not None]
+    return min(timed, key=lambda item: item[:2])[2] if timed else fallback
 
 
 @dataclass(frozen=True)
@@ -72,16 +79,14 @@ def disagreements(records: Iterable[RunRecord]) -> list[Disagreement]:
     """Per group and computation, the measurements of which two have intervals that do not overlap."""
     found = []
     for key, members in group_records(records).items():
-        seen: set[Any] = set()
+        by_computation: dict[Any, list[RunRecord]] = {}
         for record in members:
-            identity = computation_key(record.config)
-            if identity in seen or not (is_measured(record) and is_workbook(record)):
-                continue
-            seen.add(identity)
-            repeats = tuple(r for r in same_computation(members, record) if rate_interval_of(r) is not None)
+            if is_measured(record) and is_workbook(record) and rate_interval_of(record) is not None:
+                by_computation.setdefault(computation_key(record.config), []).append(record)
+        for repeats in by_computation.values():
             intervals = [rate_interval_of(r) for r in repeats]
             if any(not overlaps(a, b) for i, a in enumerate(intervals) for b in intervals[i + 1 :]):
-                found.append(Disagreement(key, repeats))
+                found.append(Disagreement(key, tuple(repeats)))
     return found
 
 
@@ -114,5 +119,6 @@ __all__ = [
     "disagreeing_with",
     "disagreements",
     "nearest_baseline",
+    "nearest_in_time",
     "same_computation",
 ]

@@ -12,7 +12,6 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from nbhelpers.analysis.identity import computation_key
 from nbhelpers.analysis.parity import BASELINE, NOT_CHECKED
 from nbhelpers.analysis.records import (
     choose_baselines,
@@ -31,7 +30,7 @@ from nbhelpers.analysis.records import (
     tokens_per_s,
     workload_of,
 )
-from nbhelpers.analysis.repeats import disagreeing_with, disagreements, nearest_baseline
+from nbhelpers.analysis.repeats import disagreeing_with, disagreements, nearest_in_time, same_computation
 from nbhelpers.data.strategies import STRATEGY_FIELDS
 from nbhelpers.formatting import MISSING
 from nbhelpers.kernels.registry import uses_liger_switches
@@ -80,8 +79,9 @@ def build_table(records: Iterable[RunRecord], baseline_label: str | None = None)
     rows = []
     for key, members in group_records(records).items():
         chosen = baselines[key]
+        repeats = same_computation(members, chosen) if chosen is not None else []
         for record in members:
-            base = nearest_baseline(record, chosen, members) if chosen is not None else None
+            base = nearest_in_time(record, repeats, chosen) if chosen is not None else None
             measured = base is not None and is_measured(record)
             ratio = speedup(record, base) if measured else math.nan
             rows.append(
@@ -100,7 +100,7 @@ def build_table(records: Iterable[RunRecord], baseline_label: str | None = None)
                     "peak memory GiB": metric_value(record, "peak_memory_gib"),
                     "kernels/step": metric_value(record, "kernels_per_step"),
                     "padding fraction": metric_value(record, "padding_fraction"),
-                    "parity": _parity_shown(record, base) if record.ok else MISSING,
+                    "parity": _parity_shown(record, repeats) if record.ok else MISSING,
                     "baseline": record_label(base) if base is not None else "",
                     "baseline record": base.record_id if base is not None else "",
                     "repeats": disagreeing_with(record, apart),
@@ -110,13 +110,11 @@ def build_table(records: Iterable[RunRecord], baseline_label: str | None = None)
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
-def _parity_shown(record: RunRecord, base: RunRecord | None) -> str:
+def _parity_shown(record: RunRecord, repeats: list[RunRecord]) -> str:
     """The record's parity verdict; "baseline" for an unchecked measurement of the baseline's own configuration
-    (what every other row's parity is checked against)."""
+    (``repeats``: what every other row's parity is checked against)."""
     status = parity_status(record)
-    if status == NOT_CHECKED and base is not None and computation_key(record.config) == computation_key(base.config):
-        return BASELINE
-    return status
+    return BASELINE if status == NOT_CHECKED and any(r is record for r in repeats) else status
 
 
 def _kernel_settings(record: RunRecord) -> tuple[Any, ...]:
@@ -193,6 +191,7 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
         if base is None:
             continue
         elsewhere = [r for k, rs in groups.items() if k[:2] == key[:2] and k != key for r in rs]
+        repeats = same_computation(members, base)
         candidates = [r for r in members if is_candidate(r) and r is not base]
         stages: dict[str, RunRecord | None] = {"baseline": base}
         for stage in STAGE_CHANGES:
@@ -212,7 +211,7 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
                     }
                 )
             else:
-                own = nearest_baseline(record, base, members)
+                own = nearest_in_time(record, repeats, base)
                 ratio = speedup(record, own)
                 notes = [disagreeing_with(which, apart) for which in ((record,) if own is record else (record, own))]
                 row.update(
