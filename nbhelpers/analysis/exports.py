@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nbhelpers.data.strategies import PaddingSettings, trainer_collator_code
+from nbhelpers.measure.config import skips_lora_input_cast
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.families import packs_with_boundaries
 
@@ -55,6 +56,17 @@ def peft_config_code(config: Mapping[str, Any], names: str = "") -> tuple[list[s
     return [f"from peft import {imports}"], [call_code("peft_config", adapter.entry.peft_class, kwargs, comments)]
 
 
+# After the trainer wraps the model: each adapted layer's input left in bf16 for autocast, as measured (what PEFT's
+# helpers.disable_input_dtype_casting does inside a with block; models.adapters.skip_input_casts in the step).
+UNCAST_INPUTS = [
+    "from peft.tuners.tuners_utils import BaseTunerLayer",
+    "",
+    "for layer in trainer.model.modules():  # as measured: bf16 autocast casts each adapter's input (same numbers)",
+    "    if isinstance(layer, BaseTunerLayer):",
+    "        layer.cast_input_dtype_enabled = False  # no fp32 round trip per adapted layer",
+]
+
+
 def trainer_code(config: Mapping[str, Any]) -> str:
     """Runnable given ``model``, ``tokenizer``, ``training_args`` and ``train_dataset`` (rows of ``input_ids`` and
     ``labels``, prompt tokens -100): a Trainer whose batches are the measured strategy's plan (on the model
@@ -81,6 +93,8 @@ def trainer_code(config: Mapping[str, Any]) -> str:
     lines.append(")")
     if collator := trainer_collator_code(settings).split("  #")[0]:
         lines.append(f"# the same batches without nbhelpers: Trainer(..., data_collator={collator})")
+    if skips_lora_input_cast(config):
+        lines += ["", *UNCAST_INPUTS]
     return "\n".join(lines)
 
 
@@ -94,7 +108,8 @@ def sft_trainer_code(config: Mapping[str, Any] | None = None) -> str:
         call[-1] += ","
         call.append("    peft_config=peft_config,  # TRL wraps the model: a frozen base, the adapters trained")
     body = [*adapter, ""] if adapter else []
-    return "\n".join([*imports, "from trl import SFTTrainer", "", *body, *call, ")"])
+    after = ["", *UNCAST_INPUTS] if skips_lora_input_cast(config or {}) else []
+    return "\n".join([*imports, "from trl import SFTTrainer", "", *body, *call, ")", *after])
 
 
-__all__ = ["call_code", "literal", "peft_config_code", "sft_trainer_code", "trainer_code"]
+__all__ = ["UNCAST_INPUTS", "call_code", "literal", "peft_config_code", "sft_trainer_code", "trainer_code"]

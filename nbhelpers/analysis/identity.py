@@ -3,8 +3,8 @@ repeated measurements by.
 
 Two records ran the same computation when every RunConfig field that changes what a step does is equal: model,
 data, batch shape, kernels, the Liger switches a backend reads, padding and its token budget, attention, dtype,
-checkpointing, adapter, seed. How it was timed (steps, warm-up, timing, caps, profiling, timeouts) and what it
-is called (label, run, notes) do not matter.
+checkpointing, adapter (and whether PEFT casts its inputs), seed. How it was timed (steps, warm-up, timing, caps,
+profiling, timeouts) and what it is called (label, run, notes) do not matter.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from nbhelpers.data.strategies import PADDING_STRATEGIES
 from nbhelpers.kernels.registry import uses_liger_switches
-from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.config import RunConfig, skips_lora_input_cast
 from nbhelpers.planning.candidates import plans_by_budget
 
 # Fields that say how a record was timed or what it is called, not what its steps computed.
@@ -33,6 +33,7 @@ def computation_key(config: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
         values.pop(name, None)
     kernels = str(values.get("kernels"))
     values["liger_kernels"] = tuple(values.get("liger_kernels") or ()) if uses_liger_switches(kernels) else ()
+    values["lora_input_cast"] = skips_lora_input_cast(config)  # "auto" resolved: the same step either way
     padding = str(values.get("padding"))
     if padding in PADDING_STRATEGIES and plans_by_budget(padding):
         budget = values.get("token_budget") or 0

@@ -60,6 +60,7 @@ class MemorySettings:
     lora_rank: int = 16
     lora_targets: str = "all-linear"
     autocast: bool = True  # with an adapter: bf16 autocast over its fp32 weights (False: a pure bf16 step)
+    cast_inputs: bool = True  # PEFT casts each adapted layer's input to fp32 (False: left to autocast, in bf16)
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, 1, 4096)
@@ -79,6 +80,8 @@ class MemorySettings:
         self.adapter_settings  # noqa: B018 - validates adapter, lora_rank and lora_targets
         if not isinstance(self.autocast, bool):
             raise ConfigError("autocast", self.autocast, "True or False")
+        if not isinstance(self.cast_inputs, bool):
+            raise ConfigError("cast_inputs", self.cast_inputs, "True or False")
 
     @property
     def adapter_settings(self) -> AdapterSettings:
@@ -137,19 +140,27 @@ def layer_activation_bytes(shape: ModelShape, weights: str, fused_norm_mlp: bool
     return norms + attention + mlp
 
 
-def adapter_activation_bytes(shape: ModelShape, adapter: AdapterSettings, autocast: bool) -> int:
+def adapter_activation_bytes(
+    shape: ModelShape, adapter: AdapterSettings, autocast: bool, cast_inputs: bool = True
+) -> int:
     """What an adapter changes in the bytes a decoder layer saves for backward per token (a mean over the layers).
 
     PEFT casts a targeted linear's input to the fp32 adapter's dtype; under bf16 autocast the matmul casts it
     back and saves that bf16 copy (2 bytes per input element; without autocast the fp32 copy, 4), and B saves
-    A's rank-wide output. A frozen base saves no input that only its weight gradient needs: the mixer's and
-    the MLP's input and the down projection's (bf16 in :func:`layer_activation_bytes`) are taken off.
+    A's rank-wide output. With the cast left to autocast (``cast_inputs`` False), A's matmul saves the bf16 input
+    itself: the adapters of linears that read one input (q, k and v; gate and up) share that one tensor.
+    A frozen base saves no input that only its weight gradient needs: the mixer's and the MLP's input and the
+    down projection's (bf16 in :func:`layer_activation_bytes`) are taken off.
     """
     if not adapter.entry.frozen_base:
         return 0
     size = 2 if autocast else 4
     chosen = [m for m in targeted(shape, adapter.target_modules) if m.path != OUTPUT_LAYER]
-    copies = sum(size * (m.in_features + adapter.rank) * m.count for m in chosen)
+    if autocast and not cast_inputs:
+        inputs = {m.input_name: m.in_features * m.count for m in chosen}  # one saved bf16 input per name
+        copies = size * (sum(inputs.values()) + sum(adapter.rank * m.count for m in chosen))
+    else:
+        copies = sum(size * (m.in_features + adapter.rank) * m.count for m in chosen)
     frozen_inputs = 2 * (2 * shape.hidden_size + shape.intermediate_size) * shape.num_layers
     return (copies - frozen_inputs) // shape.num_layers
 
@@ -184,7 +195,7 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
         gathered = shape.flop_parameters * 2 if s.weights == "fp32" else 0  # autocast's bf16 weight cache
         gathered += trained * 2 if frozen and s.autocast else 0  # and of the fp32 adapter weights
     per_layer = layer_activation_bytes(shape, s.weights, s.fused_norm_mlp)
-    per_layer += adapter_activation_bytes(shape, adapter, s.autocast)
+    per_layer += adapter_activation_bytes(shape, adapter, s.autocast, s.cast_inputs)
     residual = 4 if s.weights == "fp32" else 2
     ckpt = checkpointed_count(shape.num_layers, s.checkpointing, s.checkpoint_every)
     per_token = (shape.num_layers - ckpt) * per_layer + ckpt * residual * shape.hidden_size
@@ -227,7 +238,7 @@ def settings_from_config(config: Any, capacity_gib: float = H200_USABLE_GIB) -> 
     bf16 = config.dtype == "bf16" or (adapter.entry.frozen_base and config.dtype != "fp32")
     return MemorySettings(
         adapter=adapter.name, lora_rank=adapter.rank, lora_targets=adapter.targets,
-        autocast=config.dtype in ("auto", "bf16-autocast"),
+        autocast=config.dtype in ("auto", "bf16-autocast"), cast_inputs=adapter.cast_inputs,
         gpus=config.gpus, weights="bf16" if bf16 else "fp32", sharding=config.sharding,
         checkpointing=config.activation_checkpointing, checkpoint_every=config.checkpoint_every,
         tokens_per_gpu=tokens, fused_norm_mlp={"rms_norm", "swiglu"} <= switches, loss=loss,

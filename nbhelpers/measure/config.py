@@ -28,6 +28,21 @@ DEVICES = ("auto", "cpu", "cuda")
 SHARDINGS = ("none", "fsdp2")  # fsdp2: torch's fully_shard per decoder layer, bf16 parameters, fp32 reduction
 CHECKPOINTINGS = ("none", "full", "every_k")  # activation checkpointing of decoder layers (every_k: every k-th)
 MAX_GPUS = 1024
+# PEFT's cast of each adapted layer's input to the fp32 adapters: "on" (PEFT's default), "off" (left to bf16
+# autocast: the same numbers, two elementwise passes fewer per adapted layer and step), "auto" (off with any
+# kernel backend but the baseline's, so the baseline stays the stock PEFT step).
+LORA_INPUT_CASTS = ("auto", "on", "off")
+
+
+def skips_lora_input_cast(config: Mapping[str, Any]) -> bool:
+    """Whether a configuration (a RunConfig's dict or a stored record's) leaves PEFT's input cast out: never
+    without an adapter or for a pure bf16 step (no autocast to cast for the fp32 adapters)."""
+    if config.get("adapter", "none") == "none" or config.get("dtype", "auto") == "bf16":
+        return False
+    setting = config.get("lora_input_cast", "on")  # older records: PEFT's default
+    if setting == "auto":
+        return config.get("kernels", BASELINE_BACKEND) != BASELINE_BACKEND
+    return setting == "off"
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,7 @@ class RunConfig:
     lora_rank: int = 16  # LoRA's rank r (adapter="lora")
     lora_alpha: int = 32  # LoRA's alpha: the adapters' update is scaled by alpha / r
     lora_targets: str = "all-linear"  # PEFT's target_modules: "all-linear" or a comma list of module names
+    lora_input_cast: str = "auto"  # one of LORA_INPUT_CASTS: PEFT's fp32 cast of each adapted layer's input
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the record
 
     def __post_init__(self) -> None:
@@ -141,7 +157,11 @@ class RunConfig:
 
     def _check_adapter(self) -> None:
         """The adapter and its LoRA settings (each named in its error), and what it cannot run with yet."""
+        check_choice("lora_input_cast", self.lora_input_cast, LORA_INPUT_CASTS)
         adapter = self.adapter_settings
+        if self.lora_input_cast == "off" and self.dtype == "bf16":
+            raise ConfigError("lora_input_cast", self.lora_input_cast, "'auto' or 'on' with dtype='bf16' (no autocast "
+                              "casts the bf16 input for the fp32 adapters)")  # fmt: skip
         if adapter.active and self.sharding != "none":
             raise ConfigError("adapter", self.adapter, "'none' with sharding (an adapter trains on one GPU for now)")
         fused_head = uses_liger_switches(self.kernels) and "fused_linear_cross_entropy" in self.liger_kernels
@@ -182,7 +202,9 @@ class RunConfig:
     @property
     def adapter_settings(self) -> AdapterSettings:
         """The adapter and its settings (validated: a bad value names its RunConfig field)."""
-        return AdapterSettings(self.adapter, self.lora_rank, self.lora_alpha, self.lora_targets)
+        skip = skips_lora_input_cast({"adapter": self.adapter, "dtype": self.dtype, "kernels": self.kernels,
+                                      "lora_input_cast": self.lora_input_cast})  # fmt: skip
+        return AdapterSettings(self.adapter, self.lora_rank, self.lora_alpha, self.lora_targets, cast_inputs=not skip)
 
     @property
     def effective_token_budget(self) -> int:

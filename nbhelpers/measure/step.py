@@ -242,6 +242,13 @@ def build_for(config: RunConfig, resolved: ResolvedModel, device: str, dtype: st
     return model
 
 
+def adapter_input_cast(config: RunConfig) -> str:
+    """What the record says of PEFT's cast of each adapted layer's input: "peft" (cast to the fp32 adapters),
+    "skipped" (left in bf16 for autocast), "" without an adapter."""
+    adapter = config.adapter_settings
+    return "" if not adapter.active else "peft" if adapter.cast_inputs else "skipped"
+
+
 def liger_switches_of(config: RunConfig) -> tuple[str, ...]:
     """The Liger switches the configuration turns on: its ``liger_kernels`` when its backend runs Liger."""
     return tuple(config.liger_kernels) if uses_liger_switches(config.kernels) else ()
@@ -379,6 +386,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         "num_parameters": num_parameters,
         **parameters.metrics(),
         "model_build_s": model_build_s,
+        "lora_input_cast": adapter_input_cast(config),
         "flop_parameters": shape.flop_parameters,
         "patch_report": report,
         "layer_paths": layer_paths(model),  # a hybrid's per-layer implementations, read off the live model

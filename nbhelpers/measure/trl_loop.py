@@ -26,7 +26,7 @@ from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.kernels.registry import model_setup_parts
-from nbhelpers.models.adapters import parameter_counts, peft_config, weights_dtype
+from nbhelpers.models.adapters import parameter_counts, peft_config, skip_input_casts, weights_dtype
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.loading import build_model, count_parameters, model_source
 
@@ -149,6 +149,8 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
             model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
             peft_config=peft_config(adapter),
         )  # fmt: skip
+        if engine.name == "trl" and adapter.active and not adapter.cast_inputs:  # as the export does
+            skip_input_casts(trainer.model)
         parameters = parameter_counts(trainer.model)
         counter = CountingCollator(trainer.data_collator)
         trainer.data_collator = counter

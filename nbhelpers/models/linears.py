@@ -26,6 +26,12 @@ class LinearModule:
     in_features: int
     out_features: int
     count: int  # modules of this kind in the model (one per layer that has it)
+    reads: str = ""  # the input it shares with other kinds ("" = its own): q, k and v read one normed input
+
+    @property
+    def input_name(self) -> str:
+        """What it reads: its shared input's name, else its own path."""
+        return self.reads or self.path
 
     @property
     def weights(self) -> int:
@@ -46,9 +52,9 @@ def attention_linears(shape: ModelShape) -> list[LinearModule]:
     q = shape.num_heads * d * (2 if shape.attention_output_gate else 1)
     kv = shape.num_kv_heads * d
     return [
-        LinearModule("self_attn.q_proj", h, q, layers),
-        LinearModule("self_attn.k_proj", h, kv, layers),
-        LinearModule("self_attn.v_proj", h, kv, layers),
+        LinearModule("self_attn.q_proj", h, q, layers, "self_attn"),
+        LinearModule("self_attn.k_proj", h, kv, layers, "self_attn"),
+        LinearModule("self_attn.v_proj", h, kv, layers, "self_attn"),
         LinearModule("self_attn.o_proj", shape.num_heads * d, h, layers),
     ]
 
@@ -63,10 +69,10 @@ def linear_attention_linears(shape: ModelShape) -> list[LinearModule]:
     value_dim = shape.linear_num_value_heads * shape.linear_value_head_dim
     heads = shape.linear_num_value_heads
     return [
-        LinearModule("linear_attn.in_proj_qkv", h, 2 * key_dim + value_dim, layers),
-        LinearModule("linear_attn.in_proj_z", h, value_dim, layers),
-        LinearModule("linear_attn.in_proj_b", h, heads, layers),
-        LinearModule("linear_attn.in_proj_a", h, heads, layers),
+        LinearModule("linear_attn.in_proj_qkv", h, 2 * key_dim + value_dim, layers, "linear_attn"),
+        LinearModule("linear_attn.in_proj_z", h, value_dim, layers, "linear_attn"),
+        LinearModule("linear_attn.in_proj_b", h, heads, layers, "linear_attn"),
+        LinearModule("linear_attn.in_proj_a", h, heads, layers, "linear_attn"),
         LinearModule("linear_attn.out_proj", value_dim, h, layers),
     ]
 
@@ -75,8 +81,8 @@ def mlp_linears(shape: ModelShape) -> list[LinearModule]:
     """Every layer's SwiGLU MLP."""
     h, inner, layers = shape.hidden_size, shape.intermediate_size, shape.num_layers
     return [
-        LinearModule("mlp.gate_proj", h, inner, layers),
-        LinearModule("mlp.up_proj", h, inner, layers),
+        LinearModule("mlp.gate_proj", h, inner, layers, "mlp"),
+        LinearModule("mlp.up_proj", h, inner, layers, "mlp"),
         LinearModule("mlp.down_proj", inner, h, layers),
     ]
 
