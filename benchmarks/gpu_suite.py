@@ -269,14 +269,16 @@ def measure_group(
     measure: Callable[[RunConfig], list[RunRecord]],
     *,
     parity: bool,
+    reference: RunRecord | None = None,
 ) -> list[RunRecord]:
     """Measure each configuration in turn; append every record to OUT/<group>.jsonl and its console line to
     OUT/logs/<group>.log as it finishes (a stop keeps what was measured). With ``parity`` each record's
-    first-step loss and gradient norm are checked against the group's first ok record."""
+    first-step loss and gradient norm are checked against the group's first ok record, or against ``reference``
+    (a stored baseline record of the same workload, not stored again)."""
     store = RunStore(out / f"{group}.jsonl")
     log = out / "logs" / f"{group}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    measured: list[RunRecord] = []
+    measured: list[RunRecord] = [reference] if reference is not None else []
     for config in configs:
         start = time.perf_counter()
         for record in measure(config):
