@@ -61,6 +61,7 @@ class MemorySettings:
     lora_targets: str = "all-linear"
     autocast: bool = True  # with an adapter: bf16 autocast over its fp32 weights (False: a pure bf16 step)
     cast_inputs: bool = True  # PEFT casts each adapted layer's input to fp32 (False: left to autocast, in bf16)
+    fused_gated_norm: bool = False  # a hybrid's Gated DeltaNet output norm fused (fla's), not transformers' PyTorch
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, 1, 4096)
@@ -80,8 +81,9 @@ class MemorySettings:
         self.adapter_settings  # noqa: B018 - validates adapter, lora_rank and lora_targets
         if not isinstance(self.autocast, bool):
             raise ConfigError("autocast", self.autocast, "True or False")
-        if not isinstance(self.cast_inputs, bool):
-            raise ConfigError("cast_inputs", self.cast_inputs, "True or False")
+        for flag in ("cast_inputs", "fused_gated_norm"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(flag, getattr(self, flag), "True or False")
 
     @property
     def adapter_settings(self) -> AdapterSettings:
@@ -118,26 +120,48 @@ class MemoryPlan:
         return parts | {"total": self.total_gib}
 
 
-def layer_activation_bytes(shape: ModelShape, weights: str, fused_norm_mlp: bool) -> int:
+def layer_activation_bytes(
+    shape: ModelShape, weights: str, fused_norm_mlp: bool, mixer: str = "attention", fused_gated_norm: bool = False
+) -> int:
     """Bytes one decoder layer saves for backward per token (bf16 compute; residual in the weights' dtype).
 
     Counted on transformers' eager Qwen3 layer: each RMSNorm keeps an fp32 copy of its input and its
     output; the attention block keeps its bf16 input, q/k before their norms (fp32 copies), q/k
-    after RoPE, v, and the attention output; the SwiGLU MLP keeps its input, gate, up, activation and
-    product. Liger's RMSNorm keeps only its input and Liger's SwiGLU recomputes the activation.
+    after RoPE, v, and the attention output (Qwen3.5's gated attention also its sigmoid gate and the
+    ungated output); the SwiGLU MLP keeps its input, gate, up, activation and product. Liger's RMSNorm keeps
+    only its input and Liger's SwiGLU recomputes the activation. ``mixer="linear_attention"``: a Gated DeltaNet
+    layer instead (:func:`delta_net_bytes`).
     """
     residual = 4 if weights == "fp32" else 2
     h, q, kv, inner = shape.hidden_size, shape.num_heads * shape.head_dim, shape.num_kv_heads * shape.head_dim, (
         shape.intermediate_size
     )
     if fused_norm_mlp:
-        norms = 2 * residual * h + 2 * (q + kv)
+        norms, qk_norms = 2 * residual * h, 2 * (q + kv)
         mlp = 2 * h + 6 * inner
     else:
-        norms = 2 * (4 * h + residual * h) + 8 * (q + kv)
+        norms, qk_norms = 2 * (4 * h + residual * h), 8 * (q + kv)
         mlp = 2 * h + 8 * inner
-    attention = 2 * h + 2 * (q + kv) + 2 * kv + 2 * q
-    return norms + attention + mlp
+    if mixer == "linear_attention":
+        return norms + delta_net_bytes(shape, fused_gated_norm) + mlp
+    attention = qk_norms + 2 * h + 2 * (q + kv) + 2 * kv + 2 * q
+    gate = 4 * q if shape.attention_output_gate else 0  # the sigmoid gate and the attention output it scales
+    return norms + attention + gate + mlp
+
+
+def delta_net_bytes(shape: ModelShape, fused_gated_norm: bool) -> int:
+    """Bytes a Gated DeltaNet mixer saves per token (bf16), on fla's path: its input, the convolution's input,
+    v, q and k after their L2 norm (repeated to the value heads), the chunk's bf16 A (64 per value head), the
+    fp32 decay and beta, the gated RMSNorm's tensors and the output projection's input. transformers' gated
+    RMSNorm (PyTorch) keeps fp32 copies of its input and gate, the silu of the gate and its bf16 weighted input
+    (14 bytes a value element); a fused one (fla's) its bf16 input and gate (4)."""
+    h = shape.hidden_size
+    value = shape.linear_num_value_heads * shape.linear_value_head_dim
+    conv = 2 * shape.linear_num_key_heads * shape.linear_key_head_dim + value
+    heads = shape.linear_num_value_heads
+    qk = 2 * 2 * heads * shape.linear_key_head_dim
+    norm = (4 if fused_gated_norm else 14) * value
+    return 2 * h + 2 * conv + 2 * value + qk + 2 * heads * 64 + 8 * heads + norm + 2 * value
 
 
 def adapter_activation_bytes(
@@ -165,13 +189,18 @@ def adapter_activation_bytes(
     return (copies - frozen_inputs) // shape.num_layers
 
 
+def recomputed_layers(num_layers: int, mode: str, every: int) -> set[int]:
+    """Which decoder layers are recomputed in backward: all ("full"), 0, k, 2k, ... ("every_k"), none."""
+    if mode == "full":
+        return set(range(num_layers))
+    if mode == "every_k":
+        return set(range(0, num_layers, every))
+    return set()
+
+
 def checkpointed_count(num_layers: int, mode: str, every: int) -> int:
     """How many decoder layers are recomputed in backward."""
-    if mode == "full":
-        return num_layers
-    if mode == "every_k":
-        return math.ceil(num_layers / every)
-    return 0
+    return len(recomputed_layers(num_layers, mode, every))
 
 
 def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
@@ -194,12 +223,17 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
     else:
         gathered = shape.flop_parameters * 2 if s.weights == "fp32" else 0  # autocast's bf16 weight cache
         gathered += trained * 2 if frozen and s.autocast else 0  # and of the fp32 adapter weights
-    per_layer = layer_activation_bytes(shape, s.weights, s.fused_norm_mlp)
-    per_layer += adapter_activation_bytes(shape, adapter, s.autocast, s.cast_inputs)
+    adapter_bytes = adapter_activation_bytes(shape, adapter, s.autocast, s.cast_inputs)
+    by_kind = {
+        mixer: layer_activation_bytes(shape, s.weights, s.fused_norm_mlp, mixer, s.fused_gated_norm) + adapter_bytes
+        for mixer in ("attention", "linear_attention")
+    }  # fmt: skip
+    kinds = ["attention" if shape.is_full_attention(i) else "linear_attention" for i in range(shape.num_layers)]
+    recomputed = recomputed_layers(shape.num_layers, s.checkpointing, s.checkpoint_every)
     residual = 4 if s.weights == "fp32" else 2
-    ckpt = checkpointed_count(shape.num_layers, s.checkpointing, s.checkpoint_every)
-    per_token = (shape.num_layers - ckpt) * per_layer + ckpt * residual * shape.hidden_size
-    per_token += per_layer if ckpt else 0  # the layer being recomputed
+    per_token = sum(by_kind[kind] for i, kind in enumerate(kinds) if i not in recomputed)
+    per_token += len(recomputed) * residual * shape.hidden_size
+    per_token += max(by_kind[kinds[i]] for i in recomputed) if recomputed else 0  # the layer being recomputed
     per_token += 2 * shape.hidden_size * residual  # embedding output and final norm
     activations = s.tokens_per_gpu * per_token
     logits = s.tokens_per_gpu * shape.vocab_size * LOSS_BYTES_PER_LOGIT[s.loss]

@@ -227,9 +227,12 @@ class RunConfig:
     @classmethod
     def from_record(cls, config: Mapping[str, Any]) -> RunConfig:
         """A stored record's config as a RunConfig: keys it carries beside the fields (a derived label, a
-        benchmark group, the tuner's notes) are left out; the fields are validated as in :meth:`from_dict`."""
+        benchmark group, the tuner's notes) are left out; the fields are validated as in :meth:`from_dict`. A
+        record made before ``lora_input_cast`` existed ran PEFT's cast ("on")."""
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls.from_dict({k: v for k, v in config.items() if k in known})
+        values = {k: v for k, v in config.items() if k in known}
+        values.setdefault("lora_input_cast", "on")  # a record from before the setting: PEFT's cast ran
+        return cls.from_dict(values)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:

@@ -60,6 +60,14 @@ class ModelShape:
         """Gated DeltaNet layers (none in a dense decoder)."""
         return self.num_layers - self.full_attention_layers
 
+    def is_full_attention(self, layer: int) -> bool:
+        """Whether decoder layer ``layer`` (0-based) is softmax attention: every layer of a dense decoder; in a
+        hybrid, the last of each equal group (Qwen3.5's ``layer_types``: layers 3, 7, 11, ... of 3:1)."""
+        full = self.full_attention_layers
+        if full >= self.num_layers:
+            return True
+        return full > 0 and (layer + 1) % (self.num_layers // full) == 0
+
     @property
     def _common_layer_parameters(self) -> int:
         """What every layer has besides its token mixer: SwiGLU MLP and two RMSNorms."""

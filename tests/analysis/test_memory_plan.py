@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,27 @@ def test_bad_settings_name_the_parameter(field, value):
         MemorySettings(**{field: value})
     with pytest.raises(ConfigError, match="sharding"):
         MemorySettings(gpus=2)
+
+
+def test_a_gated_deltanet_layer_saves_what_fla_and_the_gated_norm_keep():
+    from nbhelpers.analysis.memory_plan import delta_net_bytes
+    from nbhelpers.models.loading import model_config
+
+    shape = model_shape(model_config("qwen3.8-27b"))
+    assert [i for i in range(shape.num_layers) if shape.is_full_attention(i)] == list(range(3, 64, 4))
+    # input 2h, conv input 2(2 x 16 x 128 + 6144), v 2 x 6144, q and k at 48 value heads 4 x 48 x 128, A 2 x 48 x 64,
+    # fp32 decay and beta 8 x 48, the gated norm 14 x 6144 (transformers') or 4 x 6144 (fused), out_proj input 2 x 6144
+    unfused = 10240 + 20480 + 12288 + 24576 + 6144 + 384 + 86016 + 12288
+    assert delta_net_bytes(shape, fused_gated_norm=False) == unfused
+    assert delta_net_bytes(shape, fused_gated_norm=True) == unfused - 10 * 6144
+
+
+def test_plan_is_within_ten_percent_of_the_27b_lora_peaks_on_fla():
+    from nbhelpers.measure.store import load_records
+
+    hybrid = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "hybrid"
+    records = [r for name in ("lora-27b-mfu.jsonl", "lora-27b-larger-steps.jsonl")
+               for r in load_records(hybrid / name) if r.ok]  # fmt: skip
+    frame = planned_vs_measured(records)
+    assert len(frame) == 9
+    assert frame["error"].abs().max() <= 0.10, frame[["label", "planned_gib", "measured_gib", "error"]]
