@@ -26,7 +26,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from nbhelpers.kernels.registry import uses_liger_switches
+from nbhelpers.kernels.fla import FUSED_GATED_NORM
+from nbhelpers.kernels.registry import requested_kernels, uses_liger_switches
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.linears import OUTPUT_LAYER, targeted
 from nbhelpers.models.shape import ModelShape
@@ -276,6 +277,7 @@ def settings_from_config(config: Any, capacity_gib: float = H200_USABLE_GIB) -> 
         gpus=config.gpus, weights="bf16" if bf16 else "fp32", sharding=config.sharding,
         checkpointing=config.activation_checkpointing, checkpoint_every=config.checkpoint_every,
         tokens_per_gpu=tokens, fused_norm_mlp={"rms_norm", "swiglu"} <= switches, loss=loss,
+        fused_gated_norm=FUSED_GATED_NORM in requested_kernels(config.kernels, config.liger_kernels),
         capacity_gib=capacity_gib,
     )  # fmt: skip
 
@@ -314,9 +316,11 @@ def planned_vs_measured(records: Any, capacity_gib: float = H200_USABLE_GIB, cud
         if (cuda_only and "cuda" not in source) or not is_preset(str(record.config.get("model"))):
             continue
         config = RunConfig.from_record(record.config)
+        report = metrics.get("patch_report") or {}  # what the step really ran: older fla steps had no fused norm
         settings = dataclasses.replace(
-            settings_from_config(config, capacity_gib), tokens_per_gpu=max(a * b for a, b in shapes)
-        )
+            settings_from_config(config, capacity_gib), tokens_per_gpu=max(a * b for a, b in shapes),
+            fused_gated_norm=bool(report.get(FUSED_GATED_NORM)),
+        )  # fmt: skip
         plan = plan_memory(model_shape(preset_config(config.model)), settings)
         measured = float(metrics["peak_memory_gib"])
         rows.append({

@@ -1,5 +1,7 @@
 """The fla backend: flash-linear-attention's chunk gated delta rule and a fused causal conv1d, bound into a
-hybrid model's modeling module, both given the sequence boundaries of a packed row.
+hybrid model's modeling module, both given the sequence boundaries of a packed row, and fla's fused gated
+RMSNorm in place of each Gated DeltaNet layer's PyTorch one (one kernel instead of a dozen elementwise ones
+that keep fp32 copies for backward: 14 bytes a value element saved, against 4).
 
 The convolution is the ``causal-conv1d`` package's where it imports (given ``seq_idx``), else fla's own
 Triton ``causal_conv1d`` through an adapter (given ``cu_seqlens``). transformers left the convolution on its
@@ -26,11 +28,14 @@ FLA_BACKEND = "fla"  # the backend's name in the table (nbhelpers.kernels.regist
 # Triton versions whose gated chunk backward is wrong on Hopper (fla/ops/common/chunk_o.py): [first, fixed).
 BROKEN_TRITON_ON_HOPPER = ((3, 4, 0), (3, 7, 1))
 HOPPER = (9, 0)
+FUSED_GATED_NORM = "fused_gated_norm"  # the report key: every Gated DeltaNet output norm is fla's fused one
 FLA_CHECKS: dict[str, str] = {
     "fla_delta_rule": "every Gated DeltaNet layer calls flash-linear-attention's chunk_gated_delta_rule, which "
     "gets the packed row's cu_seqlens (read off the modeling module's hook)",
     "fused_conv1d": "every Gated DeltaNet layer's causal conv1d is fused (the causal-conv1d package given seq_idx, "
     "or fla's causal_conv1d given cu_seqlens), not transformers' PyTorch fallback",
+    FUSED_GATED_NORM: "every Gated DeltaNet layer's gated RMSNorm is fla's FusedRMSNormGated (its weight copied), "
+    "not transformers' PyTorch module",
 }
 
 
@@ -101,7 +106,8 @@ def fla_status(device: str) -> str:
 
 def probe_fla(device: str) -> list[Any]:
     """fla's chunk gated delta rule against transformers' PyTorch reference (the function transformers' Qwen3.5
-    hook wraps), forward and backward, bf16, with the q/k L2 norm in the kernel as the model calls it."""
+    hook wraps), forward and backward, bf16, with the q/k L2 norm in the kernel as the model calls it; fla's fused
+    gated RMSNorm against transformers' Qwen3.5 module (bf16, within bf16's rounding)."""
     from .probes import NO_CUDA, compare_kernels, not_runnable
 
     if device != "cuda":
@@ -128,8 +134,14 @@ def probe_fla(device: str) -> list[Any]:
     def run_reference(q: Any, k: Any, v: Any, gate: Any, b: Any) -> Any:
         return reference_rule(q, k, v, gate, b, use_qk_l2norm_in_kernel=True)
 
-    return [compare_kernels("chunk_gated_delta_rule", run_fused, run_reference, [query, key, value, g, beta],
-                            5e-2, 5e-2)]  # fmt: skip
+    rule = compare_kernels("chunk_gated_delta_rule", run_fused, run_reference, [query, key, value, g, beta],
+                           5e-2, 5e-2)  # fmt: skip
+    norm = modeling_qwen3_5.Qwen3_5RMSNormGated(dim).to(device, torch.bfloat16)
+    with torch.no_grad():
+        norm.weight.copy_(rand(dim).float().abs() + 0.5)
+    fused_norm = fused_gated_norm(norm)
+    gated = compare_kernels("fused_gated_norm", fused_norm, norm, [rand(tokens, dim), rand(tokens, dim)], 2e-2, 2e-2)
+    return [rule, gated]
 
 
 def fla_delta_rule() -> Any:
@@ -198,8 +210,42 @@ def fused_conv() -> Any:
     return package_conv() if _importable("causal_conv1d") else fla_conv()
 
 
+def fused_gated_norm(norm: Any) -> Any:
+    """fla's ``FusedRMSNormGated`` with the weight, epsilon, device and dtype of transformers' gated RMSNorm
+    (``norm(x, gate) = rmsnorm(x) * weight * silu(gate)``), its weight trained or frozen as the original's."""
+    import torch
+    from fla.modules import FusedRMSNormGated
+
+    weight = norm.weight
+    eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
+    fused = FusedRMSNormGated(weight.numel(), eps=eps, activation="swish", device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        fused.weight.copy_(weight)
+    fused.weight.requires_grad_(weight.requires_grad)
+    return fused
+
+
+def use_fused_gated_norms(model: Any, make: Any = None) -> int:
+    """Put ``make(norm)`` (default :func:`fused_gated_norm`, fla's) in place of every Gated DeltaNet layer's
+    PyTorch gated RMSNorm (``linear_attn.norm``, transformers' module); returns how many were replaced."""
+    make = make or fused_gated_norm
+    modeling = paths.hybrid_modeling(model)
+    if modeling is None:
+        return 0
+    replaced = 0
+    for name, module in list(model.named_modules()):
+        norm = getattr(module, "norm", None)
+        if name.split(".")[-1] != "linear_attn" or norm is None:
+            continue
+        if paths.describe_norm(norm, modeling.__name__) == paths.TORCH:
+            module.norm = make(norm)
+            replaced += 1
+    return replaced
+
+
 def use_fla(model: Any, conv: bool = True) -> None:
-    """Bind fla's delta rule (and, with ``conv``, the fused convolution) into a hybrid's modeling module.
+    """Bind fla's delta rule (and, with ``conv``, the fused convolution) into a hybrid's modeling module, and put
+    fla's fused gated RMSNorm in every Gated DeltaNet layer.
 
     ``conv=False`` leaves the convolution on transformers' bare PyTorch reference: what transformers runs on
     a machine without causal-conv1d, which mixes a packed row's sequences (a path for the contamination proof).
@@ -213,6 +259,7 @@ def use_fla(model: Any, conv: bool = True) -> None:
     paths.bind(modeling, "torch_chunk_gated_delta_rule", fla_delta_rule())
     if conv:
         paths.bind(modeling, "causal_conv1d_fn", fused_conv())
+    use_fused_gated_norms(model)
 
 
 def apply_fla(model: Any, switches: tuple[str, ...], device: str) -> None:
@@ -233,6 +280,7 @@ def fla_report(model: Any) -> dict[str, bool]:
         "fused_conv1d": bool(rows) and all(
             r["conv"] in fused_convs and r["conv_boundaries"] in paths.HONOURS_BOUNDARIES for r in rows
         ),
+        FUSED_GATED_NORM: bool(rows) and all(r["gated_norm"] == paths.FLA_GATED_NORM for r in rows),
     }  # fmt: skip
 
 

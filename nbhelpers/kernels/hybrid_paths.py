@@ -36,6 +36,7 @@ TORCH = "torch reference"
 FLA_DELTA_RULE = "fla chunk_gated_delta_rule"
 FLA_CONV = "fla causal_conv1d"
 CAUSAL_CONV1D_PACKAGE = "causal_conv1d package"
+FLA_GATED_NORM = "fla FusedRMSNormGated"
 OTHER = "other"
 FLA_PACKAGE, CONV_PACKAGE = "fla", "causal_conv1d"  # top-level package names of the fused kernels
 # How an implementation treats the boundaries of a packed row.
@@ -233,9 +234,10 @@ def layer_paths(model: Any) -> list[dict[str, Any]]:
     rows = []
     for index, layer in enumerate(getattr(_base_model(model), "layers", [])):
         row = {"layer": index, "type": getattr(layer, "block_type", ""), "delta_rule": "", "delta_rule_boundaries": "",
-               "conv": "", "conv_boundaries": "", "attention": ""}  # fmt: skip
+               "conv": "", "conv_boundaries": "", "gated_norm": "", "attention": ""}  # fmt: skip
         linear = getattr(layer, "linear_attn", None)
         if linear is not None:
+            row["gated_norm"] = describe_norm(getattr(linear, "norm", None), modeling.__name__)
             forward = getattr(type(linear).forward, "__module__", "")
             if forward != modeling.__name__:  # a hub kernel replaced the whole layer
                 row.update(delta_rule=f"{OTHER}: {forward}", conv=f"{OTHER}: {forward}")
@@ -247,6 +249,16 @@ def layer_paths(model: Any) -> list[dict[str, Any]]:
             row["attention"] = getattr(config, "_attn_implementation", None) or attention
         rows.append(row)
     return rows
+
+
+def describe_norm(norm: Any, modeling_name: str) -> str:
+    """What a Gated DeltaNet layer's gated RMSNorm runs: transformers' PyTorch module, fla's fused one, other."""
+    where = getattr(type(norm), "__module__", "")
+    if where == modeling_name:
+        return TORCH
+    if where.split(".")[0] == FLA_PACKAGE:
+        return FLA_GATED_NORM
+    return f"{OTHER}: {where or type(norm).__name__}"
 
 
 def linear_layers(model: Any) -> list[dict[str, Any]]:
@@ -265,7 +277,8 @@ def layer_paths_frame(source: Any) -> Any:
         rows = source
     else:
         rows = layer_paths(source)
-    columns = ["layer", "type", "delta_rule", "delta_rule_boundaries", "conv", "conv_boundaries", "attention"]
+    columns = ["layer", "type", "delta_rule", "delta_rule_boundaries", "conv", "conv_boundaries", "gated_norm",
+               "attention"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 

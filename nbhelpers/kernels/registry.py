@@ -141,7 +141,7 @@ FLA = KernelBackend(
     optional_packages=("causal-conv1d", "tilelang"),
     model_setup_code=(
         "from nbhelpers.kernels.fla import use_fla",
-        "use_fla(model)  # fla's delta rule and fused conv1d in every Gated DeltaNet layer (no Trainer/TRL flag)",
+        "use_fla(model)  # fla's delta rule, fused conv1d and gated RMSNorm in every Gated DeltaNet layer",
     ),
     status=fla_status,
     probe=probe_fla,

@@ -4,11 +4,20 @@ per-layer report read off the live modeling module."""
 import sys
 
 import pytest
+import torch
 from hybrid_helpers import tiny_hybrid
 
 from nbhelpers.kernels import hybrid_paths as paths
 from nbhelpers.kernels.backends import apply_backend, patch_report
-from nbhelpers.kernels.fla import FLA_CHECKS, fla_refusal, fla_report, use_fla, version_tuple
+from nbhelpers.kernels.fla import (
+    FLA_CHECKS,
+    FUSED_GATED_NORM,
+    fla_refusal,
+    fla_report,
+    use_fla,
+    use_fused_gated_norms,
+    version_tuple,
+)
 from nbhelpers.kernels.registry import COMPILED_CACHES, kernel_backend
 from nbhelpers.kernels.spec import BackendUnavailable
 
@@ -92,14 +101,50 @@ def test_the_report_reads_what_fla_binds(monkeypatch):
     fake_conv = paths.tag(lambda *a, **k: None, paths.FLA_CONV, paths.KEEPS_APART)
     monkeypatch.setattr(fla, "fla_delta_rule", lambda: fake_rule)
     monkeypatch.setattr(fla, "fused_conv", lambda: fake_conv)
+    monkeypatch.setattr(fla, "fused_gated_norm", FakeFusedNorm)
     try:
         use_fla(model)
-        assert fla_report(model) == {"fla_delta_rule": True, "fused_conv1d": True}
+        assert fla_report(model) == {"fla_delta_rule": True, "fused_conv1d": True, FUSED_GATED_NORM: True}
         use_fla(model, conv=False)  # transformers' choice on the H200: fused delta rule, PyTorch conv
-        assert fla_report(model) == {"fla_delta_rule": True, "fused_conv1d": False}
+        assert fla_report(model) == {"fla_delta_rule": True, "fused_conv1d": False, FUSED_GATED_NORM: True}
         assert {r["conv"] for r in paths.linear_layers(model)} == {paths.TORCH}
     finally:
         paths.use_reference(model)
+
+
+class FakeFusedNorm(torch.nn.Module):
+    """Stands in for fla's FusedRMSNormGated (not installed here): a module of the fla package computing
+    rmsnorm(x) * weight * silu(gate) in fp32, built from transformers' norm as ``fla.fused_gated_norm`` does."""
+
+    __module__ = "fla.modules.fake"
+
+    def __init__(self, norm: torch.nn.Module) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(norm.weight.detach().clone(), requires_grad=norm.weight.requires_grad)
+        self.eps = norm.variance_epsilon
+
+    def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()
+        return (h * torch.nn.functional.silu(gate.float())).to(x.dtype)
+
+
+def test_every_gated_deltanet_norm_is_replaced_once_and_computes_the_same():
+    model = tiny_hybrid()
+    paths.use_reference(model)
+    layers = [m for n, m in model.named_modules() if n.endswith("linear_attn")]
+    with torch.no_grad():
+        for layer in layers:
+            layer.norm.weight.uniform_(0.5, 1.5)
+    x, gate = torch.randn(5, layers[0].norm.weight.numel()), torch.randn(5, layers[0].norm.weight.numel())
+    before = [layer.norm(x, gate) for layer in layers]
+    assert {r["gated_norm"] for r in paths.linear_layers(model)} == {paths.TORCH}
+    assert use_fused_gated_norms(model, FakeFusedNorm) == len(layers) == 3
+    assert {r["gated_norm"] for r in paths.linear_layers(model)} == {paths.FLA_GATED_NORM}
+    assert use_fused_gated_norms(model, FakeFusedNorm) == 0  # already fused: nothing replaced twice
+    for layer, expected in zip(layers, before):
+        assert torch.allclose(layer.norm(x, gate), expected, rtol=1e-5, atol=1e-6)
+    assert "gated_norm" in paths.layer_paths_frame(model).columns
 
 
 def test_a_transformers_wrapper_is_read_through_its_closure():
@@ -120,7 +165,8 @@ def test_a_dense_model_has_no_hybrid_report():
     from nbhelpers.models.loading import build_model
 
     model = build_model("qwen3-tiny")
-    assert paths.layer_paths(model) == [] and fla_report(model) == {"fla_delta_rule": False, "fused_conv1d": False}
+    assert paths.layer_paths(model) == []
+    assert fla_report(model) == {"fla_delta_rule": False, "fused_conv1d": False, FUSED_GATED_NORM: False}
     with pytest.raises(BackendUnavailable, match="no Gated DeltaNet"):
         use_fla(model)
 
