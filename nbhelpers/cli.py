@@ -29,10 +29,11 @@ RUN_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Each option's default after its help, unless it has none to show (None, "", a switch that is off)."""
+    """Each option's default after its help, unless it has none to show (None, "", [], a switch that is off)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
-        if action.default in (None, "", False):
+        default = action.default
+        if default is None or default is False or (isinstance(default, (str, list)) and not default):
             return action.help or ""
         return super()._get_help_string(action) or ""
 
@@ -41,7 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbhelpers", description="Run the fine-tuning workbook and report.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run_all = sub.add_parser("run-all", help="run every notebook once on its defaults, print the report path")
+    run_all = sub.add_parser(
+        "run-all", help="run every notebook once on its defaults, print the report path",
+        description="Run the numbered notebooks in order (papermill), each on its parameters cell's defaults and "
+                    "the -p values, into one run folder; print the report's path.",
+        epilog="example: nbhelpers run-all --run-name first -p MODEL=qwen3-0.6b -p 03:TUNE_BUDGET_S=60",
+        formatter_class=DefaultsHelpFormatter,
+    )  # fmt: skip
     run_all.add_argument("--notebooks-dir", default=None, help="numbered notebooks (default: the workbook's)")
     run_all.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/)")
     run_all.add_argument("--run-name", default="default", help="RUN_NAME passed to every notebook")
@@ -64,7 +71,13 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=DefaultsHelpFormatter,
     ))  # fmt: skip
 
-    sweep = sub.add_parser("sweep", help="run the notebooks once per grid point (resumable)")
+    sweep = sub.add_parser(
+        "sweep", help="run the notebooks once per grid point (resumable)",
+        description="Run the notebooks once per combination of the grid's values, each point in its own run "
+                    "folder under OUT/NAME; a journal makes a rerun resume where the last one stopped.",
+        epilog="example: nbhelpers sweep --grid batch_size=2,4 padding=dynamic,packed --notebooks 01,03",
+        formatter_class=DefaultsHelpFormatter,
+    )  # fmt: skip
     sweep.add_argument(
         "--grid",
         nargs="+",
@@ -85,10 +98,28 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--no-report", action="store_true", help="no report.html over all points at the end")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    _doctor_arguments(sub.add_parser("doctor", help="check every fused kernel path: installed, compatible, correct"))
-    _warm_arguments(sub.add_parser("warm-cache", help="pre-build the kernels: fill (and export) the kernel caches"))
+    _doctor_arguments(sub.add_parser(
+        "doctor", help="check every fused kernel path: installed, compatible, correct",
+        description="Check every fused kernel path of this machine: the packages installed, known-bad version "
+                    "pairs, and a probe of each kernel against its reference; ends with a verdict.",
+        epilog="example: nbhelpers doctor --device cpu --no-probes", formatter_class=DefaultsHelpFormatter,
+    ))  # fmt: skip
+    _warm_arguments(sub.add_parser(
+        "warm-cache", help="pre-build the kernels: fill (and export) the kernel caches",
+        description="Fill the compiled-kernel caches (Triton, Inductor, tilelang) with one training step of a "
+                    "configuration and the doctor's probes, and optionally export them as an archive.",
+        epilog="example: nbhelpers warm-cache --cache-dir /tmp/kernel-cache --model qwen3-tiny --kernels liger "
+               "--dry-run",
+        formatter_class=DefaultsHelpFormatter,
+    ))  # fmt: skip
 
-    report = sub.add_parser("report", help="write the HTML report of one or more run folders")
+    report = sub.add_parser(
+        "report", help="write the HTML report of one or more run folders",
+        description="Write the HTML report (waterfall, table, recommendation, peers, monitor) of the records in "
+                    "one or more run folders.",
+        epilog="example: nbhelpers report runs/default runs/gpu --output runs/both.html",
+        formatter_class=DefaultsHelpFormatter,
+    )  # fmt: skip
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or records.jsonl files")
     report.add_argument("--output", "-o", default=None, help="HTML path (default: FIRST_RUN_DIR/report.html)")
     report.add_argument("--baseline", default=None, help="label of the baseline configuration")
@@ -100,7 +131,7 @@ def _doctor_arguments(doctor: argparse.ArgumentParser) -> None:
     doctor.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/)")
     doctor.add_argument("--pin", default=None, metavar="FILE", help="write the curated kernel set (pip -r file)")
     doctor.add_argument("--json", action="store_true", help="print the verdict as JSON instead of a table")
-    doctor.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    doctor.add_argument("--device", default="auto", help="one of auto, cpu, cuda")
     doctor.add_argument("--no-probes", action="store_true", help="inventory and known-bad table only")
 
 
@@ -109,13 +140,14 @@ def _warm_arguments(warm: argparse.ArgumentParser) -> None:
     warm.add_argument("--cache-dir", required=True, help="folder the kernel caches fill (one sub-folder per cache)")
     warm.add_argument("--archive", default=None, help="also export the caches to this tar.gz")
     warm.add_argument("--caches", default="", help="comma-separated caches to export (default: all)")
-    warm.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    warm.add_argument("--device", default="auto", help="one of auto, cpu, cuda")
     warm.add_argument("--no-step", action="store_true", help="only the doctor's probes, no training step")
     warm.add_argument("--dry-run", action="store_true", help="check the options, print the step and the caches")
+    helps = _workload_help()
     for name in ("model", "kernels", "padding", "attn_implementation", "dtype"):
-        warm.add_argument(f"--{name.replace('_', '-')}", default=defaults[name], help=f"RunConfig.{name}")
+        warm.add_argument(f"--{name.replace('_', '-')}", default=defaults[name], help=helps[name])
     for name in ("batch_size", "max_length", "num_samples", "token_budget"):
-        warm.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=f"RunConfig.{name}")
+        warm.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=helps[name])
 
 
 @contextlib.contextmanager
@@ -214,6 +246,9 @@ def _warm_cache(args: argparse.Namespace) -> int:
 
 def _workload_help() -> dict[str, str]:
     """What each workload option of ``tune`` sets, with its allowed values (read from the tables)."""
+    from nbhelpers.data.strategies import PADDING_STRATEGIES
+    from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
+    from nbhelpers.kernels.registry import KERNEL_BACKENDS
     from nbhelpers.measure.config import DEVICES, DTYPES, TIMINGS
     from nbhelpers.models.adapters import ADAPTER_NAMES
 
@@ -227,6 +262,9 @@ def _workload_help() -> dict[str, str]:
         "device": f"one of {', '.join(DEVICES)}", "adapter": f"one of {', '.join(ADAPTER_NAMES)}",
         "lora_targets": "PEFT's target_modules: all-linear or a comma list of module names",
         "lora_rank": "LoRA's rank r", "lora_alpha": "LoRA's alpha (the update is scaled by alpha / r)",
+        "kernels": f"one of {', '.join(KERNEL_BACKENDS)}", "padding": f"one of {', '.join(PADDING_STRATEGIES)}",
+        "attn_implementation": f"one of {', '.join(ATTENTION_IMPLEMENTATIONS)}",
+        "token_budget": "tokens per step of padding=token_budget (0 = batch x max length)",
     }  # fmt: skip
 
 

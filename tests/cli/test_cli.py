@@ -109,6 +109,23 @@ def test_run_all_and_sweep_default_to_the_runs_folder_and_the_workbooks_notebook
     assert seen["notebooks"] == Path(__file__).resolve().parents[2] / "notebooks"
 
 
+@pytest.mark.parametrize("command", ["run-all", "sweep", "tune", "report", "doctor", "warm-cache"])
+def test_every_command_help_shows_defaults_and_an_example(capsys, command):
+    from nbhelpers import cli
+
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"example: nbhelpers {command}" in text
+    assert "RunConfig." not in text and "(default: None)" not in text and "(default: [])" not in text
+    if command in ("run-all", "sweep"):
+        assert "(default: python3)" in text
+    if command in ("doctor", "warm-cache"):
+        assert "one of auto, cpu, cuda (default: auto)" in text
+    if command == "warm-cache":
+        assert "one of eager, liger" in text and "(default: qwen3-tiny)" in text
+
+
 def test_tune_help_shows_defaults_allowed_values_and_an_example(capsys):
     from nbhelpers import cli
 
