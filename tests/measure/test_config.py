@@ -57,6 +57,7 @@ BAD_VALUES = [
     ("lora_rank", 0),
     ("lora_alpha", -1),
     ("lora_targets", "q_proj,,v_proj"),
+    ("lora_input_cast", "never"),
 ]
 
 
