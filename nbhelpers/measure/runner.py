@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -141,7 +142,7 @@ def run_config(config: RunConfig, isolate: bool = True, notebook: str = "") -> R
     try:
         return measure_config(config, notebook)
     except Exception as error:  # noqa: BLE001 - every failure becomes a record
-        return failed_record(config, failure_reason(error), notebook)
+        return failed_record(config, failure_reason(error), notebook, traceback.format_exc())
 
 
 def run_configs(
