@@ -14,6 +14,7 @@ from pathlib import Path
 from .config import RunConfig
 from .engines import ENGINES
 from .env import safe_environment
+from .progress import report_progress
 from .store import RunRecord
 
 TRACE_CHARS = 20_000  # the end of a failure's traceback kept in its record (metrics["traceback"])
@@ -51,6 +52,7 @@ def attach_probe(record: RunRecord, config: RunConfig) -> None:
     try:
         from .sequence_parity import parity_probe
 
+        report_progress("parity probe", 0, 0)
         probe = parity_probe(config)
     except Exception as error:  # noqa: BLE001 - the timing stands; parity then has no probe to compare
         traceback.print_exc(file=sys.stderr)
