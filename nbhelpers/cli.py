@@ -171,7 +171,7 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
 def _doctor(args: argparse.Namespace) -> int:
     import json
 
-    from nbhelpers.kernels.doctor import describe_machine, doctor_table, run_doctor
+    from nbhelpers.kernels.doctor import doctor_text, run_doctor
     from nbhelpers.kernels.kernel_set import pin_target
     from nbhelpers.measure.doctor_records import doctor_record, write_kernel_set
     from nbhelpers.measure.jsonl import dumps
@@ -189,14 +189,7 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json.loads(dumps(record.to_dict())), indent=1))
     else:
-        import pandas as pd
-
-        print(describe_machine(report))
-        with pd.option_context("display.width", 250, "display.max_colwidth", 100, "display.max_rows", 100):
-            print(doctor_table(report).drop(columns=["notes"]).to_string(index=False))
-        for path in report.paths:
-            for note in path.notes:
-                print(f"note ({path.path}): {note}")
+        print(doctor_text(report))
     if args.pin:
         print(f"kernel set written to {write_kernel_set(record, args.pin)}", file=sys.stderr)
     return 1 if record.metrics["broken"] else 0

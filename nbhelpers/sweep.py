@@ -291,8 +291,9 @@ def run_points(
                     params = parameters_for(nb, declared[nb], point, name)
                     output = runs_root / name / nb.name
                     store = runs_root / name / "records.jsonl"
-                    if resume:
-                        set_aside_earlier_attempt(runs_root / name, nb.name, journal_all.get((name, nb.name)))
+                    # a killed attempt (its marker) always; with resume also a failed one the journal names
+                    earlier = journal_all.get((name, nb.name)) if resume else None
+                    set_aside_earlier_attempt(runs_root / name, nb.name, earlier)
                     marker = attempt_marker(runs_root / name, nb.name)
                     before = _size(store)
                     marker.parent.mkdir(parents=True, exist_ok=True)
@@ -395,7 +396,8 @@ def run_all(
 
     ``parameters`` (``{"MODEL": ..., "02:BACKENDS": ...}``) reach only the notebooks that declare them.
     Returns the path of ``out/<run_name>/report.html`` (written by notebook 04, or here from the
-    records when 04 did not write it) and what ran. Nothing is skipped: each call measures afresh.
+    records when 04 did not write it) and what ran. Nothing is skipped: each call measures afresh; what an
+    earlier call killed mid-notebook wrote is set aside first (``interrupted-records.jsonl``), as the sweep does.
     """
     from nbhelpers.measure.store import RunStore
     from nbhelpers.views.report import write_html_report

@@ -16,7 +16,7 @@ from typing import Any
 
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.models.adapters import AdapterSettings
-from nbhelpers.models.families import family_of_model, hub_id
+from nbhelpers.models.families import NO_CHECKPOINT, family_of_model, hub_id
 
 CONFIG_FILE = "accelerate_fsdp2.yaml"
 
@@ -128,4 +128,9 @@ def export_markdown(records: Any) -> str:
             "...)`)."
         )
     exported = export_multi_gpu(config)
-    return f"`{CONFIG_FILE}`:\n```yaml\n{exported[CONFIG_FILE]}```\n\n```bash\n{exported['command']}\n```"
+    text = f"`{CONFIG_FILE}`:\n```yaml\n{exported[CONFIG_FILE]}```\n\n```bash\n{exported['command']}\n```"
+    if hub_id(str(config.get("model", ""))) == NO_CHECKPOINT:
+        model = config.get("model")
+        text += (f"\n\nReplace `{NO_CHECKPOINT}` with your checkpoint: the measured preset `{model}` is a "
+                 "random-weight miniature that no released model has the shape of.")  # fmt: skip
+    return text

@@ -44,7 +44,7 @@ from nbhelpers.kernels.registry import BASELINE_BACKEND, model_setup_parts
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.measure.trainer_args import model_init_settings, resolved_dtype, sft_settings, trainer_settings
 from nbhelpers.models.adapters import AdapterSettings
-from nbhelpers.models.families import hub_id
+from nbhelpers.models.families import NO_CHECKPOINT, hub_id
 
 from .exports import call_code, literal, sft_trainer_code, trainer_code
 
@@ -180,8 +180,17 @@ class Recommendation:
         args = ", ".join(f"{k}={literal(v)}" for k, v in self.from_pretrained_kwargs().items())
         lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer", ""]
         lines += attention_setup_code(self.attn_implementation)  # e.g. torch_varlen's register()
+        if hub == NO_CHECKPOINT:  # a miniature preset: no released weights to load, said where it would fail
+            missing = (f"the measured preset {model!r} is a random-weight miniature that no released checkpoint has "
+                       "the shape of: set MODEL_ID to your checkpoint (a hub id or a local folder)")  # fmt: skip
+            lines += [
+                f"MODEL_ID = {literal(hub)}  # your checkpoint: no released one has the shape of {model!r}",
+                f"if MODEL_ID == {literal(NO_CHECKPOINT)}:",
+                f"    raise SystemExit({literal(missing)})",
+            ]
+        else:
+            lines.append(f"MODEL_ID = {literal(hub)}  # {note}; use your checkpoint")
         lines += [
-            f"MODEL_ID = {literal(hub)}  # {note}; use your checkpoint",
             f"model = AutoModelForCausalLM.from_pretrained(MODEL_ID, {args})",
             "tokenizer = AutoTokenizer.from_pretrained(MODEL_ID)",
         ]

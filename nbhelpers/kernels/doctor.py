@@ -240,6 +240,42 @@ def describe_machine(source: DoctorSource) -> str:
     return f"{head}\n{versions}"
 
 
+def verdict_line(source: DoctorSource) -> str:
+    """The doctor's closing line: which paths are broken (notebooks and the tuner leave them out), or none."""
+    broken = [r["path"] for r in doctor_facts(source)["paths"] if r["verdict"] == BROKEN_PATH]
+    return f"verdict: {len(broken)} broken ({', '.join(broken)})" if broken else "verdict: nothing broken"
+
+
+def verdict_tally(source: DoctorSource) -> str:
+    """How many paths each verdict has, e.g. "paths: 2 absent, 4 unchecked (of 6)"."""
+    rows = doctor_facts(source)["paths"]
+    counts = ", ".join(f"{n} {v}" for v in VERDICTS if (n := sum(1 for r in rows if r["verdict"] == v)))
+    return f"paths: {counts} (of {len(rows)})"
+
+
+def doctor_text(source: DoctorSource, width: int = 100) -> str:
+    """The verdict for a terminal, no line wider than ``width``: the machine, one line per path (its verdict and
+    why, wrapped under the reason's column), the notes, the tally and :func:`verdict_line` last."""
+    import textwrap
+
+    rows = doctor_facts(source)["paths"]
+    name_width = max(len(r["path"]) for r in rows) + 2 if rows else 10
+    verdict_width = max(len(v) for v in VERDICTS) + 2
+    indent = " " * (name_width + verdict_width)
+    lines = [textwrap.fill(line, width, subsequent_indent="  ") for line in describe_machine(source).splitlines()]
+    lines += ["", f"{'path':<{name_width}}{'verdict':<{verdict_width}}why"]
+    for row in rows:
+        why = row.get("reason") or ("" if row["installed"].startswith("yes") else row["installed"])
+        head = f"{row['path']:<{name_width}}{row['verdict']:<{verdict_width}}"
+        wrapped = textwrap.wrap(why, width - len(indent)) or [""]
+        lines.append((head + wrapped[0]).rstrip())
+        lines += [indent + more for more in wrapped[1:]]
+        for note in row.get("notes") or []:
+            lines.append(textwrap.fill(f"note: {note}", width, initial_indent=indent, subsequent_indent=indent))
+    closing = [verdict_tally(source), verdict_line(source)]
+    return "\n".join(lines + [""] + [textwrap.fill(line, width, subsequent_indent="  ") for line in closing])
+
+
 def broken_paths(source: DoctorSource | None) -> dict[str, str]:
     """The paths a verdict (a report or a doctor record's metrics) marks broken, with the reason ({} without)."""
     if source is None:

@@ -116,9 +116,11 @@ class RunConfig:
             )
         check_choice("attn_implementation", self.attn_implementation, ATTENTION_IMPLEMENTATIONS)
         check_choice("kernels", self.kernels, KERNEL_BACKENDS)
+        if not isinstance(self.liger_kernels, (list, tuple)):
+            raise ConfigError("liger_kernels", self.liger_kernels, f"a tuple drawn from {LIGER_KERNELS}")
         switches = tuple(self.liger_kernels)
-        unknown = [k for k in switches if k not in LIGER_KERNELS]
-        if unknown or isinstance(self.liger_kernels, str):
+        unknown = [k for k in switches if not isinstance(k, str) or k not in LIGER_KERNELS]
+        if unknown:
             raise ConfigError("liger_kernels", self.liger_kernels, f"a tuple drawn from {LIGER_KERNELS}")
         if {"fused_linear_cross_entropy", "cross_entropy"} <= set(switches):
             raise ConfigError(

@@ -13,6 +13,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
+import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from nbhelpers.kernels.registry import kernel_backend
 from .config import RunConfig
 from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failure
 from .env import detect_platform
+from .progress import PROGRESS_VARIABLE, Progress, read_progress
 from .store import RunRecord, RunStore, runs_root
 from .worker import failed_record
 
@@ -87,31 +90,42 @@ def stderr_tail(text: str, lines: int = 6) -> str:
     return " | ".join(kept[-lines:]) or "no error text"
 
 
-def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str] | None = None) -> RunRecord:
-    """Measure one configuration in a fresh Python process; never raises for a failed configuration."""
+ProgressCallback = Callable[[Progress], None]
+POLL_S = 0.5  # how often a waiting runner reads its configuration's progress
+
+
+def run_isolated(
+    config: RunConfig, notebook: str = "", extra_env: dict[str, str] | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> RunRecord:  # fmt: skip
+    """Measure one configuration in a fresh Python process; never raises for a failed configuration.
+    ``on_progress`` is called with the process's progress (:mod:`nbhelpers.measure.progress`) while it runs."""
     if shortfall := gpu_shortfall(config):  # before torchrun starts ranks that would find no device
         return failed_record(config, shortfall, notebook)
     with tempfile.TemporaryDirectory(prefix="nbhelpers-") as tmp:
         config_path, result_path = Path(tmp) / "config.json", Path(tmp) / "record.json"
+        progress_path, stderr_path = Path(tmp) / "progress.txt", Path(tmp) / "stderr.txt"
         config_path.write_text(config.to_json())
         command = [sys.executable, "-m", "nbhelpers.measure.worker", str(config_path), str(result_path), notebook]
         if needs_launch(config):  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
             command = launch_command(config, str(config_path), str(result_path), notebook)
-        child = subprocess.Popen(
-            command, env=_child_env(config, extra_env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, start_new_session=True, preexec_fn=_die_with_parent,
-        )  # fmt: skip
-        try:
-            _, stderr = child.communicate(timeout=config.timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(child)
-            return failed_record(config, f"timed out after {config.timeout_s} s", notebook)
-        except BaseException:  # an interrupted notebook must not leave a GPU-holding process behind
-            _kill_group(child)
-            raise
+        env = _child_env(config, extra_env) | {PROGRESS_VARIABLE: str(progress_path)}
+        with open(stderr_path, "w", encoding="utf-8") as stderr_file:
+            child = subprocess.Popen(
+                command, env=env, stdout=subprocess.DEVNULL, stderr=stderr_file, text=True,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+            try:
+                finished = _wait(child, config.timeout_s, progress_path, on_progress)
+            except BaseException:  # an interrupted notebook must not leave a GPU-holding process behind
+                _kill_group(child)
+                raise
         _kill_group(child)  # compile workers and other grandchildren end with their configuration
+        if not finished:
+            return failed_record(config, f"timed out after {config.timeout_s} s", notebook)
         if result_path.exists():
             return RunRecord.from_dict(json.loads(result_path.read_text()))
+        stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
         if child.returncode < 0:
             name = signal.Signals(-child.returncode).name
             hint = " (the host ran out of memory?)" if name == "SIGKILL" else ""
@@ -123,6 +137,22 @@ def run_isolated(config: RunConfig, notebook: str = "", extra_env: dict[str, str
         return failed_record(config, f"{reason}: {stderr_tail(stderr)}", notebook)
 
 
+def _wait(child: subprocess.Popen, timeout_s: float, progress_path: Path, on_progress: ProgressCallback | None) -> bool:
+    """Wait for the child up to ``timeout_s``, handing each new progress to ``on_progress``; False on time-out."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while True:
+        try:
+            child.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+            return True
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                return False
+        if on_progress is not None and (now := read_progress(progress_path)) is not None and now != last:
+            on_progress(now)
+            last = now
+
+
 def _kill_group(child: subprocess.Popen) -> None:
     """Stop a configuration's process and everything it started (it leads its own process group)."""
     try:
@@ -132,16 +162,41 @@ def _kill_group(child: subprocess.Popen) -> None:
     child.wait()
 
 
-def run_config(config: RunConfig, isolate: bool = True, notebook: str = "") -> RunRecord:
-    """Measure one configuration: in a subprocess by default, in this process when isolate=False."""
+def run_config(
+    config: RunConfig, isolate: bool = True, notebook: str = "", on_progress: ProgressCallback | None = None
+) -> RunRecord:
+    """Measure one configuration: in a subprocess by default (``on_progress`` hears where it is), in this
+    process when isolate=False."""
     if isolate or needs_launch(config):  # a sharded configuration always runs under torchrun
-        return run_isolated(config, notebook)
+        return run_isolated(config, notebook, on_progress=on_progress)
     from .worker import failure_reason, measure_config
 
     try:
         return measure_config(config, notebook)
     except Exception as error:  # noqa: BLE001 - every failure becomes a record
-        return failed_record(config, failure_reason(error), notebook)
+        return failed_record(config, failure_reason(error), notebook, traceback.format_exc())
+
+
+class ConfigBar:
+    """One configuration's bar under the list's, fed by its process's progress (``on_progress`` of
+    :func:`run_config`): its name, phase, steps done out of the phase's, and the time spent."""
+
+    def __init__(self, name: str) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=0, desc=name, unit="step", leave=False, position=1, bar_format=BAR_FORMAT)
+        self.bar.set_postfix_str("starting")
+
+    def __call__(self, progress: Progress) -> None:
+        self.bar.total = progress.total
+        self.bar.n = progress.done
+        self.bar.set_postfix_str(progress.phase)  # refreshes the bar
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} steps [{elapsed}{postfix}]"
 
 
 def run_configs(
@@ -169,9 +224,15 @@ def run_configs(
         iterator = bar
     records = []
     for config in iterator:
+        steps = None
         if bar is not None:
             bar.set_postfix_str(config.name)
-        record = run_config(config, isolate=isolate, notebook=notebook)
+            steps = ConfigBar(config.name)
+        try:
+            record = run_config(config, isolate=isolate, notebook=notebook, on_progress=steps)
+        finally:
+            if steps is not None:
+                steps.close()
         if annotate is not None:
             annotate(record, records)
         if store is not None:

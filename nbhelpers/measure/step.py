@@ -40,6 +40,7 @@ from .config import RunConfig
 from .env import environment, peak_flops, resolve_device, sync_device
 from .metrics import mfu, model_flops, step_time_stats
 from .parallel import Rank, full_value, global_loss_tokens, init_process_group, loss_scale, prepare_model
+from .progress import report_progress
 from .spread import spread_metrics
 from .store import RunRecord, run_dir
 
@@ -149,13 +150,13 @@ def timed_passes(
     """The timed steps: ``first_pass``, and with epoch timing more passes over the same batches until
     ``config.min_timed_steps`` steps are timed or one more pass would take the timed seconds past
     ``config.timing_cap_s``. The seconds and loss of each step, and its batch index."""
-    times, losses = timed_steps(step, batch_at, first_pass, device, progress)
+    times, losses = timed_steps(step, batch_at, first_pass, device, progress, "timed pass 1")
     indices = list(first_pass)
     passes = 1
     while config.timing == "epoch" and len(times) < config.min_timed_steps:
         if sum(times) * (passes + 1) / passes > config.timing_cap_s:
             break
-        more_times, more_losses = timed_steps(step, batch_at, first_pass, device, progress)
+        more_times, more_losses = timed_steps(step, batch_at, first_pass, device, progress, f"timed pass {passes + 1}")
         times += more_times
         losses += more_losses
         indices += first_pass
@@ -202,16 +203,18 @@ def timed_steps(
     indices: Sequence[int],
     device: str,
     progress: str = "",
+    phase: str = "timed",
 ) -> tuple[list[float], list[Any]]:
     """Each batch's step between two device syncs: the seconds of each and its loss (a tensor in flight).
-    ``progress``: a bar's description (none when empty)."""
+    ``progress``: a bar's description (none when empty); ``phase``: what each step reports to the process that
+    started this one (:func:`nbhelpers.measure.progress.report_progress`)."""
     iterator: Any = indices
     if progress:
         from tqdm.auto import tqdm
 
         iterator = tqdm(indices, desc=progress, file=sys.stderr)
     times, losses = [], []
-    for i in iterator:
+    for n, i in enumerate(iterator):
         b = batch_at(i)
         sync_device(device)
         start = time.perf_counter()
@@ -219,6 +222,7 @@ def timed_steps(
         sync_device(device)
         times.append(time.perf_counter() - start)
         losses.append(loss)
+        report_progress(phase, n + 1, len(indices))
     return times, losses
 
 
@@ -329,6 +333,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     check_positions(resolved.config, config.max_length)  # before any data or weights load
     tokenizer = load_tokenizer(resolved.source)
     batches = prepare_batches(config, tokenizer, device, rank, resolved.boundaries)
+    report_progress("building the model", 0, 0)
     build_start = time.perf_counter()
     model = build_for(config, resolved, device, dtype)
     sync_device(device)
@@ -348,6 +353,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         return batches[i % len(batches)]
 
     sync_device(device)
+    report_progress("first step (compiles, autotunes)", 0, 1)
     start = time.perf_counter()
     first_loss, first_grad_norm = step(batch(0))
     sync_device(device)
@@ -355,7 +361,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     # One rank alone may add warm-up steps for its shapes; several must step together (a collective each step).
     shapes = [batch_shape(b) for b in batches]
     untimed, first_pass = step_schedule(config, len(batches), shapes if rank.world_size == 1 else None)
-    untimed_times, untimed_losses = timed_steps(step, batch, untimed, device)
+    untimed_times, untimed_losses = timed_steps(step, batch, untimed, device, phase="untimed")
     label = f"timing {config.name}" if progress else ""
     times, timed_losses, timed = timed_passes(step, batch, first_pass, device, config, label)
     losses = [float(first_loss)] + [float(v) for v in timed_losses]

@@ -181,7 +181,8 @@ def load_records(*paths: str | Path) -> list[RunRecord]:
 
 
 def records_frame(records: list[RunRecord]) -> Any:
-    """A pandas DataFrame with one row per record: label, status, reason, machine and metrics."""
+    """A pandas DataFrame with one row per record: label, status, reason, machine and metrics (a failure's
+    traceback stays in its record: the one-line reason is the table's)."""
     import pandas as pd
 
     rows = []
@@ -196,6 +197,6 @@ def records_frame(records: list[RunRecord]) -> Any:
             "run_name": record.config.get("run_name", ""),
             "record_id": record.record_id,
         }
-        row.update({k: v for k, v in record.metrics.items() if not isinstance(v, (list, dict))})
+        row.update({k: v for k, v in record.metrics.items() if not isinstance(v, (list, dict)) and k != "traceback"})
         rows.append(row)
     return pd.DataFrame(rows)

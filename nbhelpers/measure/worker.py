@@ -14,15 +14,20 @@ from pathlib import Path
 from .config import RunConfig
 from .engines import ENGINES
 from .env import safe_environment
+from .progress import report_progress
 from .store import RunRecord
+
+TRACE_CHARS = 20_000  # the end of a failure's traceback kept in its record (metrics["traceback"])
 
 
 def failure_reason(error: BaseException) -> str:
-    """One line that says why a configuration failed."""
+    """One line that says why a configuration failed (the whole traceback goes to the record beside it)."""
     text = f"{type(error).__name__}: {error}".strip()
     first_line = text.splitlines()[0] if text else type(error).__name__
     if type(error).__name__ == "OutOfMemoryError" or "out of memory" in text.lower():
         return f"out of memory: {first_line[:300]}"
+    if type(error).__name__ == "InterpreterError":  # Triton's CPU interpreter met what only a GPU compiles
+        return f"Triton's CPU interpreter cannot run this kernel; it runs on a CUDA GPU ({first_line[:300]})"
     if isinstance(error, ImportError):
         return f"missing package: {first_line[:300]}"
     if str(error).startswith(("no GPU", "non-finite loss")):
@@ -30,11 +35,12 @@ def failure_reason(error: BaseException) -> str:
     return first_line[:400]
 
 
-def failed_record(config: RunConfig, reason: str, notebook: str = "") -> RunRecord:
-    """A failed record that still says which configuration it was and where it ran."""
+def failed_record(config: RunConfig, reason: str, notebook: str = "", trace: str = "") -> RunRecord:
+    """A failed record that still says which configuration it was and where it ran; ``trace`` (the formatted
+    traceback, its last :data:`TRACE_CHARS` characters) is kept in ``metrics["traceback"]``."""
     return RunRecord.failed(
         config.to_dict() | {"label": config.name}, reason, notebook=notebook,
-        environment=safe_environment(config.device),
+        environment=safe_environment(config.device), metrics={"traceback": trace[-TRACE_CHARS:]} if trace else {},
     )  # fmt: skip
 
 
@@ -46,6 +52,7 @@ def attach_probe(record: RunRecord, config: RunConfig) -> None:
     try:
         from .sequence_parity import parity_probe
 
+        report_progress("parity probe", 0, 0)
         probe = parity_probe(config)
     except Exception as error:  # noqa: BLE001 - the timing stands; parity then has no probe to compare
         traceback.print_exc(file=sys.stderr)
@@ -78,7 +85,7 @@ def run(config_path: str, result_path: str, notebook: str = "") -> int:
         record = measure_config(config, notebook)
     except BaseException as error:  # noqa: BLE001 - every failure becomes a record
         traceback.print_exc(file=sys.stderr)
-        record = failed_record(config, failure_reason(error), notebook)
+        record = failed_record(config, failure_reason(error), notebook, traceback.format_exc())
         if config.sharding != "none":
             from .distributed import rank_file
 

@@ -203,10 +203,15 @@ def preset_config(name: str, **overrides: Any) -> Any:
     return family_of_preset(name).build_config(name, **overrides)
 
 
+# What an export names in place of a preset no released checkpoint has the shape of (a random-weight miniature).
+NO_CHECKPOINT = "YOUR-CHECKPOINT"
+
+
 def hub_id(model: str) -> str:
-    """The hub id of the released model a preset has the shape of; any other name unchanged."""
+    """The hub id of the released model a preset has the shape of (:data:`NO_CHECKPOINT` for a preset that none
+    has, such as the tiny miniatures); any other name (a hub id, a local folder) unchanged."""
     family = _BY_PRESET.get(model)
-    return family.hub_ids.get(model, model) if family else model
+    return family.hub_ids.get(model, NO_CHECKPOINT) if family else model
 
 
 def unsupported(

@@ -63,11 +63,20 @@ class Measured:
         return value if value is not None else 0.0
 
 
-def default_measure(notebook: str = "") -> Measure:
-    """Each configuration in its own subprocess (nbhelpers.measure.runner)."""
-    from nbhelpers.measure.runner import run_config
+def default_measure(notebook: str = "", progress: bool = False) -> Measure:
+    """Each configuration in its own subprocess (nbhelpers.measure.runner); with ``progress`` a bar of its own
+    (name, phase, steps, time) while it runs."""
+    from nbhelpers.measure.runner import ConfigBar, run_config
 
-    return lambda config: run_config(config, isolate=True, notebook=notebook)
+    def measure(config: RunConfig) -> RunRecord:
+        bar = ConfigBar(config.name) if progress else None
+        try:
+            return run_config(config, isolate=True, notebook=notebook, on_progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    return measure
 
 
 def this_machine(device: str) -> str:
@@ -132,7 +141,7 @@ class Tuner:
         self.not_runnable = list(not_runnable)
         self.budget_s, self.eta, self.final_count = float(budget_s), eta, final_count
         self.first_steps, self.first_warmup = first_steps, first_warmup
-        self.measure = measure or default_measure(notebook)
+        self.measure = measure or default_measure(notebook, progress)
         self.clock = clock
         self.store = store if store is not None else RunStore.for_run(workload.run_name)
         self.reuse_baseline, self.reuse_records, self.machine = reuse_baseline, reuse_records, machine

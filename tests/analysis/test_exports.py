@@ -180,3 +180,16 @@ def test_a_backend_without_a_trainer_flag_is_set_up_on_the_model_in_the_export(m
     assert "use_liger_kernel" in fused.sft_config_code()  # Liger keeps its TRL flag
     plain = recommend([make_record("p", 100.0, kernels="liger", **hybrid)])
     assert "use_fla" not in plain.model_code()
+
+
+def test_the_export_of_a_miniature_preset_fails_with_what_to_replace(make_record, tiny, tmp_path, monkeypatch):
+    from nbhelpers.models.families import NO_CHECKPOINT
+
+    rec = _recommendation(make_record, "packed")
+    code = rec.model_code()
+    assert f'MODEL_ID = "{NO_CHECKPOINT}"' in code and "qwen3-tiny" in code
+    with pytest.raises(SystemExit, match="set MODEL_ID to your checkpoint"):
+        _run(code, {})  # as printed: it stops before any download, saying what to do
+    folder, _, rows = tiny
+    namespace = _namespace(rec, folder, rows, tmp_path, monkeypatch)  # with a real checkpoint it loads
+    assert namespace["model"].config.model_type == "qwen3"

@@ -15,7 +15,7 @@ import pytest
 
 from nbhelpers import sweep
 from nbhelpers.cli import main
-from nbhelpers.measure.store import RunStore
+from nbhelpers.measure.store import RunRecord, RunStore
 
 STAND_IN = """\
 import time
@@ -226,6 +226,23 @@ def test_sweep_killed_with_sigkill_resumes_without_loss(tmp_path, kernel_env):
         assert (out / "k" / f"batch_size-{b}" / "01_first.ipynb").exists()
     aside = RunStore(out / "k" / "batch_size-2" / sweep.SET_ASIDE_NAME).load()
     assert [r.config["batch_size"] for r in aside] == [2]  # the interrupted attempt's record, kept aside
+
+
+def test_run_all_after_a_killed_run_all_sets_the_killed_attempts_records_aside(tmp_path, kernel_env):
+    """What a kill -9 inside notebook 01 leaves (its marker, its record, no journal entry): the next run-all moves
+    that record aside before measuring again, so the store holds each configuration once and nothing is lost."""
+    nbs = stand_ins(tmp_path / "nbs")
+    out = tmp_path / "runs"
+    folder = out / "default"
+    killed = RunRecord(config={"run_name": "default", "label": "01-static", "batch_size": 1, "padding": "static"},
+                       notebook="01", metrics={"real_tokens_per_s": 1.0})  # fmt: skip
+    RunStore(folder).append(killed)
+    sweep.attempt_marker(folder, nbs[0].name).write_text(json.dumps({"store_bytes": 0}))
+    sweep.run_all(tmp_path / "nbs", out, progress=False)
+    assert [r.config["label"] for r in RunStore(folder).load()] == ["01-static", "02-static"]
+    assert killed.record_id not in {r.record_id for r in RunStore(folder).load()}
+    assert [r.record_id for r in RunStore(folder / sweep.SET_ASIDE_NAME).load()] == [killed.record_id]
+    assert not list(folder.glob(f"{sweep.ATTEMPT_PREFIX}*"))
 
 
 @pytest.mark.slow

@@ -272,3 +272,21 @@ def test_doctor_json_stays_parseable_when_a_kernel_library_prints(monkeypatch, c
     out, err = capfd.readouterr()
     assert json.loads(out)["kind"] == "doctor"
     assert "compile log from Python" in err and "compile log from native code" in err
+
+
+def test_the_terminal_verdict_fits_100_columns_and_ends_with_its_verdict():
+    from nbhelpers.kernels.doctor import doctor_text
+
+    report = run_doctor("cpu", run_probes=False)
+    clean = doctor_text(report)
+    assert clean.splitlines()[-1] == "verdict: nothing broken"
+    report.paths.append(check_path(_fake_path(_WrongBackward.apply), "cpu", {}, []))
+    slow = KnownBad("slow-one", "kernels fake", "slower " * 30, "do this", "NOTES.md", severity=SLOW)
+    report.paths[-1].notes.append(f"{slow.name}: {slow.effect}")
+    text = doctor_text(report)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert lines[-1] == "verdict: 1 broken (kernels fake)"
+    assert lines[-2].startswith("paths: 1 broken,") and lines[-2].endswith(f"(of {len(report.paths)})")
+    assert any(line.startswith("kernels fake") and BROKEN_PATH in line for line in lines)
+    assert sum(line.lstrip().startswith("note: slow-one") for line in lines) == 1

@@ -91,7 +91,10 @@ def test_runner_keeps_the_parent_process_unpatched(runs_root):
     record = run_config(config)
     # The child patched and ran Liger's RMSNorm, which Triton's CPU interpreter cannot execute.
     assert not record.ok
-    assert record.reason.startswith("InterpreterError") and "'float' object has no attribute 'to'" in record.reason
+    assert record.reason.startswith("Triton's CPU interpreter cannot run this kernel; it runs on a CUDA GPU")
+    assert "InterpreterError" in record.reason and "'float' object has no attribute 'to'" in record.reason
+    assert "Traceback (most recent call last)" in record.metrics["traceback"]  # the whole trace, kept
+    assert "\n" not in record.reason
     assert modeling.apply_rotary_pos_emb is original_rope
     assert modeling.Qwen3RMSNorm is original_norm and modeling.Qwen3RMSNorm.__module__ == modeling.__name__
     assert modeling.Qwen3MLP is original_mlp

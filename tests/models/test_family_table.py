@@ -17,6 +17,7 @@ from nbhelpers.measure.config import ATTENTION_IMPLEMENTATIONS, KERNEL_BACKENDS
 from nbhelpers.models.families import (
     FAMILIES,
     MODEL_PRESETS,
+    NO_CHECKPOINT,
     PACKING_MODES,
     family_of_model,
     family_of_model_type,
@@ -174,7 +175,7 @@ def test_bare_checkpoint_folder_gets_its_familys_embedded_tokenizer(tmp_path):
 
 def test_hub_ids_and_lookups():
     assert hub_id("qwen3-1.7b") == "Qwen/Qwen3-1.7B"
-    assert hub_id("qwen3-tiny") == "qwen3-tiny"  # no released model of that shape
+    assert hub_id("qwen3-tiny") == NO_CHECKPOINT  # no released model of that shape
     assert hub_id("/my/checkpoint") == "/my/checkpoint"
     assert family_of_model("Qwen/Qwen3-8B") is FAMILIES["qwen3"]
     assert family_of_model("someone/unknown-model") is None

@@ -13,6 +13,7 @@ from nbhelpers.measure.runner import run_config
 from nbhelpers.models import loading
 from nbhelpers.models.families import (
     FAMILIES,
+    NO_CHECKPOINT,
     family_of_model,
     family_of_preset,
     hub_id,
@@ -55,7 +56,7 @@ def test_layer_count_override_rebuilds_the_layer_pattern():
 def test_hub_ids_name_the_released_checkpoints():
     assert hub_id("qwen3.5-2b") == "Qwen/Qwen3.5-2B"
     assert hub_id("qwen3.8-27b") == "Qwen/Qwen3.8-27B"
-    assert hub_id("qwen3.5-tiny") == "qwen3.5-tiny"
+    assert hub_id("qwen3.5-tiny") == NO_CHECKPOINT  # a miniature: no released model of its shape
     for name in ("Qwen/Qwen3.5-0.8B", "Qwen/Qwen3.6-27B", "Qwen/Qwen3.8-27B"):
         assert family_of_model(name) is FAMILIES["qwen3_5"]
 
