@@ -36,7 +36,7 @@ def test_tune_refuses_a_bad_value_naming_it(argv, named, capsys, tmp_path):
 
 def test_tune_prints_the_journal_and_the_winner(monkeypatch, capsys, tmp_path):
     measure = FakeMeasure(FakeClock(), RATES)
-    monkeypatch.setattr(tuner, "default_measure", lambda notebook="": measure)
+    monkeypatch.setattr(tuner, "default_measure", lambda notebook="", progress=False: measure)
     argv = ["tune", "--run-name", "cli-tune", "--out", str(tmp_path), "--device", "cpu", "--no-progress",
             "--kernels", "eager,compile", "--strategies", "static,packed", "--attention", "sdpa,torch_varlen",
             "--batch-size", "2", "--max-length", "64", "--num-samples", "8", "--timing", "epoch"]  # fmt: skip

@@ -106,8 +106,9 @@ def test_liger_on_cpu_without_interpreter_is_a_failed_record(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     config = RunConfig(num_samples=2, batch_size=1, max_length=48, steps=1, warmup=0, kernels="liger", device="cpu")
     record = run_config(config, isolate=False)
-    assert not record.ok and record.metrics == {}
+    assert not record.ok and set(record.metrics) == {"traceback"}  # no measurement, the whole trace kept
     assert record.reason.startswith("BackendUnavailable: no Triton driver on CPU")
+    assert "BackendUnavailable" in record.metrics["traceback"].splitlines()[-1]
 
 
 def test_unsupported_model_type_names_the_supported_ones(monkeypatch):

@@ -23,7 +23,7 @@ def test_a_report_is_read_back_and_nothing_is_written_unasked(tmp_path, monkeypa
 
 
 def test_a_subprocess_measurement_reports_its_phases_and_steps_as_it_goes(runs_root):
-    config = RunConfig(run_name="progress", model="qwen3-tiny", num_samples=4, batch_size=2, max_length=32,
+    config = RunConfig(run_name="progress", model="qwen3-tiny", num_samples=4, batch_size=2, max_length=128,
                        steps=2, warmup=1, padding="dynamic", device="cpu")  # fmt: skip
     seen: list[Progress] = []
     record = run_isolated(config, on_progress=seen.append)

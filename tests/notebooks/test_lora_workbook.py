@@ -91,11 +91,15 @@ def test_notebook_05_runs_an_adapter_on_one_gpu_and_refuses_more_at_once():
 
 
 def test_notebook_05_exports_a_full_fine_tuning_run_as_before(make_record):
-    record = make_record("fsdp2", 1000.0, gpus=2, sharding="fsdp2", model="qwen3-tiny")
+    record = make_record("fsdp2", 1000.0, gpus=2, sharding="fsdp2", model="qwen3-8b")
     exported = multi_gpu_export.export_multi_gpu(record.config)
     expected = (f"`{multi_gpu_export.CONFIG_FILE}`:\n```yaml\n{exported[multi_gpu_export.CONFIG_FILE]}```\n\n"
                 f"```bash\n{exported['command']}\n```")  # fmt: skip
     assert multi_gpu_export.export_markdown([record]) == expected
+    assert "--model_name_or_path Qwen/Qwen3-8B" in exported["command"]
+    tiny = make_record("fsdp2", 1000.0, gpus=2, sharding="fsdp2", model="qwen3-tiny")  # no released checkpoint
+    text = multi_gpu_export.export_markdown([tiny])
+    assert "--model_name_or_path YOUR-CHECKPOINT" in text and text.endswith("no released model has the shape of.")
 
 
 def test_the_lora_fit_is_shown_only_with_an_adapter():
@@ -135,7 +139,7 @@ def test_the_gpu_command_hands_the_adapter_to_every_notebook(tmp_path):
 
 def test_tune_takes_the_adapter(monkeypatch, capsys, tmp_path):
     measure = FakeMeasure(FakeClock(), RATES)
-    monkeypatch.setattr(tuner, "default_measure", lambda notebook="": measure)
+    monkeypatch.setattr(tuner, "default_measure", lambda notebook="", progress=False: measure)
     argv = ["tune", "--run-name", "lora-tune", "--out", str(tmp_path), "--device", "cpu", "--no-progress",
             "--kernels", "eager", "--strategies", "static,packed", "--batch-size", "2", "--max-length", "64",
             "--adapter", "lora", "--lora-rank", "8", "--lora-targets", "q_proj,v_proj"]  # fmt: skip
