@@ -34,6 +34,7 @@ from nbhelpers.measure.store import RunRecord, RunStore, run_dir, runs_root
 from nbhelpers.planning.candidates import Candidate, baseline_candidate
 
 from .journal import BASELINE, DROPPED, KEPT, NOT_RUNNABLE, NOT_TRIED, WINNER, Decision, TuneResult, parity_of, ratio
+from .measuring import Measure, default_measure
 from .problems import problem_of
 from .reuse import stored_measurement
 
@@ -42,7 +43,6 @@ MEASURED = "measured"  # a stored record's tuner note: the decision itself is jo
 TUNER_KIND = "tuner"  # kind of the rung records: kept in the store, outside the step tables
 JOURNAL_NAME = "tuner.jsonl"
 TUNED_NAME = "tuned.json"
-Measure = Callable[[RunConfig], RunRecord]
 
 
 @dataclass
@@ -61,22 +61,6 @@ class Measured:
     def rate(self) -> float:
         value = tokens_per_s(self.record) if self.record.ok else None
         return value if value is not None else 0.0
-
-
-def default_measure(notebook: str = "", progress: bool = False) -> Measure:
-    """Each configuration in its own subprocess (nbhelpers.measure.runner); with ``progress`` a bar of its own
-    (name, phase, steps, time) while it runs."""
-    from nbhelpers.measure.runner import ConfigBar, run_config
-
-    def measure(config: RunConfig) -> RunRecord:
-        bar = ConfigBar(config.name) if progress else None
-        try:
-            return run_config(config, isolate=True, notebook=notebook, on_progress=bar)
-        finally:
-            if bar is not None:
-                bar.close()
-
-    return measure
 
 
 def this_machine(device: str) -> str:
