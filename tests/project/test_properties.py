@@ -30,7 +30,7 @@ from nbhelpers.planning.sweep_grid import parse_grid  # noqa: E402
 from nbhelpers.validation import ConfigError  # noqa: E402
 
 FIELDS = [f.name for f in dataclasses.fields(RunConfig)]
-PROPERTIES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTIES = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40),
