@@ -199,10 +199,6 @@ def recomputed_layers(num_layers: int, mode: str, every: int) -> set[int]:
     return set()
 
 
-def checkpointed_count(num_layers: int, mode: str, every: int) -> int:
-    """How many decoder layers are recomputed in backward."""
-    return len(recomputed_layers(num_layers, mode, every))
-
 
 def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
     """Predicted per-GPU memory of one training step (AdamW, bf16 compute) of ``shape`` under ``settings``.
