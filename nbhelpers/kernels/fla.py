@@ -217,8 +217,8 @@ def fused_gated_norm(norm: Any) -> Any:
     from fla.modules import FusedRMSNormGated
 
     weight = norm.weight
-    eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
-    fused = FusedRMSNormGated(weight.numel(), eps=eps, activation="swish", device=weight.device, dtype=weight.dtype)
+    fused = FusedRMSNormGated(weight.numel(), eps=norm.variance_epsilon, activation="swish", device=weight.device,
+                              dtype=weight.dtype)  # fmt: skip
     with torch.no_grad():
         fused.weight.copy_(weight)
     fused.weight.requires_grad_(weight.requires_grad)
