@@ -198,9 +198,10 @@ class Tuner:
         final = rung is None
         steps = config.steps if config.timing == "steps" else 1
         record = stored_measurement(stored, config, machine, steps, same_timing=final)
-        if record is None or (self.baseline is not None and record.record_id == self.baseline.record_id):
+        if record is None:
             return None
-        if self.baseline is not None and not isinstance(record.metrics.get("parity"), dict):
+        is_baseline = self.baseline is not None and record.record_id == self.baseline.record_id
+        if self.baseline is not None and not is_baseline and not isinstance(record.metrics.get("parity"), dict):
             record.metrics["parity"] = check_parity(record, self.baseline)
         times = budget.step_times(record)
         wall = (times[0] + times[1]) if times else budget.typical_s(self.walls)

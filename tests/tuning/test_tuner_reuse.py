@@ -81,6 +81,24 @@ def test_records_already_in_the_store_are_reused_not_measured_nor_stored_again(t
     assert len(ids) == len(set(ids))  # nothing stored twice
 
 
+def test_the_stored_baseline_stands_in_for_the_baseline_in_rung_0_too(tmp_path):
+    store = RunStore(tmp_path / "t")
+    clock = FakeClock()
+    grid = FakeMeasure(clock, RATES)
+    baseline = grid(Candidate("eager", (), "static", 0, "sdpa").config(WORKLOAD, label="grid eager static"))
+    store.append(baseline)
+    measure = FakeMeasure(clock, RATES)
+    space = [Candidate("eager", (), "static", 0, "sdpa"), *SPACE]  # the baseline is a candidate too, as in a grid
+    result = Tuner(WORKLOAD, space, budget_s=10_000, measure=measure, clock=clock, store=store, progress=False,
+                   machine=MACHINE, reuse_baseline=True).run()  # fmt: skip
+    assert result.baseline.record_id == baseline.record_id
+    assert ("eager", "static") not in {(c.kernels, c.padding) for c in measure.calls}  # not measured again
+    rung0 = [d for d in result.decisions if d.stage == "rung 0" and d.record_id == baseline.record_id]
+    assert len(rung0) == 1 and "reused from the store" in rung0[0].reason
+    ids = [r.record_id for r in store.load()]
+    assert len(ids) == len(set(ids))
+
+
 def test_another_machine_or_another_computation_is_not_reused(tmp_path):
     store = RunStore(tmp_path / "t")
     clock = FakeClock()
