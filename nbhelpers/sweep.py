@@ -190,7 +190,8 @@ class SweepResult:
 
 
 ATTEMPT_PREFIX = ".attempt-"
-SET_ASIDE_NAME = "interrupted-records.jsonl"
+SET_ASIDE_NAME = "interrupted-records.jsonl"  # records of a killed or failed attempt, set aside before its rerun
+RESTARTED_NAME = "restarted-records.jsonl"  # records of a finished attempt, set aside by a rerun with --restart
 
 
 def _size(path: Path) -> int:
@@ -202,31 +203,90 @@ def attempt_marker(run_folder: Path, notebook: str) -> Path:
     return run_folder / f"{ATTEMPT_PREFIX}{notebook}.json"
 
 
-def set_aside_earlier_attempt(run_folder: Path, notebook: str, entry: dict[str, Any] | None) -> None:
-    """Move the records an unfinished (killed) or failed earlier attempt wrote into ``interrupted-records.jsonl``.
+def _record_id(line: bytes) -> str | None:
+    try:
+        entry = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return entry.get("record_id") if isinstance(entry, dict) else None
 
-    A killed attempt left its marker: its records are the store's bytes after the marker's size. A failed
-    attempt's journal entry holds the store's size before and after it.
+
+def written_record_ids(store: Path, start: int, end: int) -> list[str]:
+    """The ids of the records an attempt appended to ``store`` between byte offsets ``start`` and ``end``."""
+    if not store.exists():
+        return []
+    with open(store, "rb") as handle:
+        handle.seek(start)
+        data = handle.read(max(0, end - start))
+    return [rid for line in data.splitlines() if line.strip() and (rid := _record_id(line)) is not None]
+
+
+def _move_aside(store: Path, aside: Path, keep: Any) -> int:
+    """Move the store's lines that ``keep(index, line)`` rejects to the end of ``aside``; returns how many.
+    The store is rewritten through a staging file (regular files only, inside the run folder)."""
+    data = store.read_bytes()
+    lines = data.splitlines(keepends=True)
+    kept = [line for i, line in enumerate(lines) if keep(i, line)]
+    moved = [line for i, line in enumerate(lines) if not keep(i, line)]
+    if not moved:
+        return 0
+    with open(aside, "ab") as handle:
+        handle.write(b"".join(line if line.endswith(b"\n") else line + b"\n" for line in moved))
+        handle.flush()
+        os.fsync(handle.fileno())
+    staging = store.with_name(store.name + ".tmp")
+    staging.write_bytes(b"".join(kept))
+    os.replace(staging, store)
+    return len(moved)
+
+
+def set_aside_earlier_attempt(
+    run_folder: Path, notebook: str, entry: dict[str, Any] | None, include_finished: bool = False
+) -> None:
+    """Move the records an earlier attempt of ``notebook`` wrote out of the run's store before it runs again.
+
+    A killed attempt left its marker: its records are the store's bytes after the marker's size (moved into
+    ``interrupted-records.jsonl``). A failed attempt's journal entry names its records (``record_ids``; older
+    entries: the store's size before and after it), moved there too. With ``include_finished`` (a rerun with
+    ``--restart``) a finished attempt's records are moved into ``restarted-records.jsonl``: the store keeps one
+    record per configuration and nothing measured is lost.
     """
     store, marker = run_folder / "records.jsonl", attempt_marker(run_folder, notebook)
-    span: tuple[int, int | None] | None = None
-    if marker.exists():
+    killed = marker.exists()
+    if killed and store.exists():
         try:
-            span = (int(json.loads(marker.read_text())["store_bytes"]), None)
+            start = int(json.loads(marker.read_text())["store_bytes"])
         except (ValueError, KeyError, TypeError):
             warnings.warn(f"{marker}: unreadable attempt marker; the store is left as it is", stacklevel=3)
-    elif entry is not None and entry.get("status") != "ok" and len(entry.get("store_bytes") or []) == 2:
-        span = (int(entry["store_bytes"][0]), int(entry["store_bytes"][1]))
-    if span is not None and store.exists():
-        data = store.read_bytes()
-        start, end = span[0], len(data) if span[1] is None else span[1]
-        if 0 <= start < end <= len(data):
-            with open(run_folder / SET_ASIDE_NAME, "ab") as handle:
-                handle.write(data[start:end])
-            staging = store.with_name(store.name + ".tmp")
-            staging.write_bytes(data[:start] + data[end:])
-            os.replace(staging, store)
+        else:
+            if 0 <= start < _size(store):
+                offsets = _line_offsets(store)
+                _move_aside(store, run_folder / SET_ASIDE_NAME, lambda i, _line: offsets[i] < start)
     marker.unlink(missing_ok=True)
+    if entry is None or not store.exists():
+        return
+    failed = entry.get("status") != "ok"
+    if not failed and not include_finished:
+        return
+    aside = run_folder / (SET_ASIDE_NAME if failed else RESTARTED_NAME)
+    ids = entry.get("record_ids")
+    if isinstance(ids, list):
+        wanted = {str(i) for i in ids}
+        _move_aside(store, aside, lambda _i, line: _record_id(line) not in wanted)
+    elif failed and not killed and len(entry.get("store_bytes") or []) == 2:  # an entry without record_ids
+        begin, end = (int(v) for v in entry["store_bytes"])  # its byte span, valid until a later set-aside
+        offsets = _line_offsets(store)
+        if 0 <= begin < end <= _size(store):
+            _move_aside(store, aside, lambda i, _line: not begin <= offsets[i] < end)
+
+
+def _line_offsets(store: Path) -> list[int]:
+    """The byte offset at which each line of ``store`` starts."""
+    offsets, position = [], 0
+    for line in store.read_bytes().splitlines(keepends=True):
+        offsets.append(position)
+        position += len(line)
+    return offsets
 
 
 def check_points(
@@ -291,9 +351,10 @@ def run_points(
                     params = parameters_for(nb, declared[nb], point, name)
                     output = runs_root / name / nb.name
                     store = runs_root / name / "records.jsonl"
-                    # a killed attempt (its marker) always; with resume also a failed one the journal names
-                    earlier = journal_all.get((name, nb.name)) if resume else None
-                    set_aside_earlier_attempt(runs_root / name, nb.name, earlier)
+                    # a killed attempt (its marker) always, a failed one the journal names, and with --restart
+                    # (no resume) also a finished one: the rerun's records replace them in the store
+                    earlier = journal_all.get((name, nb.name))
+                    set_aside_earlier_attempt(runs_root / name, nb.name, earlier, include_finished=not resume)
                     marker = attempt_marker(runs_root / name, nb.name)
                     before = _size(store)
                     marker.parent.mkdir(parents=True, exist_ok=True)
@@ -318,6 +379,7 @@ def run_points(
                         "duration_s": round(time.perf_counter() - t0, 3),
                         "pid": os.getpid(),
                         "store_bytes": [before, _size(store)],
+                        "record_ids": written_record_ids(store, before, _size(store)),
                     }
                     journal.append(entry)
                     marker.unlink(missing_ok=True)

@@ -308,3 +308,59 @@ def test_a_notebook_runs_without_the_kernels_own_warnings_on_the_console(tmp_pat
     assert "without encryption" not in captured.err + captured.out  # ipykernel's start-up warning, every kernel
     ran = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     assert "ran 2" in "".join(o.get("text", "") for o in ran.cells[-1].outputs)
+
+
+def test_sweep_restart_sets_a_finished_points_records_aside_instead_of_doubling_them(tmp_path, kernel_env):
+    """``--restart`` measures every point again: the store keeps the new record of each configuration and the
+    earlier one goes to restarted-records.jsonl (kept, not lost); the journal names each attempt's records."""
+    nbs = stand_ins(tmp_path / "nbs")
+    out = tmp_path / "runs"
+    args = ["sweep", "--grid", "batch_size=2,3", "--notebooks", "01", "--notebooks-dir", str(nbs[0].parent),
+            "--out", str(out), "--name", "r", "--no-progress", "--no-report"]  # fmt: skip
+    assert main(args) == 0
+    first = {b: RunStore(out / "r" / f"batch_size-{b}").load() for b in (2, 3)}
+    entries = [json.loads(line) for line in (out / "r" / "sweep.jsonl").read_text().splitlines()]
+    assert [e["record_ids"] for e in entries] == [[first[b][0].record_id] for b in (2, 3)]
+    assert main([*args, "--restart"]) == 0
+    for b in (2, 3):
+        folder = out / "r" / f"batch_size-{b}"
+        now = RunStore(folder).load()
+        assert [r.config["batch_size"] for r in now] == [b]  # one record per configuration, not two
+        assert now[0].record_id != first[b][0].record_id  # measured again
+        aside = RunStore(folder / sweep.RESTARTED_NAME).load()
+        assert [r.record_id for r in aside] == [first[b][0].record_id]  # the earlier one, kept
+
+
+def test_run_all_again_keeps_one_record_per_configuration(tmp_path, kernel_env):
+    nbs = stand_ins(tmp_path / "nbs")
+    out = tmp_path / "runs"
+    folder = out / "default"
+    sweep.run_all(nbs[0].parent, out, progress=False)
+    first = [r.record_id for r in RunStore(folder).load()]
+    sweep.run_all(nbs[0].parent, out, progress=False)
+    assert [r.config["label"] for r in RunStore(folder).load()] == ["01-static", "02-static"]
+    assert [r.record_id for r in RunStore(folder / sweep.RESTARTED_NAME).load()] == first
+
+
+def test_setting_aside_touches_only_the_named_attempts_records(tmp_path):
+    """A killed retry of a failed notebook: its marker's records and the failed entry's (by id) go aside; the
+    records of the notebooks before it stay, whatever byte offsets the old entry holds."""
+    folder = tmp_path / "run"
+    store = RunStore(folder)
+
+    def record(label: str) -> RunRecord:
+        return store.append(RunRecord(config={"label": label}, metrics={"real_tokens_per_s": 1.0}))
+
+    keep = record("01")
+    start = (folder / "records.jsonl").stat().st_size
+    failed = record("02 failed")
+    entry = {"status": "failed", "store_bytes": [0, 10**6], "record_ids": [failed.record_id]}
+    sweep.attempt_marker(folder, "02.ipynb").write_text(json.dumps({"store_bytes": start}))
+    killed = record("02 killed")
+    sweep.set_aside_earlier_attempt(folder, "02.ipynb", entry)
+    assert [r.record_id for r in store.load()] == [keep.record_id]
+    aside = RunStore(folder / sweep.SET_ASIDE_NAME).load()
+    assert sorted(r.record_id for r in aside) == sorted([failed.record_id, killed.record_id])
+    assert not sweep.attempt_marker(folder, "02.ipynb").exists()
+    sweep.set_aside_earlier_attempt(folder, "02.ipynb", entry | {"record_ids": None})  # an older entry: spans
+    assert [r.record_id for r in store.load()] == [keep.record_id]  # no marker: its span is out of range, kept
