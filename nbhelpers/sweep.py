@@ -27,6 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.measure.jsonl import append_line, read_lines
+from nbhelpers.measure.set_aside import (
+    SET_ASIDE_NAME,
+    line_offsets,
+    move_aside,
+    move_aside_from,
+    record_id_of,
+    written_record_ids,
+)
 from nbhelpers.planning.sweep_grid import (
     check_grid,
     default_sweep_name,
@@ -190,7 +198,6 @@ class SweepResult:
 
 
 ATTEMPT_PREFIX = ".attempt-"
-SET_ASIDE_NAME = "interrupted-records.jsonl"  # records of a killed or failed attempt, set aside before its rerun
 RESTARTED_NAME = "restarted-records.jsonl"  # records of a finished attempt, set aside by a rerun with --restart
 
 
@@ -201,43 +208,6 @@ def _size(path: Path) -> int:
 def attempt_marker(run_folder: Path, notebook: str) -> Path:
     """Written before a notebook runs (with the store's size), removed once it is journaled."""
     return run_folder / f"{ATTEMPT_PREFIX}{notebook}.json"
-
-
-def _record_id(line: bytes) -> str | None:
-    try:
-        entry = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return entry.get("record_id") if isinstance(entry, dict) else None
-
-
-def written_record_ids(store: Path, start: int, end: int) -> list[str]:
-    """The ids of the records an attempt appended to ``store`` between byte offsets ``start`` and ``end``."""
-    if not store.exists():
-        return []
-    with open(store, "rb") as handle:
-        handle.seek(start)
-        data = handle.read(max(0, end - start))
-    return [rid for line in data.splitlines() if line.strip() and (rid := _record_id(line)) is not None]
-
-
-def _move_aside(store: Path, aside: Path, keep: Any) -> int:
-    """Move the store's lines that ``keep(index, line)`` rejects to the end of ``aside``; returns how many.
-    The store is rewritten through a staging file (regular files only, inside the run folder)."""
-    data = store.read_bytes()
-    lines = data.splitlines(keepends=True)
-    kept = [line for i, line in enumerate(lines) if keep(i, line)]
-    moved = [line for i, line in enumerate(lines) if not keep(i, line)]
-    if not moved:
-        return 0
-    with open(aside, "ab") as handle:
-        handle.write(b"".join(line if line.endswith(b"\n") else line + b"\n" for line in moved))
-        handle.flush()
-        os.fsync(handle.fileno())
-    staging = store.with_name(store.name + ".tmp")
-    staging.write_bytes(b"".join(kept))
-    os.replace(staging, store)
-    return len(moved)
 
 
 def set_aside_earlier_attempt(
@@ -259,9 +229,7 @@ def set_aside_earlier_attempt(
         except (ValueError, KeyError, TypeError):
             warnings.warn(f"{marker}: unreadable attempt marker; the store is left as it is", stacklevel=3)
         else:
-            if 0 <= start < _size(store):
-                offsets = _line_offsets(store)
-                _move_aside(store, run_folder / SET_ASIDE_NAME, lambda i, _line: offsets[i] < start)
+            move_aside_from(store, run_folder / SET_ASIDE_NAME, start)
     marker.unlink(missing_ok=True)
     if entry is None or not store.exists():
         return
@@ -272,26 +240,15 @@ def set_aside_earlier_attempt(
     ids = entry.get("record_ids")
     if isinstance(ids, list):
         wanted = {str(i) for i in ids}
-        _move_aside(store, aside, lambda _i, line: _record_id(line) not in wanted)
+        move_aside(store, aside, lambda _i, line: record_id_of(line) not in wanted)
     elif failed and not killed and len(entry.get("store_bytes") or []) == 2:  # an entry without record_ids
         begin, end = (int(v) for v in entry["store_bytes"])  # its byte span, valid until a later set-aside
-        offsets = _line_offsets(store)
+        offsets = line_offsets(store)
         if 0 <= begin < end <= _size(store):
-            _move_aside(store, aside, lambda i, _line: not begin <= offsets[i] < end)
+            move_aside(store, aside, lambda i, _line: not begin <= offsets[i] < end)
 
 
-def _line_offsets(store: Path) -> list[int]:
-    """The byte offset at which each line of ``store`` starts."""
-    offsets, position = [], 0
-    for line in store.read_bytes().splitlines(keepends=True):
-        offsets.append(position)
-        position += len(line)
-    return offsets
-
-
-def check_points(
-    points: Sequence[tuple[str, dict[str, Any]]], notebooks: Sequence[Path]
-) -> dict[Path, dict[str, Any]]:
+def check_points(points: Sequence[tuple[str, dict[str, Any]]], notebooks: Sequence[Path]) -> dict[Path, dict[str, Any]]:
     """Every point's run name and parameters, checked against the notebooks before anything runs."""
     declared = {nb: notebook_parameters(nb) for nb in notebooks}
     check_grid({k: [] for _, point in points for k in point}, declared)

@@ -45,9 +45,8 @@ def append_line(path: str | Path, entry: Mapping[str, Any]) -> None:
     path = Path(path)
     line = (dumps(entry) + "\n").encode()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = locked_open(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         seal = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""  # a torn line left by a crash
         try:
@@ -57,6 +56,22 @@ def append_line(path: str | Path, entry: Mapping[str, Any]) -> None:
             os.ftruncate(fd, size)  # undo a short or failed write: the file holds whole lines only, as before
             raise
     finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def locked_open(path: Path) -> int:
+    """``path`` opened for appending under an exclusive lock, on the file the path names once the lock is held
+    (a rewrite that replaced the file while this waited for the lock is followed to the new one)."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 

@@ -13,7 +13,7 @@ from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, uses_l
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.validation import ConfigError
 
-from .device import CPU_SWITCHES_REASON, backend_refusal, cpu_skipped_switches, switches_here
+from .device import CPU_SWITCHES_REASON, auto_kernels, backend_refusal, cpu_skipped_switches, switches_here
 from .lists import parse_list
 
 
@@ -39,7 +39,7 @@ def backend_configs(
     The Liger kernels a CPU cannot run are listed by :func:`cpu_skipped_kernels`; the notebook runs
     them separately to show why. ``parameter`` names the notebook parameter in errors.
     """
-    names = parse_backends(backends, parameter)
+    names = parse_backends(auto_kernels(backends, device, cpu="eager,compile")[0], parameter)
     switches = switches_here(parse_switches(liger_kernels), device)
     configs = []
     for name in names:
@@ -59,10 +59,11 @@ def kernel_grid(
     with no requested switch this device runs) is skipped with its reason instead of refused, and the Liger
     switches a CPU cannot run are listed as skipped too. Keys of the skipped dict say what was left out.
     """
+    backends, left_out = auto_kernels(backends, device)
     names = parse_backends(backends, parameter)
     requested = parse_switches(liger_kernels)
     switches = requested
-    skipped: dict[str, str] = {}
+    skipped: dict[str, str] = {"kernels liger": left_out} if left_out else {}
     if any(uses_liger_switches(name) for name in names):
         switches = switches_here(requested, device)
         left_out = cpu_skipped_switches(requested, device)
@@ -81,6 +82,7 @@ def kernel_grid(
 
 def cpu_skipped_kernels(liger_kernels: str, backends: str = LIGER_BACKEND, device: str = "cpu") -> tuple[str, ...]:
     """Requested Liger kernels that Triton's CPU interpreter cannot run (none off a CPU or without Liger)."""
+    backends = auto_kernels(backends, device, cpu="eager,compile")[0]
     switches = parse_switches(liger_kernels)
     if not any(uses_liger_switches(name) for name in parse_list(backends, None, "BACKENDS", empty=True)):
         return ()
@@ -97,12 +99,14 @@ def cpu_unsupported_configs(base: RunConfig, kernels: Iterable[str]) -> list[Run
     ]
 
 
-def describe_backends(configs: Iterable[RunConfig], skipped: Iterable[str], device: str) -> str:
-    """Two lines: what is measured where, and which Liger kernels this device leaves unchecked."""
+def describe_backends(configs: Iterable[RunConfig], skipped: Iterable[str], device: str, left_out: str = "") -> str:
+    """What is measured where, which Liger kernels this device leaves unchecked, and why Liger is left out when an
+    "auto" list left it out (``left_out``)."""
     configs = list(configs)
     liger = next((c.liger_kernels for c in configs if uses_liger_switches(c.kernels)), ())
-    return (
+    text = (
         f"device {device}: backends {', '.join(c.label for c in configs)} (baseline {BASELINE_BACKEND}); "
         f"Liger kernels {', '.join(liger) or 'none'}\n"
         f"Liger kernels not checked on this device: {', '.join(skipped) or 'none'}"
     )
+    return text + (f"\nLiger is left out here: {left_out}" if left_out else "")

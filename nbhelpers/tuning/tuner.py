@@ -464,21 +464,23 @@ def tune(
     from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
     from nbhelpers.kernels.registry import KERNEL_BACKENDS
     from nbhelpers.planning.candidates import build_space, parse_budgets, parse_switch_sets, with_unfused_twin
+    from nbhelpers.planning.device import auto_kernels
     from nbhelpers.planning.lists import parse_list
 
     sets = parse_switch_sets(liger_kernels) if liger_kernels else [workload.liger_kernels]
     if unfused_twin:
         sets = list(dict.fromkeys(twin for s in sets for twin in with_unfused_twin(s)))
+    if device is None:
+        from nbhelpers.measure.env import resolve_device
+
+        device = resolve_device(workload.device)
+    kernels = auto_kernels(kernels, device)[0] if isinstance(kernels, str) else kernels  # "auto": per device
     names = (
         parse_list(kernels, KERNEL_BACKENDS, "kernels"),
         parse_list(strategies, PADDING_STRATEGIES, "strategies"),
         parse_list(attentions, ATTENTION_IMPLEMENTATIONS, "attention"),
     )
     budgets = parse_budgets(token_budgets)
-    if device is None:
-        from nbhelpers.measure.env import resolve_device
-
-        device = resolve_device(workload.device)
     candidates, dropped = build_space(
         workload, *names, liger_sets=sets, token_budgets=budgets, device=device, broken=broken
     )

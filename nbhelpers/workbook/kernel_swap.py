@@ -41,7 +41,7 @@ from nbhelpers.measure.runner import run_configs
 from nbhelpers.measure.startup import export_startup_cache, measure_startup
 from nbhelpers.measure.store import RunStore, run_dir
 from nbhelpers.models.adapters import AdapterSettings
-from nbhelpers.planning.device import skip_broken
+from nbhelpers.planning.device import auto_kernels, skip_broken
 from nbhelpers.planning.kernel_grid import (
     backend_configs,
     cpu_skipped_kernels,
@@ -65,7 +65,8 @@ def plan_backends(base: RunConfig, backends: str, liger_kernels: str, device: st
     parameter), with what a CPU leaves out and why."""
     configs = backend_configs(base, backends, liger_kernels, device)
     skipped = cpu_skipped_kernels(liger_kernels, backends, device)
-    return BackendPlan(configs, skipped, describe_backends(configs, skipped, device))
+    left_out = auto_kernels(backends, device)[1]
+    return BackendPlan(configs, skipped, describe_backends(configs, skipped, device, left_out))
 
 
 def doctor_filter(

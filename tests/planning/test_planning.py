@@ -365,3 +365,25 @@ def test_the_tuner_leaves_out_a_liger_set_the_hybrids_patch_cannot_turn_on():
     assert kept_sets == {("cross_entropy",)}
     reasons = [reason for candidate, reason in dropped if candidate.liger_kernels == ("rope", "cross_entropy")]
     assert reasons and all("'rope': Liger's Qwen3.5 patch has no rotary kernel" in reason for reason in reasons)
+
+
+# -- "auto" kernel lists --------------------------------------------------------------------------------------
+
+
+def test_auto_kernels_leave_liger_out_on_a_cpu_with_the_reason_and_keep_it_on_a_gpu():
+    from nbhelpers.planning.device import CPU_LIGER_REASON, auto_kernels
+    from nbhelpers.workbook.kernel_swap import plan_backends
+
+    assert auto_kernels("auto", "cuda") == ("eager,liger", "")
+    assert auto_kernels(" AUTO ", "cpu") == ("eager", CPU_LIGER_REASON)
+    assert auto_kernels("eager,liger", "cpu") == ("eager,liger", "")  # named explicitly: runs as asked
+    base = RunConfig(run_name="t", model="qwen3-tiny")
+    configs, skipped = kernel_grid(base, "auto", "rope,cross_entropy", "cpu")
+    assert [c.kernels for c in configs] == ["eager"] and skipped == {"kernels liger": CPU_LIGER_REASON}
+    assert "interpreter" in CPU_LIGER_REASON and "name liger" in CPU_LIGER_REASON
+    plan = plan_backends(base, "auto", "rope,rms_norm,swiglu,cross_entropy", "cpu")
+    assert [c.kernels for c in plan.configs] == ["eager", "compile"] and plan.cpu_skipped == ()
+    assert plan.description.endswith(f"Liger is left out here: {CPU_LIGER_REASON}")
+    gpu = plan_backends(base, "auto", "rope,rms_norm,swiglu,cross_entropy", "cuda")
+    assert [c.kernels for c in gpu.configs] == ["eager", "liger"]
+    assert gpu.configs[1].liger_kernels == ("rope", "rms_norm", "swiglu", "cross_entropy")

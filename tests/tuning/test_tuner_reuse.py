@@ -166,3 +166,15 @@ def test_a_tuner_killed_mid_rung_keeps_what_it_measured_and_its_rerun_measures_o
         cfg = record.config
         assert (cfg["kernels"], cfg["padding"], cfg["timing"], cfg["steps"]) not in measured
     assert result.winner is not None
+
+
+@pytest.mark.parametrize(("device", "expected"), [("cpu", {"eager"}), ("cuda", {"eager", "liger"})])
+def test_the_tuner_reads_auto_kernels_per_device(tmp_path, device, expected):
+    from nbhelpers.tuning import tune
+
+    clock = FakeClock()
+    rates = {(k, p, "sdpa"): r for k in ("eager", "liger") for p, r in (("static", 100.0), ("packed", 300.0))}
+    measure = FakeMeasure(clock, rates)
+    tune(WORKLOAD, "auto", "static,packed", "sdpa", budget_s=10_000, device=device, measure=measure, clock=clock,
+         store=RunStore(tmp_path / "t"), progress=False, machine=MACHINE, reuse_baseline=False)  # fmt: skip
+    assert {c.kernels for c in measure.calls} == expected  # a CPU's auto list leaves Liger's interpreter out

@@ -1,0 +1,101 @@
+"""Moving an attempt's records out of a run's store (into a file beside it) before the attempt runs again.
+
+A store is append-only JSON lines; what an attempt wrote is either named by record id (a journal entry keeps
+them) or is every line from the byte offset its marker noted when it began. Set-aside lines are appended whole
+(and synced) to the side file before the store is rewritten without them, so a crash in between can leave a
+record in both files, never in neither.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from .jsonl import locked_open, write_all
+
+SET_ASIDE_NAME = "interrupted-records.jsonl"  # records of a killed or failed attempt, set aside before its rerun
+
+
+def record_id_of(line: bytes) -> str | None:
+    """The ``record_id`` of one JSON line of a store (None for a torn or foreign line)."""
+    try:
+        entry = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return entry.get("record_id") if isinstance(entry, dict) else None
+
+
+def written_record_ids(store: Path, start: int, end: int) -> list[str]:
+    """The ids of the records appended to ``store`` between byte offsets ``start`` and ``end``."""
+    if not store.exists():
+        return []
+    with open(store, "rb") as handle:
+        handle.seek(start)
+        data = handle.read(max(0, end - start))
+    return [rid for line in data.splitlines() if line.strip() and (rid := record_id_of(line)) is not None]
+
+
+def line_offsets(store: Path) -> list[int]:
+    """The byte offset at which each line of ``store`` starts."""
+    offsets, position = [], 0
+    for line in store.read_bytes().splitlines(keepends=True):
+        offsets.append(position)
+        position += len(line)
+    return offsets
+
+
+def move_aside(store: Path, aside: Path, keep: Callable[[int, bytes], bool]) -> int:
+    """Move the lines of ``store`` that ``keep(index, line)`` rejects to the end of ``aside``; how many moved.
+
+    Under the store's append lock: the moved lines are appended (and synced) to ``aside`` first, then the store
+    is replaced by a staging file that holds the rest; a writer waiting for the lock follows the new file.
+    """
+    fd = locked_open(store)
+    try:
+        size = os.fstat(fd).st_size
+        lines = os.pread(fd, size, 0).splitlines(keepends=True)
+        moved = [line for i, line in enumerate(lines) if not keep(i, line)]
+        if not moved:
+            return 0
+        kept = [line for i, line in enumerate(lines) if keep(i, line)]
+        append_bytes(aside, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in moved))
+        staging = store.with_name(store.name + ".tmp")
+        staging.write_bytes(b"".join(kept))
+        os.replace(staging, store)
+        return len(moved)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def append_bytes(path: Path, data: bytes) -> None:
+    """Append whole lines to ``path`` under its lock, synced."""
+    fd = locked_open(path)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def move_aside_from(store: Path, aside: Path, start: int) -> int:
+    """Move every line of ``store`` that begins at or after byte ``start`` to ``aside``; how many moved."""
+    if not store.exists() or not 0 <= start < store.stat().st_size:
+        return 0
+    offsets = line_offsets(store)
+    return move_aside(store, aside, lambda i, _line: offsets[i] < start)
+
+
+__all__ = [
+    "SET_ASIDE_NAME",
+    "append_bytes",
+    "line_offsets",
+    "move_aside",
+    "move_aside_from",
+    "record_id_of",
+    "written_record_ids",
+]
