@@ -110,6 +110,7 @@ def run_isolated(
         if needs_launch(config):  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
             command = launch_command(config, str(config_path), str(result_path), notebook)
         env = _child_env(config, extra_env) | {PROGRESS_VARIABLE: str(progress_path)}
+        started = time.perf_counter()
         with open(stderr_path, "w", encoding="utf-8") as stderr_file:
             child = subprocess.Popen(
                 command, env=env, stdout=subprocess.DEVNULL, stderr=stderr_file, text=True,
@@ -124,7 +125,10 @@ def run_isolated(
         if not finished:
             return failed_record(config, f"timed out after {config.timeout_s} s", notebook)
         if result_path.exists():
-            return RunRecord.from_dict(json.loads(result_path.read_text()))
+            record = RunRecord.from_dict(json.loads(result_path.read_text()))
+            if record.ok:  # phase_s says where the process's time went
+                record.metrics["process_s"] = round(time.perf_counter() - started, 3)
+            return record
         stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
         if child.returncode < 0:
             name = signal.Signals(-child.returncode).name

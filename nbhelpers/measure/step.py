@@ -40,6 +40,7 @@ from .config import RunConfig
 from .env import environment, peak_flops, resolve_device, sync_device
 from .metrics import mfu, model_flops, step_time_stats
 from .parallel import Rank, full_value, global_loss_tokens, init_process_group, loss_scale, prepare_model
+from .phases import PhaseClock
 from .progress import report_progress
 from .spread import spread_metrics
 from .store import RunRecord, run_dir
@@ -322,6 +323,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     """Run warmup + timed steps of one configuration and return its record (raises on failure)."""
     import torch
 
+    phases = PhaseClock()  # where the measurement's wall time goes (metrics["phase_s"])
     device = resolve_device(config.device)
     dtype = compute_dtype(config, device)
     rank = init_process_group(device, config.timeout_s) if config.sharding != "none" else Rank()
@@ -333,6 +335,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     check_positions(resolved.config, config.max_length)  # before any data or weights load
     tokenizer = load_tokenizer(resolved.source)
     batches = prepare_batches(config, tokenizer, device, rank, resolved.boundaries)
+    phases.lap("data")
     report_progress("building the model", 0, 0)
     build_start = time.perf_counter()
     model = build_for(config, resolved, device, dtype)
@@ -348,6 +351,7 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         trainable_parameters(model), lr=config.learning_rate, fused=device == "cuda", foreach=device != "cuda"
     )
     step = make_step(model, optimizer, dtype, device, rank)
+    phases.lap("build")
 
     def batch(i: int) -> dict[str, Any]:
         return batches[i % len(batches)]
@@ -358,12 +362,15 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     first_loss, first_grad_norm = step(batch(0))
     sync_device(device)
     first_step_s = time.perf_counter() - start
+    phases.lap("first_step")
     # One rank alone may add warm-up steps for its shapes; several must step together (a collective each step).
     shapes = [batch_shape(b) for b in batches]
     untimed, first_pass = step_schedule(config, len(batches), shapes if rank.world_size == 1 else None)
     untimed_times, untimed_losses = timed_steps(step, batch, untimed, device, phase="untimed")
+    phases.lap("untimed")
     label = f"timing {config.name}" if progress else ""
     times, timed_losses, timed = timed_passes(step, batch, first_pass, device, config, label)
+    phases.lap("timed")
     losses = [float(first_loss)] + [float(v) for v in timed_losses]
     counts = [count_tokens(batch(i)) for i in timed]
     flop_terms = (parameters.frozen_matmul, parameters.adapter_matmul)  # LoRA: no weight gradients of a frozen base
@@ -421,6 +428,8 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         artifacts["trace"] = str(trace_path)
         metrics.update(summary)
         metrics["trace_model_flops_per_step"] = profiled_flops
+        phases.lap("profile")
+    metrics["phase_s"] = phases.laps
     return RunRecord(
         config=config.to_dict() | {"label": config.name},
         kind="step",

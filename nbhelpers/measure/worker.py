@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -53,7 +54,9 @@ def attach_probe(record: RunRecord, config: RunConfig) -> None:
         from .sequence_parity import parity_probe
 
         report_progress("parity probe", 0, 0)
+        started = time.perf_counter()
         probe = parity_probe(config)
+        record.metrics.setdefault("phase_s", {})["parity_probe"] = round(time.perf_counter() - started, 3)
     except Exception as error:  # noqa: BLE001 - the timing stands; parity then has no probe to compare
         traceback.print_exc(file=sys.stderr)
         probe = {"error": failure_reason(error)}

@@ -23,6 +23,10 @@ def test_success_failure_timeout_in_subprocesses(tmp_path):
     assert m["real_tokens_per_s"] > 0 and 0 < m["mfu"] < 1
     assert m["step_time_min_s"] <= m["step_time_median_s"] <= m["step_time_max_s"]
     assert m["peak_flops_source"].startswith("measured")
+    phases = m["phase_s"]  # where the process's time went, phase by phase, and all of it
+    assert list(phases) == ["data", "build", "first_step", "untimed", "timed", "parity_probe"]
+    assert all(v >= 0 for v in phases.values()) and phases["timed"] >= sum(m["step_times_s"]) * 0.99
+    assert m["process_s"] >= sum(phases.values())
     assert ok.environment["device_type"] == "cpu"
     assert ok.environment["platform"] == detect_platform()  # inherited from this process, not its own
     assert not failed.ok and failed.reason.startswith("FileNotFoundError: model=") and "no such folder" in failed.reason
