@@ -74,12 +74,16 @@ def measure_startup(
     configs: Iterable[RunConfig], workdir: str | Path, enabled: bool = True, notebook: str = ""
 ) -> list[RunRecord]:
     """cold_vs_warm of the backend :func:`~nbhelpers.kernels.cache.startup_backend` picks among ``configs`` (no
-    profiler); [] when disabled or when no backend fills a compiled-kernel cache (eager only)."""
+    profiler, no parity probe: the backend's own record has them); [] when disabled or when no backend fills a
+    compiled-kernel cache (eager only)."""
     by_kernels = {c.kernels: c for c in configs}
     backend = startup_backend(by_kernels)
     if not enabled or backend is None:
         return []
-    return cold_vs_warm(by_kernels[backend].replace(profile=False), workdir, notebook)
+    config = by_kernels[backend]  # the first steps are what counts here: no profiler, no parity probe
+    return cold_vs_warm(
+        config.replace(profile=False, extra=config.extra | {"parity_probe_samples": 0}), workdir, notebook
+    )
 
 
 def export_startup_cache(records: Iterable[RunRecord], archive_path: str | Path) -> Any:

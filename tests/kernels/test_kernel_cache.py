@@ -254,3 +254,16 @@ def test_the_probe_run_prints_each_paths_verdict(capsys):
     code = probe_run.main(["--device", "cpu"])
     verdicts = json.loads(capsys.readouterr().out)
     assert "kernels eager" in verdicts and code == (1 if "broken" in verdicts.values() else 0)
+
+
+def test_measure_startup_times_first_steps_without_a_profiler_or_a_parity_probe(monkeypatch, tmp_path):
+    from nbhelpers.measure import startup
+    from nbhelpers.measure.config import RunConfig
+
+    seen = []
+    monkeypatch.setattr(startup, "cold_vs_warm", lambda config, workdir, notebook="": seen.append(config) or [])
+    configs = [RunConfig(run_name="s", kernels=k, profile=True) for k in ("eager", "compile")]
+    assert startup.measure_startup(configs, tmp_path) == []
+    (config,) = seen
+    assert config.kernels == "compile" and not config.profile and config.extra["parity_probe_samples"] == 0
+    assert startup.measure_startup(configs, tmp_path, enabled=False) == [] and len(seen) == 1
