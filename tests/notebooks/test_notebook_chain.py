@@ -53,6 +53,12 @@ def test_chain_01_to_04_measures_every_waterfall_stage_in_one_workload(runs_root
         execute(NOTEBOOKS / f"{name}.ipynb", tmp_path / f"{name}.ipynb", parameters)
 
     records = RunStore.for_run("chain").load()
+    # notebook 04 on its defaults measures TRL from the export beside the recommendation and a loss-curve pair
+    trl = [r for r in step_records(records) if r.notebook.startswith("04")]
+    assert [r.config["engine"] for r in trl] == ["trl"] and trl[0].ok, [r.reason for r in trl]
+    curves = [r for r in records if r.kind == "convergence"]
+    assert len(curves) == 2 and all(r.ok and len(r.metrics["losses"]) >= 10 for r in curves)
+    records = [r for r in records if not r.notebook.startswith("04")]  # the waterfall's: 01-03
     steps = step_records(records)
     assert {r.notebook.split(".")[0] for r in steps} == set(ORDER[:3])
     assert len({workload_of(r) for r in steps}) == 1 and len({group_key(r) for r in steps}) == 1
