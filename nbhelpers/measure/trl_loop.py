@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.data.collate import count_tokens, sequence_lengths
@@ -94,9 +95,11 @@ def timed_epochs(config: RunConfig, steps_per_epoch: int, most: int = 20) -> int
     return max(1, min(most, math.ceil(config.min_timed_steps / max(1, steps_per_epoch))))
 
 
-def sft_config(config: RunConfig, device: str, output_dir: str, epochs: int = 2) -> tuple[Any, dict[str, Any]]:
-    """The engine's SFTConfig plus the harness settings (``epochs`` in all, the first untimed); returns it and
-    the engine's own flags (recorded)."""
+def sft_config(
+    config: RunConfig, device: str, output_dir: str, epochs: int = 2, **extra: Any
+) -> tuple[Any, dict[str, Any]]:
+    """The engine's SFTConfig plus the harness settings (``epochs`` in all, the first untimed; ``extra`` on top,
+    e.g. ``max_steps``); returns it and the engine's own flags (recorded)."""
     from trl import SFTConfig
 
     flags, _ = engine_of(config.to_dict()).sft_flags(config.to_dict(), device)  # type: ignore[misc]
@@ -109,12 +112,35 @@ def sft_config(config: RunConfig, device: str, output_dir: str, epochs: int = 2)
     }  # fmt: skip
     for key in ("bf16", "seed"):  # the workload's dtype and seed, whatever the flags say
         flags.pop(key, None)
-    return SFTConfig(**(harness | flags)), flags
+    return SFTConfig(**(harness | flags | extra)), flags
 
 
-def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -> RunRecord:
-    """Run TRL's SFTTrainer on the configuration's samples (one untimed epoch, then timed epochs up to the floor of
-    timed steps) and return its record."""
+@dataclass
+class BuiltTrainer:
+    """TRL's SFTTrainer on a configuration's samples, as the export sets it up, and what a measurement reads."""
+
+    trainer: Any
+    model: Any
+    attention: str
+    engine: Any
+    device: str
+    dtype: str
+    flags: dict[str, Any]  # the engine's own SFTConfig flags (recorded)
+
+
+def sft_rows(config: RunConfig) -> tuple[Any, list[dict[str, Any]]]:
+    """The tokenizer and the workload's samples as TRL takes them (``input_ids``; ``labels`` with prompt -100)."""
+    tokenizer = load_tokenizer(model_source(config.model))
+    examples = config_examples(config, tokenizer)
+    return tokenizer, [{"input_ids": e["input_ids"], "labels": e["labels"]} for e in examples]
+
+
+def build_sft_trainer(
+    config: RunConfig, output_dir: str, tokenizer: Any, rows: list[dict[str, Any]], epochs: int = 2, **harness: Any
+) -> BuiltTrainer:
+    """The configuration's SFTTrainer on ``rows`` (its engine's flags, the workload's seed, dtype and device; the
+    export's own set-up of kernels a trainer has no flag for), writing only into ``output_dir``; ``harness`` adds
+    SFTConfig settings (``max_steps``, ``logging_steps``)."""
     import torch
     from datasets import Dataset
     from transformers import PrinterCallback
@@ -126,9 +152,6 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         torch.backends.cuda.matmul.allow_tf32 = True
-    tokenizer = load_tokenizer(model_source(config.model))
-    examples = config_examples(config, tokenizer)
-    rows = [{"input_ids": e["input_ids"], "labels": e["labels"]} for e in examples]
     attention = model_init_settings(config.to_dict(), device)["attn_implementation"]
     engine = engine_of(config.to_dict())
     if engine.name != "trl":
@@ -140,23 +163,33 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
     if engine.name == "trl":  # the export's own set-up of kernels a trainer has no flag for (fla), as exported
         for part in model_setup_parts(config.kernels):
             part.apply(model, tuple(config.liger_kernels), device)
-    shape = model_shape(model.config)
+    args, flags = sft_config(config, device, output_dir, epochs, **harness)
+    trainer = SFTTrainer(
+        model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+        peft_config=peft_config(adapter),
+    )  # fmt: skip
+    if engine.name == "trl" and adapter.active and not adapter.cast_inputs:  # as the export does
+        skip_input_casts(trainer.model)
+    trainer.remove_callback(PrinterCallback)  # the logs are kept in the records, not printed
+    return BuiltTrainer(trainer, model, attention, engine, device, dtype, flags)
+
+
+def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -> RunRecord:
+    """Run TRL's SFTTrainer on the configuration's samples (one untimed epoch, then timed epochs up to the floor of
+    timed steps) and return its record."""
     with tempfile.TemporaryDirectory(prefix="nbhelpers-trl-") as output_dir:  # TRL writes nothing we keep
+        tokenizer, rows = sft_rows(config)
         plan_steps = len(plan_batches([len(r["input_ids"]) for r in rows], config.padding_settings))
         epochs = 1 + timed_epochs(config, plan_steps)
-        args, flags = sft_config(config, device, output_dir, epochs)
-        trainer = SFTTrainer(
-            model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-            peft_config=peft_config(adapter),
-        )  # fmt: skip
-        if engine.name == "trl" and adapter.active and not adapter.cast_inputs:  # as the export does
-            skip_input_casts(trainer.model)
+        built = build_sft_trainer(config, output_dir, tokenizer, rows, epochs)
+        trainer, model, args, flags = built.trainer, built.model, built.trainer.args, built.flags
+        device, dtype, attention, engine = built.device, built.dtype, built.attention, built.engine
+        shape = model_shape(model.config)
         parameters = parameter_counts(trainer.model)
         counter = CountingCollator(trainer.data_collator)
         trainer.data_collator = counter
         timer = epoch_timer(device)
         trainer.add_callback(timer)
-        trainer.remove_callback(PrinterCallback)  # the logs are kept in the record, not printed
         trainer.train()
     if len(timer.epochs) != epochs or len(counter.batches) % epochs:
         raise RuntimeError(f"expected {epochs} epochs of equal batches; got {len(timer.epochs)} epoch(s)")

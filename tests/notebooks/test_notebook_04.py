@@ -48,6 +48,7 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
         "BASELINE_LABEL": "str",
         "PEER_ROWS": "str",
         "CONVERGENCE_STEPS": "int",
+        "MONITOR_STEPS": "int",
         "ADAPTER": "str",
         "LORA_RANK": "int",
         "LORA_ALPHA": "int",
