@@ -23,9 +23,9 @@ from nbhelpers.validation import check_int
 from .callback import attach
 from .core import MONITOR_KIND
 
-LOG_EVERY = 5  # steps per monitor interval (a record each)
+LOG_EVERY = 4  # steps per monitor interval (a record each)
 TAIL = 1500  # characters of a failed run's stderr in its reason
-OFF = "not measured: set MONITOR_STEPS (e.g. 20) to watch a training run of the recommendation"
+OFF = "not measured: set MONITOR_STEPS (e.g. 12) to watch a training run of the recommendation"
 
 
 def watch_settings(steps: int) -> dict[str, int]:

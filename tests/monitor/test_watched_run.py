@@ -11,10 +11,10 @@ from nbhelpers.monitor.watched_run import OFF, run_watched, watch_recommendation
 from nbhelpers.validation import ConfigError
 
 
-def test_watch_settings_log_every_5_and_profile_where_a_window_fits():
-    assert watch_settings(20) == {"max_steps": 20, "logging_steps": 5, "profile_every": 10}
+def test_watch_settings_log_every_4_and_profile_where_a_window_fits():
+    assert watch_settings(12) == {"max_steps": 12, "logging_steps": 4, "profile_every": 8}
     assert watch_settings(3) == {"max_steps": 3, "logging_steps": 3, "profile_every": 0}
-    assert watch_settings(10)["profile_every"] == 0  # a window at step 10 would not finish
+    assert watch_settings(9)["profile_every"] == 0  # a window at step 8 would not finish
 
 
 def test_nothing_runs_without_steps_or_a_local_recommendation():
@@ -25,13 +25,13 @@ def test_nothing_runs_without_steps_or_a_local_recommendation():
 
 
 @pytest.mark.slow
-def test_a_watched_trl_run_writes_a_monitor_record_every_5_steps_with_a_profiler_window(runs_root):
+def test_a_watched_trl_run_writes_a_monitor_record_every_4_steps_with_a_profiler_window(runs_root):
     pytest.importorskip("trl")
     config = RunConfig(run_name="watched", label="rec", model="qwen3-tiny", batch_size=2, max_length=64,
                        num_samples=8, padding="packed", device="cpu", engine="trl")  # fmt: skip
-    line = run_watched(config, 15)
-    assert line == "3 monitor record(s) of 15 TRL steps written to run 'watched'", line
+    line = run_watched(config, 12)
+    assert line == "3 monitor record(s) of 12 TRL steps written to run 'watched'", line
     stored = RunStore.for_run("watched").load()
-    assert [r.kind for r in stored] == [MONITOR_KIND] * 3 and [r.metrics["step"] for r in stored] == [5, 10, 15]
+    assert [r.kind for r in stored] == [MONITOR_KIND] * 3 and [r.metrics["step"] for r in stored] == [4, 8, 12]
     assert all(r.config["source"] == "trainer" and r.metrics["real_tokens_per_s"] > 0 for r in stored)
-    assert stored[-1].metrics.get("launches_per_step") is not None  # the window at steps 10-11 was profiled
+    assert stored[-1].metrics.get("launches_per_step") is not None  # the window at steps 8-9 was profiled
