@@ -33,6 +33,7 @@ from nbhelpers.kernels.registry import (
 )
 from nbhelpers.kernels.spec import BackendUnavailable
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.planning.device import AUTO_KERNELS  # "auto": a per-device list of table entries, not an entry
 from nbhelpers.validation import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,7 +121,7 @@ def names_in_notebook(path: Path) -> dict[str, set[str]]:
             match = re.match(r"\s*([A-Z_]+)\s*:\s*str\s*=\s*\"([^\"]*)\"\s*(?:#(.*))?$", line)
             if match and match.group(1) in NAME_PARAMETERS:
                 kind = NAME_PARAMETERS[match.group(1)]
-                found[kind] |= {n.strip() for n in match.group(2).split(",") if n.strip()}
+                found[kind] |= {n.strip() for n in match.group(2).split(",") if n.strip()} - {AUTO_KERNELS}
                 words = re.findall(r"[a-z][a-z0-9_+]*", match.group(3) or "")
                 found[kind] |= {w for w in words if "_" in w or "+" in w or w in ALL_NAMES}
     return found
