@@ -20,7 +20,6 @@ import fcntl
 import json
 import os
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +28,9 @@ from typing import Any
 from nbhelpers.measure.jsonl import append_line, read_lines
 from nbhelpers.measure.set_aside import (
     SET_ASIDE_NAME,
-    line_offsets,
     move_aside,
-    move_aside_from,
     record_id_of,
+    set_aside_after_marker,
     written_record_ids,
 )
 from nbhelpers.planning.sweep_grid import (
@@ -223,14 +221,7 @@ def set_aside_earlier_attempt(
     """
     store, marker = run_folder / "records.jsonl", attempt_marker(run_folder, notebook)
     killed = marker.exists()
-    if killed and store.exists():
-        try:
-            start = int(json.loads(marker.read_text())["store_bytes"])
-        except (ValueError, KeyError, TypeError):
-            warnings.warn(f"{marker}: unreadable attempt marker; the store is left as it is", stacklevel=3)
-        else:
-            move_aside_from(store, run_folder / SET_ASIDE_NAME, start)
-    marker.unlink(missing_ok=True)
+    set_aside_after_marker(store, marker, run_folder / SET_ASIDE_NAME)
     if entry is None or not store.exists():
         return
     failed = entry.get("status") != "ok"
@@ -243,9 +234,8 @@ def set_aside_earlier_attempt(
         move_aside(store, aside, lambda _i, line: record_id_of(line) not in wanted)
     elif failed and not killed and len(entry.get("store_bytes") or []) == 2:  # an entry without record_ids
         begin, end = (int(v) for v in entry["store_bytes"])  # its byte span, valid until a later set-aside
-        offsets = line_offsets(store)
         if 0 <= begin < end <= _size(store):
-            move_aside(store, aside, lambda i, _line: not begin <= offsets[i] < end)
+            move_aside(store, aside, lambda offset, _line: not begin <= offset < end)
 
 
 def check_points(points: Sequence[tuple[str, dict[str, Any]]], notebooks: Sequence[Path]) -> dict[Path, dict[str, Any]]:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from .set_aside import SET_ASIDE_NAME, move_aside_from
+from .set_aside import SET_ASIDE_NAME, set_aside_after_marker
 from .store import RunStore
 
 MARKER_PREFIX = ".measuring-"
@@ -29,18 +28,7 @@ def marker_path(store: RunStore, notebook: str) -> Path:
 
 def set_aside_killed_attempt(store: RunStore, notebook: str) -> int:
     """Move what an unfinished earlier attempt of ``notebook``'s measuring cell stored aside; how many records."""
-    marker = marker_path(store, notebook)
-    if not marker.exists():
-        return 0
-    moved = 0
-    try:
-        start = int(json.loads(marker.read_text())["store_bytes"])
-    except (ValueError, KeyError, TypeError, OSError):
-        warnings.warn(f"{marker}: unreadable attempt marker; the store is left as it is", stacklevel=3)
-    else:
-        moved = move_aside_from(store.path, store.path.parent / SET_ASIDE_NAME, start)
-    marker.unlink(missing_ok=True)
-    return moved
+    return set_aside_after_marker(store.path, marker_path(store, notebook), store.path.parent / SET_ASIDE_NAME)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,17 +39,9 @@ def written_record_ids(store: Path, start: int, end: int) -> list[str]:
     return [rid for line in data.splitlines() if line.strip() and (rid := record_id_of(line)) is not None]
 
 
-def line_offsets(store: Path) -> list[int]:
-    """The byte offset at which each line of ``store`` starts."""
-    offsets, position = [], 0
-    for line in store.read_bytes().splitlines(keepends=True):
-        offsets.append(position)
-        position += len(line)
-    return offsets
-
-
 def move_aside(store: Path, aside: Path, keep: Callable[[int, bytes], bool]) -> int:
-    """Move the lines of ``store`` that ``keep(index, line)`` rejects to the end of ``aside``; how many moved.
+    """Move the lines of ``store`` that ``keep(offset, line)`` rejects (``offset``: the byte the line starts at) to
+    the end of ``aside``; how many moved.
 
     Under the store's append lock: the moved lines are appended (and synced) to ``aside`` first, then the store
     is replaced by a staging file that holds the rest; a writer waiting for the lock follows the new file.
@@ -56,11 +49,14 @@ def move_aside(store: Path, aside: Path, keep: Callable[[int, bytes], bool]) -> 
     fd = locked_open(store)
     try:
         size = os.fstat(fd).st_size
-        lines = os.pread(fd, size, 0).splitlines(keepends=True)
-        moved = [line for i, line in enumerate(lines) if not keep(i, line)]
+        lines, offset, verdicts = os.pread(fd, size, 0).splitlines(keepends=True), 0, []
+        for line in lines:
+            verdicts.append(keep(offset, line))
+            offset += len(line)
+        moved = [line for line, kept in zip(lines, verdicts) if not kept]
         if not moved:
             return 0
-        kept = [line for i, line in enumerate(lines) if keep(i, line)]
+        kept = [line for line, keep_it in zip(lines, verdicts) if keep_it]
         append_bytes(aside, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in moved))
         staging = store.with_name(store.name + ".tmp")
         staging.write_bytes(b"".join(kept))
@@ -86,16 +82,31 @@ def move_aside_from(store: Path, aside: Path, start: int) -> int:
     """Move every line of ``store`` that begins at or after byte ``start`` to ``aside``; how many moved."""
     if not store.exists() or not 0 <= start < store.stat().st_size:
         return 0
-    offsets = line_offsets(store)
-    return move_aside(store, aside, lambda i, _line: offsets[i] < start)
+    return move_aside(store, aside, lambda offset, _line: offset < start)
+
+
+def set_aside_after_marker(store: Path, marker: Path, aside: Path) -> int:
+    """What an attempt that left ``marker`` (the store's size when it began) appended to ``store``, moved to
+    ``aside``; the marker removed. How many records moved (0 without a marker, or with an unreadable one)."""
+    if not marker.exists():
+        return 0
+    moved = 0
+    try:
+        start = int(json.loads(marker.read_text())["store_bytes"])
+    except (ValueError, KeyError, TypeError, OSError):
+        warnings.warn(f"{marker}: unreadable attempt marker; the store is left as it is", stacklevel=3)
+    else:
+        moved = move_aside_from(store, aside, start)
+    marker.unlink(missing_ok=True)
+    return moved
 
 
 __all__ = [
     "SET_ASIDE_NAME",
     "append_bytes",
-    "line_offsets",
     "move_aside",
     "move_aside_from",
     "record_id_of",
+    "set_aside_after_marker",
     "written_record_ids",
 ]
