@@ -322,8 +322,10 @@ def cpu_unchecked_table(records: Iterable[RunRecord]) -> Any:
 
 
 def store_checked(store: Any, records: Iterable[RunRecord], baseline_label: str) -> list[RunRecord]:
-    """Attach each record's parity verdict, then append them all to the (append-only) store, in order."""
+    """Attach each record's parity verdict, then append them to the (append-only) store, in order; a reused
+    record (already there) is not appended again."""
     records = attach_parity(records, baseline_label)
     for record in records:
-        store.append(record)
+        if not record.reused:
+            store.append(record)
     return records

@@ -39,6 +39,9 @@ EXPORT_ENGINE = "trl"
 SETTING_FIELDS = ("kernels", "attn_implementation", "liger_kernels", *STRATEGY_FIELDS, "activation_checkpointing")
 
 
+PEER_MIN_TIMED_STEPS = 16  # a peer's figure against the workbook's rests on at least this many timed steps
+
+
 def parse_peers(text: str) -> list[str]:
     """``"trl_defaults, trl_best"`` -> engine names; "" -> none; an unknown name raises ConfigError (PEER_ROWS)."""
     if not isinstance(text, str):
@@ -54,7 +57,8 @@ def peer_configs(rec: Recommendation, engines: str) -> list[RunConfig]:
         label = f"{ENGINES[name].label}, b{base.batch_size}x{base.max_length}"
         if name == EXPORT_ENGINE:
             label = f"TRL from the export of {rec.label}"
-        configs.append(base.replace(engine=name, label=label, profile=False))
+        floor = max(PEER_MIN_TIMED_STEPS, base.min_timed_steps)
+        configs.append(base.replace(engine=name, label=label, profile=False, min_timed_steps=floor))
     return configs
 
 

@@ -6,6 +6,7 @@ cannot leak into the next one or kill the notebook's kernel.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from .config import RunConfig
 from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failure
 from .env import detect_platform
 from .progress import PROGRESS_VARIABLE, Progress, read_progress
+from .spare import Spare, die_with_parent, spares_wanted
 from .store import RunRecord, RunStore, runs_root
 from .worker import failed_record
 
@@ -71,13 +73,41 @@ def _cuda_available() -> bool:
         return False
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: on Linux, get SIGKILL when the parent dies (no orphan holding a GPU)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
+_spare: Spare | None = None  # the next configuration's process, imports done (nbhelpers.measure.spare)
 
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+def _start_process(
+    config: RunConfig, env: dict[str, str], args: list[str], progress: Path, stderr: Path
+) -> tuple[subprocess.Popen, str]:
+    """The process that measures ``config`` and how it started ("spare": the spare started with ``env``, its
+    imports done; else "fresh"); then a new spare for the configuration after this one, where spares are wanted."""
+    global _spare
+    use_spares = not needs_launch(config) and spares_wanted(_cuda_available())
+    spare, _spare = _spare, None
+    child = spare.take(env, args, str(progress), str(stderr)) if spare is not None and use_spares else None
+    if spare is not None and child is None:
+        spare.stop()
+    how = "spare" if child is not None else "fresh"
+    if child is None:
+        command = [sys.executable, "-m", "nbhelpers.measure.worker", *args]
+        if needs_launch(config):  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
+            command = launch_command(config, *args)
+        with open(stderr, "w", encoding="utf-8") as stderr_file:
+            child = subprocess.Popen(
+                command, env=env | {PROGRESS_VARIABLE: str(progress)}, stdout=subprocess.DEVNULL, stderr=stderr_file,
+                text=True, start_new_session=True, preexec_fn=die_with_parent,
+            )  # fmt: skip
+    if use_spares:
+        _spare = Spare(env)
+    return child, how
+
+
+@atexit.register
+def _stop_spare() -> None:
+    global _spare
+    if _spare is not None:
+        _spare.stop()
+        _spare = None
 
 
 _PROGRESS = re.compile(r"\d+%\||it/s\]|s/it\]|\|\s*\d+/\d+\s*\[")
@@ -106,21 +136,16 @@ def run_isolated(
         config_path, result_path = Path(tmp) / "config.json", Path(tmp) / "record.json"
         progress_path, stderr_path = Path(tmp) / "progress.txt", Path(tmp) / "stderr.txt"
         config_path.write_text(config.to_json())
-        command = [sys.executable, "-m", "nbhelpers.measure.worker", str(config_path), str(result_path), notebook]
-        if needs_launch(config):  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
-            command = launch_command(config, str(config_path), str(result_path), notebook)
-        env = _child_env(config, extra_env) | {PROGRESS_VARIABLE: str(progress_path)}
+        stderr_path.touch()
+        env = _child_env(config, extra_env)
+        args = [str(config_path), str(result_path), notebook]
         started = time.perf_counter()
-        with open(stderr_path, "w", encoding="utf-8") as stderr_file:
-            child = subprocess.Popen(
-                command, env=env, stdout=subprocess.DEVNULL, stderr=stderr_file, text=True,
-                start_new_session=True, preexec_fn=_die_with_parent,
-            )  # fmt: skip
-            try:
-                finished = _wait(child, config.timeout_s, progress_path, on_progress)
-            except BaseException:  # an interrupted notebook must not leave a GPU-holding process behind
-                _kill_group(child)
-                raise
+        child, how = _start_process(config, env, args, progress_path, stderr_path)
+        try:
+            finished = _wait(child, config.timeout_s, progress_path, on_progress)
+        except BaseException:  # an interrupted notebook must not leave a GPU-holding process behind
+            _kill_group(child)
+            raise
         _kill_group(child)  # compile workers and other grandchildren end with their configuration
         if not finished:
             return failed_record(config, f"timed out after {config.timeout_s} s", notebook)
@@ -128,6 +153,7 @@ def run_isolated(
             record = RunRecord.from_dict(json.loads(result_path.read_text()))
             if record.ok:  # phase_s says where the process's time went
                 record.metrics["process_s"] = round(time.perf_counter() - started, 3)
+                record.metrics["worker_process"] = how  # "spare": its imports ran before it was handed this
             return record
         stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
         if child.returncode < 0:
@@ -210,11 +236,14 @@ def run_configs(
     isolate: bool = True,
     progress: bool = True,
     annotate: Callable[[RunRecord, list[RunRecord]], None] | None = None,
+    reuse: Callable[[RunConfig], RunRecord | None] | None = None,
 ) -> list[RunRecord]:
     """Measure configurations one after another, appending each record to the store as it lands.
 
     ``annotate(record, earlier_records)`` may add to a record before it is stored (records are
-    append-only), e.g. :func:`nbhelpers.analysis.parity.check_against_first`.
+    append-only), e.g. :func:`nbhelpers.analysis.parity.check_against_first`. ``reuse(config)`` may return a
+    record already in the store that measured the same thing (marked ``metrics["reused_from"]``): it stands in
+    for the measurement and is not stored again.
     """
     configs = list(configs)
     if store is not None and configs:
@@ -232,14 +261,15 @@ def run_configs(
         if bar is not None:
             bar.set_postfix_str(config.name)
             steps = ConfigBar(config.name)
+        stored = reuse(config) if reuse is not None else None
         try:
-            record = run_config(config, isolate=isolate, notebook=notebook, on_progress=steps)
+            record = stored or run_config(config, isolate=isolate, notebook=notebook, on_progress=steps)
         finally:
             if steps is not None:
                 steps.close()
         if annotate is not None:
             annotate(record, records)
-        if store is not None:
+        if store is not None and stored is None:
             store.append(record)
         records.append(record)
     return records

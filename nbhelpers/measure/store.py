@@ -88,6 +88,11 @@ class RunRecord:
         return str(self.config.get("label") or self.config.get("name") or self.record_id)
 
     @property
+    def reused(self) -> bool:
+        """True for a stored record standing in for a measurement it equals (already in the store: not again)."""
+        return bool(self.metrics.get("reused_from"))
+
+    @property
     def machine(self) -> str:
         """Identity of the machine: device name and host; speedups only divide within one."""
         env = self.environment

@@ -23,7 +23,6 @@ from typing import Any
 
 from nbhelpers.data.collate import count_tokens, sequence_lengths
 from nbhelpers.data.loading import IGNORE_INDEX
-from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.kernels.registry import model_setup_parts
@@ -87,6 +86,12 @@ def epoch_timer(device: str) -> Any:
                 self.losses.append(float(logs["loss"]))
 
     return EpochTimer()
+
+
+def trainer_steps_per_epoch(trainer: Any) -> int:
+    """Optimizer steps in one epoch of the trainer's own batches (its collator, padding-free or packed rows)."""
+    batches = len(trainer.get_train_dataloader())
+    return max(1, math.ceil(batches / max(1, int(trainer.args.gradient_accumulation_steps))))
 
 
 def timed_epochs(config: RunConfig, steps_per_epoch: int, most: int = 20) -> int:
@@ -179,10 +184,10 @@ def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -
     timed steps) and return its record."""
     with tempfile.TemporaryDirectory(prefix="nbhelpers-trl-") as output_dir:  # TRL writes nothing we keep
         tokenizer, rows = sft_rows(config)
-        plan_steps = len(plan_batches([len(r["input_ids"]) for r in rows], config.padding_settings))
-        epochs = 1 + timed_epochs(config, plan_steps)
-        built = build_sft_trainer(config, output_dir, tokenizer, rows, epochs)
+        built = build_sft_trainer(config, output_dir, tokenizer, rows)
         trainer, model, args, flags = built.trainer, built.model, built.trainer.args, built.flags
+        epochs = 1 + timed_epochs(config, trainer_steps_per_epoch(trainer))
+        args.num_train_epochs = epochs  # read by train(): enough timed epochs for the floor of timed steps
         device, dtype, attention, engine = built.device, built.dtype, built.attention, built.engine
         shape = model_shape(model.config)
         parameters = parameter_counts(trainer.model)

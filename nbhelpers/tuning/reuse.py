@@ -8,12 +8,14 @@ at the workload's own timing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from nbhelpers.analysis.identity import DEFAULTS, computation_key
 from nbhelpers.analysis.records import timed_step_count, tokens_per_s
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.store import RunRecord
+from nbhelpers.measure.env import safe_environment
+from nbhelpers.measure.store import RunRecord, RunStore
 
 from .problems import problem_of
 
@@ -41,4 +43,46 @@ def stored_measurement(
     return None
 
 
-__all__ = ["REUSABLE_KINDS", "computation_key", "stored_measurement"]
+def same_schedule(record: RunRecord, wanted: RunConfig) -> bool:
+    """Whether ``record`` was timed as ``wanted`` would be: one timing, and its steps and warm-up ("steps") or its
+    floor and cap ("epoch"); profiled and probed where ``wanted`` asks for a trace and a parity probe."""
+    config = record.config
+    names = ("steps", "warmup") if wanted.timing == "steps" else ("min_timed_steps", "timing_cap_s")
+    if config.get("timing", DEFAULTS["timing"]) != wanted.timing:
+        return False
+    if any(config.get(n, DEFAULTS[n]) != getattr(wanted, n) for n in names):
+        return False
+    trace = record.artifacts.get("trace")
+    if wanted.profile and not (trace and Path(trace).is_file()):
+        return False
+    probe = record.metrics.get("parity_probe")
+    wants_probe = wanted.extra.get("parity_probe_samples") != 0
+    return not wants_probe or (isinstance(probe, dict) and "error" not in probe)
+
+
+def grid_reuse(store: RunStore) -> Callable[[RunConfig], RunRecord | None]:
+    """For :func:`nbhelpers.measure.runner.run_configs`: the store's latest step record that measured a grid
+    configuration on this machine with its schedule (:func:`same_schedule`), as a copy under the configuration's
+    label marked ``metrics["reused_from"]`` (its id and notebook); None where there is none."""
+
+    machines: dict[str, str] = {}
+
+    def stored(config: RunConfig) -> RunRecord | None:
+        if config.device not in machines:  # the machine a record measured here would name
+            machines[config.device] = RunRecord(config={}, environment=safe_environment(config.device)).machine
+        machine = machines[config.device]
+        key = computation_key(config.to_dict())
+        for record in reversed(store.load()):
+            if record.kind != "step" or not record.ok or record.reused or record.machine != machine:
+                continue
+            if computation_key(record.config) == key and same_schedule(record, config) and not problem_of(record):
+                copy = RunRecord.from_dict(record.to_dict())
+                copy.config["label"] = config.name
+                copy.metrics["reused_from"] = {"record_id": record.record_id, "notebook": record.notebook}
+                return copy
+        return None
+
+    return stored
+
+
+__all__ = ["REUSABLE_KINDS", "computation_key", "grid_reuse", "same_schedule", "stored_measurement"]

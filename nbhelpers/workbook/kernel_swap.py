@@ -37,7 +37,6 @@ from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.doctor_records import doctor_record
 from nbhelpers.measure.env import resolve_device
-from nbhelpers.measure.runner import run_configs
 from nbhelpers.measure.startup import export_startup_cache, measure_startup
 from nbhelpers.measure.store import RunStore, run_dir
 from nbhelpers.models.adapters import AdapterSettings
@@ -49,6 +48,8 @@ from nbhelpers.planning.kernel_grid import (
     describe_backends,
 )
 from nbhelpers.views.kernel_plots import kernel_diff_plot
+
+from .grid_runs import run_configs
 
 
 @dataclass

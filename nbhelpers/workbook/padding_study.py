@@ -23,7 +23,6 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.contamination_proof import contamination_proof, proof_record
 from nbhelpers.measure.doctor_records import broken_here
 from nbhelpers.measure.env import resolve_device
-from nbhelpers.measure.runner import run_configs
 from nbhelpers.measure.store import RunStore
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.loading import model_source
@@ -41,6 +40,8 @@ from nbhelpers.views.padding_plots import (
 )
 from nbhelpers.views.tuner_plots import journal_plot
 from nbhelpers.views.widgets import waste_explorer
+
+from .grid_runs import run_configs
 
 
 @dataclass

@@ -1,0 +1,128 @@
+"""A spare worker: the next configuration's process, started while the current one measures.
+
+Every configuration runs in a fresh process (a patch, a cache or an out-of-memory error cannot leak), and each
+such process spends seconds importing torch and transformers and creating its CUDA context before its first
+step (measured on an H200: a bare start with those imports and the device 7.9 s; the data phase, which also
+imports, 8.6-14.3 s of a 29-39 s grid row). A spare is such a process that has done its imports and created its
+CUDA context and nothing else (no patch, no model, no kernel cache touched); it waits on its stdin for one job.
+The runner hands it the next configuration started with the same environment and starts another spare while
+that one measures. A spare serves once and exits.
+
+``NBHELPERS_SPARE_WORKER``: ``auto`` (default: spares where CUDA is available; on a CPU the imports would take
+cores from the measurement running beside them), ``on`` or ``off``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from .progress import PROGRESS_VARIABLE
+
+SPARE_VARIABLE = "NBHELPERS_SPARE_WORKER"
+SPARE_CHOICES = ("auto", "on", "off")
+MAX_IDLE_S = 600.0  # an older spare is not used: the code it imported may have changed since
+PRELOAD = (
+    "torch", "transformers", "nbhelpers.measure.worker", "nbhelpers.measure.step",
+    "nbhelpers.measure.sequence_parity", "nbhelpers.data.tokenizer",
+)  # fmt: skip
+PRELOAD_IF_PRESENT = ("transformers.models.qwen3.modeling_qwen3", "transformers.models.qwen3_5.modeling_qwen3_5")
+
+
+def die_with_parent() -> None:
+    """In the child, before exec: on Linux, get SIGKILL when the parent dies (no orphan holding a GPU)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def spares_wanted(cuda_available: bool) -> bool:
+    """Whether the runner keeps a spare: ``$NBHELPERS_SPARE_WORKER`` (auto: only where CUDA is available)."""
+    choice = os.environ.get(SPARE_VARIABLE, "auto").strip().lower() or "auto"
+    if choice not in SPARE_CHOICES:
+        raise ValueError(f"{SPARE_VARIABLE}={choice!r}: allowed are {', '.join(SPARE_CHOICES)}")
+    return choice == "on" or (choice == "auto" and cuda_available)
+
+
+class Spare:
+    """One started spare process and the environment it was started with."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "nbhelpers.measure.spare"], env=env, stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+            preexec_fn=die_with_parent,
+        )  # fmt: skip
+
+    def take(
+        self, env: dict[str, str], args: list[str], progress_path: str, stderr_path: str
+    ) -> subprocess.Popen | None:
+        """Hand the spare one job if it was started with ``env`` and is alive and fresh: its process, else None."""
+        usable = self.env == env and self.process.poll() is None and time.monotonic() - self.started < MAX_IDLE_S
+        if usable:
+            job = {"args": args, "progress": progress_path, "stderr": stderr_path}
+            try:
+                assert self.process.stdin is not None
+                self.process.stdin.write(json.dumps(job) + "\n")
+                self.process.stdin.close()
+                return self.process
+            except OSError:
+                pass
+        return None
+
+    def stop(self) -> None:
+        """End the spare (and anything it started)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+
+
+def start_device() -> None:
+    """Create the CUDA context now (seconds on an H200), not in the measurement's data phase; a few bytes stay
+    cached, nothing else (the context then holds about half a GiB of the GPU while the spare waits)."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.zeros(1, device="cuda").sum().item()
+        torch.cuda.empty_cache()
+
+
+def serve() -> int:
+    """The spare's side: import, wait for one job on stdin, then run it as ``nbhelpers.measure.worker`` would
+    (stderr into the job's file, progress into the job's progress file)."""
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    for name in PRELOAD_IF_PRESENT:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    start_device()
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0  # the runner ended without a job for this spare
+    job = json.loads(line)
+    sys.stderr.flush()
+    target = os.open(job["stderr"], os.O_WRONLY | os.O_APPEND)
+    os.dup2(target, 2)
+    os.close(target)
+    os.environ[PROGRESS_VARIABLE] = job["progress"]
+    from .worker import run
+
+    return run(*job["args"])
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

@@ -1,0 +1,59 @@
+"""A spare worker (its imports done beforehand) measures the next configuration exactly as a fresh process would;
+it is used only when started with that configuration's environment, and never when it has died."""
+
+from __future__ import annotations
+
+import pytest
+
+from nbhelpers.measure import runner
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.spare import SPARE_VARIABLE, spares_wanted
+
+pytestmark = pytest.mark.slow
+
+TINY = RunConfig(run_name="spare", label="tiny", num_samples=4, batch_size=2, max_length=64, steps=2, warmup=0,
+                 extra={"parity_probe_samples": 0})  # fmt: skip
+
+
+@pytest.fixture
+def spares_on(monkeypatch):
+    monkeypatch.setenv(SPARE_VARIABLE, "on")
+    yield
+    runner._stop_spare()
+
+
+def test_the_second_configuration_runs_in_the_spare_with_the_same_results(spares_on):
+    first = runner.run_isolated(TINY)
+    second = runner.run_isolated(TINY.replace(label="tiny again"))
+    assert first.ok and second.ok, (first.reason, second.reason)
+    assert first.metrics["worker_process"] == "fresh" and second.metrics["worker_process"] == "spare"
+    assert second.metrics["losses"] == first.metrics["losses"]  # same seed, same batches: the same computation
+    assert second.label == "tiny again"
+
+
+def test_a_spare_started_with_another_environment_or_dead_is_not_used(spares_on):
+    runner.run_isolated(TINY)  # leaves a spare with the plain environment
+    other = runner.run_isolated(TINY, extra_env={"NBHELPERS_TEST_MARK": "1"})
+    assert other.ok and other.metrics["worker_process"] == "fresh"
+    runner._spare.process.kill()  # the spare this run left behind dies before it is used
+    runner._spare.process.wait()
+    after = runner.run_isolated(TINY, extra_env={"NBHELPERS_TEST_MARK": "1"})
+    assert after.ok and after.metrics["worker_process"] == "fresh"
+
+
+def test_a_failure_in_a_spare_keeps_its_reason(spares_on, tmp_path):
+    runner.run_isolated(TINY)
+    failed = runner.run_isolated(TINY.replace(model=str(tmp_path / "no-such-model")))
+    assert not failed.ok and failed.reason.startswith("FileNotFoundError: model=")
+
+
+def test_spares_wanted_reads_its_variable(monkeypatch):
+    monkeypatch.setenv(SPARE_VARIABLE, "auto")
+    assert spares_wanted(True) and not spares_wanted(False)
+    monkeypatch.setenv(SPARE_VARIABLE, "off")
+    assert not spares_wanted(True)
+    monkeypatch.setenv(SPARE_VARIABLE, "on")
+    assert spares_wanted(False)
+    monkeypatch.setenv(SPARE_VARIABLE, "sometimes")
+    with pytest.raises(ValueError, match="NBHELPERS_SPARE_WORKER='sometimes': allowed are auto, on, off"):
+        spares_wanted(True)

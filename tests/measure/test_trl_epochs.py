@@ -1,0 +1,41 @@
+"""TRL's peer rows time as many epochs as the floor of timed steps needs, counted in TRL's own batches (its
+collator pads or packs in its own way), and a peer's floor is at least 16 timed steps."""
+
+from __future__ import annotations
+
+import pytest
+
+from nbhelpers.analysis.peers import PEER_MIN_TIMED_STEPS, peer_configs
+from nbhelpers.analysis.recommend import Recommendation
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.runner import run_configs
+from nbhelpers.measure.trl_loop import timed_epochs
+
+pytestmark = pytest.mark.slow
+
+
+def test_timed_epochs_reach_the_floor_in_the_trainers_steps():
+    config = RunConfig(min_timed_steps=16)
+    assert timed_epochs(config, 4) == 4 and timed_epochs(config, 5) == 4 and timed_epochs(config, 16) == 1
+    assert timed_epochs(config, 1) == 16 and timed_epochs(config, 1, most=10) == 10
+
+
+def test_a_trl_defaults_row_times_its_own_batches_to_the_floor_not_the_workbooks_plan(runs_root):
+    pytest.importorskip("trl", reason="TRL is in the test extras: pip install trl")
+    # the workload's token budget plans its own steps; TRL's defaults pad 2 samples a row: 4 steps an epoch
+    config = RunConfig(run_name="trl-epochs", label="defaults", engine="trl_defaults", num_samples=8, batch_size=2,
+                       max_length=64, padding="token_budget", timing="epoch", min_timed_steps=6)  # fmt: skip
+    (record,) = run_configs([config], isolate=False, progress=False)
+    assert record.ok, record.reason
+    assert record.metrics["timed_steps"] == 8  # two timed epochs of TRL's 4 steps: the floor of 6, no more
+
+
+def test_peer_rows_rest_on_at_least_16_timed_steps():
+    workload = RunConfig(run_name="r", label="pick", kernels="eager", padding="token_budget", min_timed_steps=10)
+    rec = Recommendation(
+        label="pick", machine="m", run_name="r", record_id="x", config=workload.to_dict(), device_type="cpu",
+        real_tokens_per_s=1.0, peak_memory_gib=None, mfu=None, speedup=1.0, baseline_label="b", parity="pass",
+        candidates=1,
+    )  # fmt: skip
+    configs = peer_configs(rec, "trl,trl_defaults")
+    assert [c.min_timed_steps for c in configs] == [PEER_MIN_TIMED_STEPS] * 2 and PEER_MIN_TIMED_STEPS == 16
