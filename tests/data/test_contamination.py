@@ -89,7 +89,8 @@ def test_a_large_preset_proves_on_its_familys_smallest_preset() -> None:
 
     assert proof_model("qwen3.8-27b") == "qwen3.5-tiny"  # 27B parameters in fp32 would not fit a notebook's CPU
     assert proof_model("qwen3-8b") == "qwen3-tiny"
-    assert proof_model("qwen3-1.7b") == "qwen3-1.7b"  # within PROOF_MAX_PARAMETERS: the model itself
+    assert proof_model("qwen3-1.7b") == "qwen3-tiny"  # beyond PROOF_MAX_PARAMETERS: the same layers, smaller
+    assert proof_model("qwen3-1.7b", max_parameters=2 * 10**9) == "qwen3-1.7b"  # within it: the model itself
     assert proof_model("qwen3-tiny") == "qwen3-tiny"
     assert proof_model("some/folder-or-hub-id") == "some/folder-or-hub-id"
     assert proof_model("qwen3-1.7b", max_parameters=10**6) == "qwen3-tiny"
