@@ -102,6 +102,16 @@ def _start_process(
     return child, how
 
 
+def prime_spare(extra_env: dict[str, str] | None = None) -> bool:
+    """Start a spare worker now, where spares are wanted (on a GPU) and none waits, so that the first configuration
+    measured after this finds its imports done and its CUDA context made; True when one was started."""
+    global _spare
+    if _spare is not None or not spares_wanted(_cuda_available()):
+        return False
+    _spare = Spare(_child_env(RunConfig(), extra_env))
+    return True
+
+
 @atexit.register
 def _stop_spare() -> None:
     global _spare

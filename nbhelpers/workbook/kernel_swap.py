@@ -37,6 +37,7 @@ from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.doctor_records import doctor_record
 from nbhelpers.measure.env import resolve_device
+from nbhelpers.measure.runner import prime_spare
 from nbhelpers.measure.startup import export_startup_cache, measure_startup
 from nbhelpers.measure.store import RunStore, run_dir
 from nbhelpers.models.adapters import AdapterSettings
@@ -119,6 +120,7 @@ __all__ = [
     "patch_reports_frame",
     "plan_backends",
     "resolve_device",
+    "prime_spare",
     "run_configs",
     "run_dir",
     "shipped_records",

@@ -23,6 +23,7 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.contamination_proof import contamination_proof, proof_record
 from nbhelpers.measure.doctor_records import broken_here
 from nbhelpers.measure.env import resolve_device
+from nbhelpers.measure.runner import prime_spare
 from nbhelpers.measure.store import RunStore
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.loading import model_source
@@ -100,6 +101,7 @@ __all__ = [
     "proof_record",
     "proof_summary",
     "require_proof",
+    "prime_spare",
     "run_configs",
     "skip_verdict",
     "skipped_frame",

@@ -57,3 +57,14 @@ def test_spares_wanted_reads_its_variable(monkeypatch):
     monkeypatch.setenv(SPARE_VARIABLE, "sometimes")
     with pytest.raises(ValueError, match="NBHELPERS_SPARE_WORKER='sometimes': allowed are auto, on, off"):
         spares_wanted(True)
+
+
+def test_a_primed_spare_serves_the_first_configuration(spares_on):
+    assert runner.prime_spare() and not runner.prime_spare()  # one spare at a time
+    first = runner.run_isolated(TINY)
+    assert first.ok and first.metrics["worker_process"] == "spare"
+
+
+def test_no_spare_is_primed_where_spares_are_off(monkeypatch):
+    monkeypatch.setenv(SPARE_VARIABLE, "off")
+    assert not runner.prime_spare() and runner._spare is None
