@@ -23,6 +23,7 @@ from pathlib import Path
 
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.resources import notebooks_folder, runs_folder
+from nbhelpers.validation import output_target
 
 # RunConfig's defaults, for the options of ``tune`` that set its fields.
 RUN_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
@@ -212,6 +213,8 @@ def _warm_cache(args: argparse.Namespace) -> int:
     if cache_dir is None or (cache_dir.exists() and not cache_dir.is_dir()):
         raise ValueError(f"--cache-dir={args.cache_dir!r}: name a folder (created if missing) for the kernel caches")
     model_source(args.model)  # a misspelt preset or a missing folder fails here, before anything compiles
+    if args.archive:
+        output_target(args.archive, "--archive")  # a folder, a device or a pipe is refused, not renamed over
     if args.device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--device={args.device!r}: allowed are auto, cpu, cuda")
     config = RunConfig(
@@ -400,12 +403,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from nbhelpers.analysis.overview import load_report_records, store_for
             from nbhelpers.views.report import write_html_report
 
-            records = load_report_records(None, list(args.run_dirs))
             default = store_for(args.run_dirs[0]).path.parent / "report.html"
+            output_target(args.output or default, "--output")  # before the records are read and drawn
+            records = load_report_records(None, list(args.run_dirs))
             path = write_html_report(records, args.output or default, baseline_label=args.baseline)
             print(path)
             return 0
-    except (ValueError, FileNotFoundError, RuntimeError) as error:
+    except (ValueError, OSError, RuntimeError) as error:  # a folder that cannot be written is an OSError
         print(f"nbhelpers {args.command}: {error}", file=sys.stderr)
         return 2
     return 2

@@ -11,6 +11,7 @@ import math
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -138,3 +139,22 @@ def check_hub_name(
     if problem:
         raise ConfigError(parameter, name, f"{allowed}; looked for {repo_type} {name!r} on the hub: {problem}{hint}")
     return name
+
+
+def output_target(path: str | os.PathLike[str], parameter: str) -> Path:
+    """The regular file that writing ``path`` replaces: the path itself, or a symbolic link's target (written
+    through: the link stays). ValueError naming ``parameter`` when the path (or the link's target) exists and is no
+    regular file (a folder, a device, a pipe), when a link points into a folder that does not exist, or when a file
+    stands where its folder would be. Callers check before any work and write to the returned path."""
+    given = Path(path)
+    target = given.resolve() if given.is_symlink() else given
+    if target.exists() and not target.is_file():
+        raise ConfigError(parameter, str(given), "a regular file (or a new name): this exists and is not one")
+    if given.is_symlink() and not target.parent.is_dir():
+        raise ConfigError(parameter, str(given), f"a link into an existing folder; it points to {target}")
+    for folder in target.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise ConfigError(parameter, str(given), f"a path whose folders are folders; {folder} is a file")
+            break
+    return target

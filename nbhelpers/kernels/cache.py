@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from nbhelpers.validation import output_target
+
 from .registry import COMPILED_CACHES, find_backend, kernel_backend
 
 
@@ -87,7 +89,7 @@ def export_cache(cache_dir: str | Path, archive_path: str | Path, caches: Iterab
     if not root.is_dir():
         raise FileNotFoundError(f"cache_dir={str(root)!r}: no such folder")
     kept = None if caches is None else set(check_cache_names(caches))
-    archive = Path(archive_path)
+    archive = output_target(archive_path, "archive")  # a link is written through; a folder or device refused
     archive.parent.mkdir(parents=True, exist_ok=True)
     staging = archive.with_name(archive.name + ".tmp")
     with tarfile.open(staging, "w:gz") as tar:

@@ -17,6 +17,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
+from nbhelpers.validation import output_target
+
 from .doctor import BROKEN_PATH, OK
 
 BASE_PACKAGES = ("torch", "triton", "transformers")  # pinned whenever installed: the verdicts are relative to them
@@ -79,7 +81,7 @@ def pin_target(path: str | Path) -> Path:
     target = path.resolve() if path.is_symlink() else path
     if target.exists() and not target.is_file():
         raise ValueError(f"{path}: exists and is not a regular file; name a file to write the kernel set to")
-    return target
+    return output_target(path, "pin")  # and a link into a missing folder, or a file where a folder must be
 
 
 def write_pins(text: str, path: str | Path) -> Path:

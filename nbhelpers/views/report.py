@@ -23,6 +23,7 @@ from nbhelpers.kernels.doctor import DOCTOR_KIND, describe_machine, doctor_table
 from nbhelpers.measure.jsonl import dumps
 from nbhelpers.measure.spread import INTERVAL_METHOD, MIN_TIMED_STEPS
 from nbhelpers.measure.store import RunRecord
+from nbhelpers.validation import output_target
 
 _CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto; max-width: 1200px;
@@ -204,9 +205,10 @@ A speedup is a ratio of two records from one run on one machine; machines are ne
 </body>
 </html>
 """
-    tmp = path.with_name(path.name + ".tmp")
+    target = output_target(path, "output")  # a link is written through; a folder, device or pipe is refused
+    tmp = target.with_name(target.name + ".tmp")
     tmp.write_text(document, encoding="utf-8")
-    tmp.replace(path)
+    tmp.replace(target)
     return path
 
 
