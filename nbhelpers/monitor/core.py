@@ -98,6 +98,7 @@ class Monitor:
         label: str = "",
         root: Any = None,
         source: str = "loop",
+        model_name: str = "",
     ) -> None:
         check_run_name(run_name, "run_name")
         check_int("profile_every", profile_every, 0, 10**9)
@@ -114,6 +115,7 @@ class Monitor:
                 f"({profile_warmup + profile_steps}), so windows never overlap"
             )
         self.run_name, self.label, self.source = run_name, label or f"monitor ({source})", source
+        self.model_name = model_name  # as the job names its model (preset, folder, hub id); else read off the model
         self.log_every = log_every
         self.folder = run_dir(run_name, root)
         self.store = RunStore(self.folder / RunStore.FILENAME).check_writable()
@@ -397,5 +399,7 @@ class Monitor:
             self.alerts.append(alert)  # a property of the model: repeated in every record
 
     def _model_name(self) -> str:
+        if self.model_name:
+            return self.model_name
         config = getattr(self.model, "config", None)
         return str(getattr(config, "_name_or_path", "") or getattr(config, "model_type", "") or "")

@@ -78,7 +78,7 @@ def main(path: str) -> int:
         harness = {"max_steps": spec["max_steps"], "logging_steps": spec["logging_steps"]}
         built = build_sft_trainer(config, output_dir, tokenizer, rows, **harness)
         callback = attach(built.trainer, config.run_name, label=f"watched: {config.name}",
-                          profile_every=spec["profile_every"])  # fmt: skip
+                          profile_every=spec["profile_every"], model_name=config.model)  # fmt: skip
         built.trainer.train()
     records = [r for r in callback.monitor.records if r.kind == MONITOR_KIND]
     print(f"{len(records)} monitor record(s) of {spec['max_steps']} TRL steps written to run {config.run_name!r}")

@@ -34,4 +34,5 @@ def test_a_watched_trl_run_writes_a_monitor_record_every_4_steps_with_a_profiler
     stored = RunStore.for_run("watched").load()
     assert [r.kind for r in stored] == [MONITOR_KIND] * 3 and [r.metrics["step"] for r in stored] == [4, 8, 12]
     assert all(r.config["source"] == "trainer" and r.metrics["real_tokens_per_s"] > 0 for r in stored)
+    assert {r.config["model"] for r in stored} == {"qwen3-tiny"}  # the preset's name, not the model type "qwen3"
     assert stored[-1].metrics.get("launches_per_step") is not None  # the window at steps 8-9 was profiled
