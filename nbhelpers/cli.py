@@ -404,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from nbhelpers.views.report import write_html_report
 
             default = store_for(args.run_dirs[0]).path.parent / "report.html"
-            output_target(args.output or default, "--output")  # before the records are read and drawn
+            output_target(args.output or default, "--output" if args.output else "RUN_DIR")  # before any drawing
             records = load_report_records(None, list(args.run_dirs))
             path = write_html_report(records, args.output or default, baseline_label=args.baseline)
             print(path)
