@@ -21,11 +21,28 @@ def _split_dirs(run_dirs: str | Sequence[str | Path] | None) -> list[str]:
     return [str(p) for p in run_dirs]
 
 
+def _records_path(path: Path, spec: str) -> Path:
+    """The records file a run folder or records file names; FileNotFoundError (ValueError for a file of another
+    kind) saying what was found instead: a folder without records.jsonl (the runs root: which runs it holds)."""
+    if path.is_dir():
+        records = path / RunStore.FILENAME
+        if records.is_file():
+            return records
+        runs = sorted(p.name for p in path.iterdir() if (p / RunStore.FILENAME).is_file())
+        inside = f"; it holds the run folders {', '.join(runs[:8])}" if runs else ""
+        raise FileNotFoundError(f"{spec!r}: a folder without {RunStore.FILENAME}, so no run folder{inside}")
+    if not path.is_file() or path.suffix != ".jsonl":
+        raise ValueError(f"{spec!r}: neither a run folder nor a records file (.jsonl)")
+    return path
+
+
 def store_for(spec: str) -> RunStore:
     """A run folder, a records.jsonl file, or a run name under the runs root."""
     path = Path(spec).expanduser()
     if path.exists():
-        return RunStore(path)
+        return RunStore(_records_path(path, spec))
+    if any(mark in str(spec) for mark in ("/", "\\")) or str(spec).startswith((".", "~")):
+        raise FileNotFoundError(f"no run folder or records file at {spec!r}")
     check_run_name(spec, "run folder")  # not an existing path: a run name, one folder inside the runs root
     candidate = runs_root() / spec
     if candidate.exists():
