@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.resources import notebooks_folder, runs_folder
-from nbhelpers.validation import output_target
+from nbhelpers.validation import ConfigError, output_target
 
 # RunConfig's defaults, for the options of ``tune`` that set its fields.
 RUN_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
@@ -298,9 +299,13 @@ def _tune_arguments(tune: argparse.ArgumentParser) -> None:
 def _tune(args: argparse.Namespace) -> int:
     import os
 
+    from nbhelpers.models.loading import model_source
     from nbhelpers.tuning import tune
     from nbhelpers.views.tuner_plots import journal_table
 
+    if not math.isfinite(args.budget_s) or args.budget_s <= 0:
+        raise ConfigError("budget_s", args.budget_s, "a finite number of seconds > 0 for the whole search")
+    model_source(args.model)  # a misspelt preset or a missing folder fails here, not once per candidate
     if args.out:
         os.environ["NBHELPERS_RUNS"] = str(args.out)
     workload = RunConfig(

@@ -26,6 +26,9 @@ from nbhelpers.tuning import tuner
         (["--token-budgets", "16k"], "token_budgets='16k' is not allowed"),
         (["--liger-kernels", "rope,warp"], "liger_kernels="),
         (["--budget-s", "-1", "--kernels", "eager", "--strategies", "static"], "budget_s=-1.0 is not allowed"),
+        (["--budget-s", "inf"], "budget_s=inf is not allowed: budget_s must be a finite number of seconds > 0"),
+        (["--budget-s", "0"], "budget_s=0.0 is not allowed"),
+        (["--model", "qwen3-tinny"], "model='qwen3-tinny' is not allowed: model must be a preset"),  # before measuring
     ],
 )
 def test_tune_refuses_a_bad_value_naming_it(argv, named, capsys, tmp_path):
