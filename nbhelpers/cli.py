@@ -24,7 +24,7 @@ from pathlib import Path
 
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.resources import notebooks_folder, runs_folder
-from nbhelpers.validation import ConfigError, output_target
+from nbhelpers.validation import ConfigError, check_run_name, output_target
 
 # RunConfig's defaults, for the options of ``tune`` that set its fields.
 RUN_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
@@ -183,6 +183,8 @@ def _doctor(args: argparse.Namespace) -> int:
         os.environ["NBHELPERS_RUNS"] = str(args.out)
     if args.pin:
         pin_target(args.pin)  # a --pin that names no regular file fails before the doctor runs
+    if args.run_name:  # a bad name or a folder that cannot take the record fails before the doctor runs
+        RunStore.for_run(check_run_name(args.run_name, "--run-name")).check_writable()
     with _stdout_to_stderr(enabled=args.json):  # kernel libraries log to stdout (tilelang's compile lines)
         report = run_doctor(args.device, run_probes=not args.no_probes)
     record = doctor_record(report, args.run_name or "default", notebook="nbhelpers doctor")
@@ -206,6 +208,7 @@ def _warm_cache(args: argparse.Namespace) -> int:
         warm_probe_caches,
     )  # fmt: skip
     from nbhelpers.measure.startup import warm_caches
+    from nbhelpers.measure.store import check_writable
     from nbhelpers.models.loading import model_source
     from nbhelpers.planning.lists import parse_list
 
@@ -213,6 +216,12 @@ def _warm_cache(args: argparse.Namespace) -> int:
     cache_dir = Path(args.cache_dir.strip()) if args.cache_dir.strip() else None
     if cache_dir is None or (cache_dir.exists() and not cache_dir.is_dir()):
         raise ValueError(f"--cache-dir={args.cache_dir!r}: name a folder (created if missing) for the kernel caches")
+    if cache_dir.is_symlink() and not cache_dir.exists():
+        raise ValueError(f"--cache-dir={args.cache_dir!r}: a link to {cache_dir.resolve()}, which does not exist")
+    try:  # also under --dry-run: a folder under a file or on a read-only disk fails here, before any compile
+        check_writable(cache_dir)
+    except OSError as error:
+        raise ValueError(f"--cache-dir={args.cache_dir!r}: cannot be written ({error.__cause__ or error})") from error
     model_source(args.model)  # a misspelt preset or a missing folder fails here, before anything compiles
     if args.archive:
         output_target(args.archive, "--archive")  # a folder, a device or a pipe is refused, not renamed over
