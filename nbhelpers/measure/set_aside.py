@@ -78,11 +78,25 @@ def append_bytes(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+COMMAND_PREFIX = "nbhelpers "  # a record's notebook field when a CLI command wrote it ("nbhelpers doctor")
+
+
+def written_by_command(line: bytes) -> bool:
+    """Whether a store line is a record a CLI command wrote (``notebook`` "nbhelpers doctor", ...): never part of a
+    notebook's attempt, even when it landed in the store while that attempt was unfinished."""
+    try:
+        entry = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(entry, dict) and str(entry.get("notebook") or "").startswith(COMMAND_PREFIX)
+
+
 def move_aside_from(store: Path, aside: Path, start: int) -> int:
-    """Move every line of ``store`` that begins at or after byte ``start`` to ``aside``; how many moved."""
+    """Move every line of ``store`` that begins at or after byte ``start`` to ``aside``, but a record a CLI command
+    wrote meanwhile (:func:`written_by_command`); how many moved."""
     if not store.exists() or not 0 <= start < store.stat().st_size:
         return 0
-    return move_aside(store, aside, lambda offset, _line: offset < start)
+    return move_aside(store, aside, lambda offset, line: offset < start or written_by_command(line))
 
 
 def set_aside_after_marker(store: Path, marker: Path, aside: Path) -> int:
@@ -102,11 +116,13 @@ def set_aside_after_marker(store: Path, marker: Path, aside: Path) -> int:
 
 
 __all__ = [
+    "COMMAND_PREFIX",
     "SET_ASIDE_NAME",
     "append_bytes",
     "move_aside",
     "move_aside_from",
     "record_id_of",
     "set_aside_after_marker",
+    "written_by_command",
     "written_record_ids",
 ]

@@ -94,3 +94,19 @@ def test_notebooks_04_and_05_measure_inside_measuring(name):
     assert measuring_cells
     for source in measuring_cells:
         assert f'with measuring(store, "{name}")' in source, source
+
+
+def test_a_record_a_command_wrote_during_the_killed_attempt_stays_in_the_store(tmp_path):
+    """A killed attempt's records are set aside before its rerun; a record that a CLI command (the doctor) appended
+    to the same run meanwhile is not part of that attempt and stays."""
+    store = RunStore(tmp_path / "run")
+    env = {"hostname": "h", "device_name": "cpu"}
+    store.append(RunRecord(config={"label": "before"}, notebook="04_speedup_report", environment=env))
+    marker = marker_path(store, "04_speedup_report")
+    marker.write_text(json.dumps({"store_bytes": store.path.stat().st_size}))  # the attempt began, then was killed
+    store.append(RunRecord(config={"label": "killed attempt"}, notebook="04_speedup_report", environment=env))
+    store.append(RunRecord(config={"label": "doctor"}, kind="doctor", notebook="nbhelpers doctor", environment=env))
+    with measuring(store, "04_speedup_report") as moved:
+        assert moved == 1
+    assert [r.label for r in store.load()] == ["before", "doctor"]
+    assert [r.label for r in RunStore(tmp_path / "run" / SET_ASIDE_NAME).load()] == ["killed attempt"]
