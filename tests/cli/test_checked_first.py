@@ -27,3 +27,10 @@ def test_the_doctor_refuses_its_run_folder_before_it_runs(tmp_path, monkeypatch,
     monkeypatch.setattr(doctor, "run_doctor", lambda *a, **k: pytest.fail("the doctor ran before the check"))
     assert main(["doctor", "--no-probes", "--device", "cpu", *options]) == 2
     assert capsys.readouterr().err.startswith("nbhelpers doctor: ")
+
+
+def test_run_all_names_the_option_that_sets_the_run_name(tmp_path, capsys):
+    assert main(["run-all", "--out", str(tmp_path), "-p", "RUN_NAME=x"]) == 2
+    err = capsys.readouterr().err
+    assert "RUN_NAME is not a parameter to set" in err and "--run-name" in err
+    assert list(tmp_path.iterdir()) == []  # refused before any notebook ran
