@@ -86,8 +86,12 @@ def resolve_source(source: str) -> str:
 def _read_json_lines(path: Path) -> list[Any]:
     opener = gzip.open if path.suffix == ".gz" else open
     rows = []
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with opener(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DataError(f"{path} line {number}: not UTF-8 text (byte {error.start} of the line)") from None
             if not line.strip():
                 continue
             try:

@@ -269,6 +269,10 @@ def test_10_smaller_cases(tmp_path, tokenizer):
     broken.write_text('{"prompt": "p", "response": "r"}\n{"prompt": \n')
     with pytest.raises(DataError, match=rf"{broken} line 2: not valid JSON"):
         load_rows(str(broken))
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"prompt": "p", "response": "r"}\n{"prompt": "caf\xe9", "response": "r"}\n')
+    with pytest.raises(DataError, match=rf"{latin} line 2: not UTF-8 text \(byte 15 of the line\)"):
+        load_rows(str(latin))
     (tmp_path / "s.json").write_text(json.dumps("just a string"))
     with pytest.raises(DataError, match="must hold a list of objects.*holds a str"):
         load_rows(str(tmp_path / "s.json"))
