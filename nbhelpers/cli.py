@@ -334,9 +334,8 @@ def _tune(args: argparse.Namespace) -> int:
     with pd.option_context("display.width", 200, "display.max_colwidth", 90, "display.max_rows", 500):
         print(journal_table(result.journal).to_string(index=False))
     print(result.summary())
-    if args.budget_s > 0 and result.measured_candidates == 0:
-        print(f"nbhelpers tune: --budget-s {args.budget_s:g} ran out before any candidate was measured; the baseline "
-              "is no tuned result: raise --budget-s", file=sys.stderr)  # fmt: skip
+    if result.measured_candidates == 0:
+        print(f"nbhelpers tune: {result.why_nothing_measured()}; the baseline is no tuned result", file=sys.stderr)
         return 1
     return 0 if result.winner is not None else 1
 

@@ -86,6 +86,20 @@ class TuneResult:
         skipped = (NOT_TRIED, NOT_RUNNABLE)
         return sum(1 for d in self.decisions if d.stage.startswith("rung") and d.decision not in skipped)
 
+    def why_nothing_measured(self) -> str:
+        """Why the search measured no candidate: the baseline failed, nothing can run here, or the budget ran out."""
+        baseline = self.baseline
+        if baseline is not None and not baseline.ok:
+            return f"the baseline failed ({baseline.reason}), so no candidate was measured against it"
+        failed = [d for d in self.decisions if d.stage == "baseline" and d.decision not in ("baseline", "kept")]
+        if baseline is None and failed:
+            return f"the baseline was not measured ({failed[0].reason or failed[0].decision})"
+        candidates = [d for d in self.decisions if d.stage == "space" or d.stage.startswith("rung")]
+        if candidates and all(d.decision == NOT_RUNNABLE for d in candidates):
+            reasons = sorted({d.reason for d in candidates if d.reason})
+            return "no candidate can run here: " + "; ".join(reasons[:3])
+        return f"the {self.budget_s:g} s budget ran out before any candidate was measured: raise --budget-s"
+
     def summary(self) -> str:
         if self.budget_s == 0:
             return "Not run: the budget is 0 s (set a budget in seconds to search)."

@@ -324,3 +324,21 @@ def test_tune_command_exits_non_zero_when_its_budget_measured_no_candidate(tmp_p
     monkeypatch.setattr(nbhelpers.tuning, "tune", lambda *a, **k: short)
     assert cli.main(["tune", "--out", str(tmp_path / "runs"), "--budget-s", "3", "--no-progress"]) == 1
     assert "ran out before any candidate was measured" in capsys.readouterr().err
+
+
+def test_why_nothing_was_measured_names_a_failed_baseline_or_candidates_that_cannot_run(tmp_path):
+    from nbhelpers.tuning.journal import Decision, TuneResult
+
+    def result(baseline, decisions):
+        return TuneResult(workload=RunConfig(), decisions=decisions, baseline=baseline, winner=None, winner_label="",
+                          budget_s=60.0, elapsed_s=12.0, tuned_path=None, journal_path=tmp_path / "j")  # fmt: skip
+
+    failed = RunRecord.failed({"label": "baseline"}, "non-finite loss: first step nan")
+    assert result(failed, []).why_nothing_measured().startswith(
+        "the baseline failed (non-finite loss: first step nan)"
+    )
+    fla = Decision("fla / packed / sdpa", "space", "not runnable", "missing package: fla")
+    ok = RunRecord(config={"label": "baseline"}, metrics={"real_tokens_per_s": 1.0})
+    assert result(ok, [fla]).why_nothing_measured() == "no candidate can run here: missing package: fla"
+    untried = Decision("liger / packed / sdpa", "rung 0", "not tried", "budget")
+    assert "60 s budget ran out" in result(ok, [fla, untried]).why_nothing_measured()
