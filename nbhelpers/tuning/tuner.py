@@ -408,7 +408,9 @@ class Tuner:
     def result(self, winner: RunRecord | None) -> TuneResult:
         tuned_path = None
         label = winner.label if winner is not None else ""
-        if winner is not None:
+        skipped = (NOT_TRIED, NOT_RUNNABLE)
+        searched = any(d.stage.startswith("rung") and d.decision not in skipped for d in self.decisions)
+        if winner is not None and searched:  # the untouched baseline, nothing measured beside it, is no tuned result
             tuned_path = self.folder / TUNED_NAME
             config = {k: v for k, v in winner.config.items() if k in RunConfig.__dataclass_fields__ and k != "extra"}
             payload = {

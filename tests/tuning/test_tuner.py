@@ -312,8 +312,10 @@ def test_a_budget_that_measures_only_the_baseline_counts_no_candidate(tmp_path):
     result, measure, _, clock = run_fake(tmp_path, budget_s=1)
     assert result.measured_candidates == 0
     assert all(d.decision in ("not tried", "not runnable") for d in result.decisions if d.stage.startswith("rung"))
+    assert result.tuned_path is None  # the untouched baseline is no tuned result: no tuned.json
     enough, *_ = run_fake(tmp_path / "more", budget_s=10_000)
     assert enough.measured_candidates >= len(RATES)
+    assert enough.tuned_path is not None and enough.tuned_path.is_file()
 
 
 def test_tune_command_exits_non_zero_when_its_budget_measured_no_candidate(tmp_path, monkeypatch, capsys):
