@@ -199,6 +199,20 @@ def _doctor(args: argparse.Namespace) -> int:
     return 1 if record.metrics["broken"] else 0
 
 
+def _check_cache_folder(cache_dir: Path, given: str) -> None:
+    """ValueError naming --cache-dir when the folder could not be made or written: a link to nowhere, a file where a
+    folder must be, or a folder that cannot be written; nothing is created."""
+    if cache_dir.is_symlink() and not cache_dir.exists():
+        raise ValueError(f"--cache-dir={given!r}: a link to {cache_dir.resolve()}, which does not exist")
+    folder = cache_dir.absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"--cache-dir={given!r}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"--cache-dir={given!r}: {folder} cannot be written")
+
+
 def _warm_cache(args: argparse.Namespace) -> int:
     from nbhelpers.kernels.cache import (
         cache_env,
@@ -208,7 +222,6 @@ def _warm_cache(args: argparse.Namespace) -> int:
         warm_probe_caches,
     )  # fmt: skip
     from nbhelpers.measure.startup import warm_caches
-    from nbhelpers.measure.store import check_writable
     from nbhelpers.models.loading import model_source
     from nbhelpers.planning.lists import parse_list
 
@@ -216,17 +229,12 @@ def _warm_cache(args: argparse.Namespace) -> int:
     cache_dir = Path(args.cache_dir.strip()) if args.cache_dir.strip() else None
     if cache_dir is None or (cache_dir.exists() and not cache_dir.is_dir()):
         raise ValueError(f"--cache-dir={args.cache_dir!r}: name a folder (created if missing) for the kernel caches")
-    if cache_dir.is_symlink() and not cache_dir.exists():
-        raise ValueError(f"--cache-dir={args.cache_dir!r}: a link to {cache_dir.resolve()}, which does not exist")
-    try:  # also under --dry-run: a folder under a file or on a read-only disk fails here, before any compile
-        check_writable(cache_dir)
-    except OSError as error:
-        raise ValueError(f"--cache-dir={args.cache_dir!r}: cannot be written ({error.__cause__ or error})") from error
     model_source(args.model)  # a misspelt preset or a missing folder fails here, before anything compiles
     if args.archive:
         output_target(args.archive, "--archive")  # a folder, a device or a pipe is refused, not renamed over
     if args.device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--device={args.device!r}: allowed are auto, cpu, cuda")
+    _check_cache_folder(cache_dir, args.cache_dir)  # also under --dry-run; creates nothing
     config = RunConfig(
         run_name="warm-cache", model=args.model, kernels=args.kernels, padding=args.padding,
         attn_implementation=args.attn_implementation, dtype=args.dtype, batch_size=args.batch_size,
