@@ -241,7 +241,11 @@ def set_aside_earlier_attempt(
 def check_points(points: Sequence[tuple[str, dict[str, Any]]], notebooks: Sequence[Path]) -> dict[Path, dict[str, Any]]:
     """Every point's run name and parameters, checked against the notebooks before anything runs."""
     declared = {nb: notebook_parameters(nb) for nb in notebooks}
-    check_grid({k: [] for _, point in points for k in point}, declared)
+    values: dict[str, list[Any]] = {}
+    for _, point in points:
+        for key, value in point.items():
+            values.setdefault(key, []).append(value)
+    check_grid(values, declared)  # a refused key shows the values the points gave it
     for name, point in points:
         check_run_name(name, "run name of a grid point")
         for nb in notebooks:

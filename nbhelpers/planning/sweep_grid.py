@@ -223,10 +223,10 @@ def check_grid(grid: dict[str, Sequence[Any]] | None, declared: dict[Path, dict[
     for key in grid or {}:
         scope, bare = scoped(key)
         if bare.upper() == RUN_NAME_PARAMETER:
-            raise ValueError(
-                f"{key} is not a parameter to set: the run's folder is named by --run-name (run-all) or by the sweep "
-                "for each point (sweep --name)"
-            )
+            raise ConfigError(
+                key, (grid or {})[key],
+                "left out: the run's folder is named by --run-name (run-all) or by the sweep for each point (--name)",
+            )  # fmt: skip
         scope_params = [params for path, params in declared.items() if Path(path).name.startswith(scope)]
         if not any(_declared_name(bare, params) for params in scope_params):
             names = sorted({n for params in scope_params for n in params})

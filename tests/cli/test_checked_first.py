@@ -32,5 +32,5 @@ def test_the_doctor_refuses_its_run_folder_before_it_runs(tmp_path, monkeypatch,
 def test_run_all_names_the_option_that_sets_the_run_name(tmp_path, capsys):
     assert main(["run-all", "--out", str(tmp_path), "-p", "RUN_NAME=x"]) == 2
     err = capsys.readouterr().err
-    assert "RUN_NAME is not a parameter to set" in err and "--run-name" in err
+    assert "RUN_NAME=" in err and "named by --run-name" in err
     assert list(tmp_path.iterdir()) == []  # refused before any notebook ran
