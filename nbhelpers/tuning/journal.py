@@ -6,6 +6,7 @@ A decision says what was done with a candidate (kept, dropped, winner, not runna
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,11 @@ class Decision:
         )  # fmt: skip
 
 
+def rung_measurements(decisions: Sequence[Decision]) -> int:
+    """How many of the journal's decisions are measurements in a rung (neither not tried nor not runnable)."""
+    return sum(1 for d in decisions if d.stage.startswith("rung") and d.decision not in (NOT_TRIED, NOT_RUNNABLE))
+
+
 @dataclass
 class TuneResult:
     """What the tuner tried, why it dropped each branch, and the winner (a record of the workload)."""
@@ -83,8 +89,7 @@ class TuneResult:
     @property
     def measured_candidates(self) -> int:
         """Measurements the search made in its rungs (the baseline's aside)."""
-        skipped = (NOT_TRIED, NOT_RUNNABLE)
-        return sum(1 for d in self.decisions if d.stage.startswith("rung") and d.decision not in skipped)
+        return rung_measurements(self.decisions)
 
     def why_nothing_measured(self) -> str:
         """Why the search measured no candidate: the baseline failed, nothing can run here, or the budget ran out."""

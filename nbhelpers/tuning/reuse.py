@@ -23,15 +23,19 @@ REUSABLE_KINDS = ("step", "tuner")
 
 
 def stored_measurement(
-    records: Sequence[RunRecord], wanted: RunConfig, machine: str, min_steps: int, same_timing: bool = False
+    records: Sequence[RunRecord], wanted: RunConfig, machine: str, min_steps: int, same_timing: bool = False,
+    fits: Callable[[RunRecord], bool] | None = None,
 ) -> RunRecord | None:
     """The latest of a store's ``records`` that stands in for measuring ``wanted`` on ``machine`` with at least
-    ``min_steps`` timed steps (``same_timing``: also at ``wanted``'s timing, steps and warm-up); None if none."""
+    ``min_steps`` timed steps (``same_timing``: also at ``wanted``'s timing, steps and warm-up; ``fits``: any further
+    test a record must pass); None if none."""
     key = computation_key(wanted.to_dict())
     timing = tuple(getattr(wanted, name) for name in ("timing", "steps", "warmup"))
     for record in reversed(records):
         measured = record.ok and tokens_per_s(record) is not None
         if record.kind not in REUSABLE_KINDS or not measured or record.machine != machine:
+            continue
+        if fits is not None and not fits(record):
             continue
         steps = timed_step_count(record)
         if steps is None or steps < min_steps or problem_of(record):
@@ -70,17 +74,16 @@ def grid_reuse(store: RunStore) -> Callable[[RunConfig], RunRecord | None]:
     def stored(config: RunConfig) -> RunRecord | None:
         if config.device not in machines:  # the machine a record measured here would name
             machines[config.device] = RunRecord(config={}, environment=safe_environment(config.device)).machine
-        machine = machines[config.device]
-        key = computation_key(config.to_dict())
-        for record in reversed(store.load()):
-            if record.kind != "step" or not record.ok or record.reused or record.machine != machine:
-                continue
-            if computation_key(record.config) == key and same_schedule(record, config) and not problem_of(record):
-                copy = RunRecord.from_dict(record.to_dict())
-                copy.config["label"] = config.name
-                copy.metrics["reused_from"] = {"record_id": record.record_id, "notebook": record.notebook}
-                return copy
-        return None
+        record = stored_measurement(
+            store.load(), config, machines[config.device], 1,
+            fits=lambda r: r.kind == "step" and not r.reused and same_schedule(r, config),
+        )  # fmt: skip
+        if record is None:
+            return None
+        copy = RunRecord.from_dict(record.to_dict())
+        copy.config["label"] = config.name
+        copy.metrics["reused_from"] = {"record_id": record.record_id, "notebook": record.notebook}
+        return copy
 
     return stored
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import nbhelpers.tuning.budget as budget
 import nbhelpers.tuning.halving as halving
+import nbhelpers.tuning.journal as journal
 from nbhelpers.analysis.parity import check_parity
 from nbhelpers.analysis.records import is_measured, rate_interval_of, tokens_per_s, workload_fields
 from nbhelpers.measure.config import RunConfig
@@ -408,8 +409,7 @@ class Tuner:
     def result(self, winner: RunRecord | None) -> TuneResult:
         tuned_path = None
         label = winner.label if winner is not None else ""
-        skipped = (NOT_TRIED, NOT_RUNNABLE)
-        searched = any(d.stage.startswith("rung") and d.decision not in skipped for d in self.decisions)
+        searched = journal.rung_measurements(self.decisions) > 0
         if winner is not None and searched:  # the untouched baseline, nothing measured beside it, is no tuned result
             tuned_path = self.folder / TUNED_NAME
             config = {k: v for k, v in winner.config.items() if k in RunConfig.__dataclass_fields__ and k != "extra"}
