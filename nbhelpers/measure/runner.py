@@ -77,10 +77,12 @@ _spare: Spare | None = None  # the next configuration's process, imports done (n
 
 
 def _start_process(
-    config: RunConfig, env: dict[str, str], args: list[str], progress: Path, stderr: Path
-) -> tuple[subprocess.Popen, str]:
+    config: RunConfig, env: dict[str, str], args: list[str], progress: Path, stderr: Path,
+    next_env: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen, str]:  # fmt: skip
     """The process that measures ``config`` and how it started ("spare": the spare started with ``env``, its
-    imports done; else "fresh"); then a new spare for the configuration after this one, where spares are wanted."""
+    imports done; else "fresh"); then a new spare for the configuration after this one (started with ``next_env``,
+    by default ``env``), where spares are wanted."""
     global _spare
     use_spares = not needs_launch(config) and spares_wanted(_cuda_available())
     spare, _spare = _spare, None
@@ -98,7 +100,7 @@ def _start_process(
                 text=True, start_new_session=True, preexec_fn=die_with_parent,
             )  # fmt: skip
     if use_spares:
-        _spare = Spare(env)
+        _spare = Spare(next_env if next_env is not None else env)
     return child, how
 
 
@@ -136,10 +138,11 @@ POLL_S = 0.5  # how often a waiting runner reads its configuration's progress
 
 def run_isolated(
     config: RunConfig, notebook: str = "", extra_env: dict[str, str] | None = None,
-    on_progress: ProgressCallback | None = None,
+    on_progress: ProgressCallback | None = None, next_extra_env: dict[str, str] | None = None,
 ) -> RunRecord:  # fmt: skip
     """Measure one configuration in a fresh Python process; never raises for a failed configuration.
-    ``on_progress`` is called with the process's progress (:mod:`nbhelpers.measure.progress`) while it runs."""
+    ``on_progress`` is called with the process's progress (:mod:`nbhelpers.measure.progress`) while it runs;
+    ``next_extra_env``, when known, is the next configuration's ``extra_env`` (its spare is started with it)."""
     if shortfall := gpu_shortfall(config):  # before torchrun starts ranks that would find no device
         return failed_record(config, shortfall, notebook)
     with tempfile.TemporaryDirectory(prefix="nbhelpers-") as tmp:
@@ -150,7 +153,8 @@ def run_isolated(
         env = _child_env(config, extra_env)
         args = [str(config_path), str(result_path), notebook]
         started = time.perf_counter()
-        child, how = _start_process(config, env, args, progress_path, stderr_path)
+        next_env = _child_env(config, next_extra_env) if next_extra_env is not None else None
+        child, how = _start_process(config, env, args, progress_path, stderr_path, next_env)
         try:
             finished = _wait(child, config.timeout_s, progress_path, on_progress)
         except BaseException:  # an interrupted notebook must not leave a GPU-holding process behind

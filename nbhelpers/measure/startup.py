@@ -29,15 +29,19 @@ from .store import RunRecord
 STARTUP_KIND = "startup"
 
 
-def warm_caches(config: RunConfig, cache_dir: str | Path, notebook: str = "") -> RunRecord:
+def warm_caches(
+    config: RunConfig, cache_dir: str | Path, notebook: str = "", next_cache_dir: str | Path | None = None
+) -> RunRecord:
     """Run the configured shapes once in a subprocess whose caches live in ``cache_dir`` (autotune results
-    kept); its record.
+    kept); its record. ``next_cache_dir``: the cache folder of the run after this one (its spare worker, where
+    spares are used, starts with that folder's environment; it touches no cache before its job).
 
     When ``cache_dir`` starts empty, the record's ``first_step_s`` is the cold start.
     """
     env = cache_env(cache_dir)
     make_cache_folders(env)
-    return run_isolated(config, notebook=notebook, extra_env=env)
+    next_env = cache_env(next_cache_dir) if next_cache_dir is not None else None
+    return run_isolated(config, notebook=notebook, extra_env=env, next_extra_env=next_env)
 
 
 def _as_startup(record: RunRecord, cache: str, cache_dir: Path) -> RunRecord:
@@ -60,9 +64,9 @@ def cold_vs_warm(config: RunConfig, workdir: str | Path, notebook: str = "") -> 
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     cold_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-cold-", dir=work))
-    cold = _as_startup(warm_caches(config, cold_dir, notebook), "cold", cold_dir)
-    archive = export_cache(cold_dir, cold_dir.with_name(cold_dir.name + ".tar.gz"))
     warm_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-warm-", dir=work))
+    cold = _as_startup(warm_caches(config, cold_dir, notebook, next_cache_dir=warm_dir), "cold", cold_dir)
+    archive = export_cache(cold_dir, cold_dir.with_name(cold_dir.name + ".tar.gz"))
     import_cache(archive, warm_dir)
     warm = _as_startup(run_isolated(config, notebook=notebook, extra_env=cache_env(warm_dir)), "warm", warm_dir)
     if warm.ok:

@@ -25,6 +25,9 @@ from nbhelpers.kernels.cache import (
     startup_backend,
     warm_probe_caches,
 )
+from nbhelpers.measure import startup
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.store import RunRecord
 
 
 def _fill(root: Path) -> dict[str, bytes]:
@@ -149,6 +152,22 @@ def test_startup_table_and_backend(make_record):
     assert startup_backend(["eager", "liger", "compile"]) == "compile"
     assert startup_backend(["eager", "liger"]) == "liger"
     assert startup_backend(["eager"]) is None
+
+
+def test_the_cold_run_names_the_warm_folder_as_the_next_runs_environment(tmp_path, monkeypatch):
+    calls: list = []
+
+    def fake_run(config, notebook="", extra_env=None, on_progress=None, next_extra_env=None):
+        calls.append((extra_env, next_extra_env))
+        return RunRecord.failed(config.to_dict(), "not run here", notebook=notebook)
+
+    monkeypatch.setattr(startup, "run_isolated", fake_run)
+    monkeypatch.setattr(startup, "export_cache", lambda folder, archive: Path(archive))
+    monkeypatch.setattr(startup, "import_cache", lambda archive, folder: [])
+    startup.cold_vs_warm(RunConfig(kernels="compile"), tmp_path)
+    (cold_env, cold_next), (warm_env, _) = calls
+    assert cold_next == warm_env and cold_env != warm_env  # the warm run's spare can start while the cold one runs
+    assert Path(warm_env["TORCHINDUCTOR_CACHE_DIR"]).parent.name.startswith("kernel-cache-warm-")
 
 
 @pytest.mark.slow

@@ -41,6 +41,16 @@ def test_a_spare_started_with_another_environment_or_dead_is_not_used(spares_on)
     assert after.ok and after.metrics["worker_process"] == "fresh"
 
 
+def test_a_spare_for_a_named_next_environment_serves_the_configuration_run_with_it(spares_on, tmp_path):
+    cache = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    first = runner.run_isolated(TINY, next_extra_env=cache)
+    assert runner._spare is not None
+    assert runner._spare.env["TORCHINDUCTOR_CACHE_DIR"] == cache["TORCHINDUCTOR_CACHE_DIR"]
+    second = runner.run_isolated(TINY, extra_env=cache)
+    assert first.ok and second.ok and second.metrics["worker_process"] == "spare"
+    assert second.metrics["losses"] == first.metrics["losses"]
+
+
 def test_a_failure_in_a_spare_keeps_its_reason(spares_on, tmp_path):
     runner.run_isolated(TINY)
     failed = runner.run_isolated(TINY.replace(model=str(tmp_path / "no-such-model")))
