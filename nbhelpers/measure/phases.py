@@ -1,8 +1,8 @@
 """Where a measurement's wall time goes: consecutive laps of one clock, in seconds, by phase name.
 
-A record keeps them in ``metrics["phase_s"]`` (data, build, first_step, untimed, timed, profile; the worker adds
-parity_probe) and the runner keeps the whole process's wall time in ``metrics["process_s"]``: what the laps do not
-cover is the interpreter's start, the imports and writing the record.
+A record keeps them in ``metrics["phase_s"]`` (data, build, first_step, untimed, timed, profile, environment; the
+worker adds parity_probe) and the runner keeps the whole process's wall time in ``metrics["process_s"]``, up to the
+moment the record is written: what the laps do not cover is the interpreter's start, the imports and writing it.
 """
 
 from __future__ import annotations

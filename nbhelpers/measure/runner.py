@@ -50,8 +50,22 @@ def shared_kernel_cache() -> dict[str, str]:
     return env
 
 
+def _without_inductor_leftovers(env: dict[str, str]) -> dict[str, str]:
+    """``env`` less what torch's Inductor wrote into this process's environment for itself when it first compiled
+    here (the kernel doctor's probes do): its private variables, and its default cache folder, which would shadow
+    the shared kernel cache in every later configuration and make the waiting spare worker's environment stale."""
+    kept = {name: value for name, value in env.items() if not name.startswith("_TORCHINDUCTOR_")}
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:
+        return kept
+    if kept.get("TORCHINDUCTOR_CACHE_DIR") == os.path.abspath(default_cache_dir()):
+        del kept["TORCHINDUCTOR_CACHE_DIR"]
+    return kept
+
+
 def _child_env(config: RunConfig, extra_env: dict[str, str] | None) -> dict[str, str]:
-    env = dict(os.environ)
+    env = _without_inductor_leftovers(dict(os.environ))
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     for name, value in shared_kernel_cache().items():
         env.setdefault(name, value)
@@ -156,7 +170,7 @@ def run_isolated(
         next_env = _child_env(config, next_extra_env) if next_extra_env is not None else None
         child, how = _start_process(config, env, args, progress_path, stderr_path, next_env)
         try:
-            finished = _wait(child, config.timeout_s, progress_path, on_progress)
+            finished = _wait(child, config.timeout_s, progress_path, on_progress, result_path)
         except BaseException:  # an interrupted notebook must not leave a GPU-holding process behind
             _kill_group(child)
             raise
@@ -181,8 +195,13 @@ def run_isolated(
         return failed_record(config, f"{reason}: {stderr_tail(stderr)}", notebook)
 
 
-def _wait(child: subprocess.Popen, timeout_s: float, progress_path: Path, on_progress: ProgressCallback | None) -> bool:
-    """Wait for the child up to ``timeout_s``, handing each new progress to ``on_progress``; False on time-out."""
+def _wait(
+    child: subprocess.Popen, timeout_s: float, progress_path: Path, on_progress: ProgressCallback | None,
+    result_path: Path | None = None,
+) -> bool:  # fmt: skip
+    """Wait for the child up to ``timeout_s``, handing each new progress to ``on_progress``; False on time-out.
+    Done as soon as ``result_path`` exists: the worker's last act is to move its finished record there, so its
+    exit (freeing the model, tearing down the CUDA context, seconds on a GPU) is not waited for."""
     deadline = time.monotonic() + timeout_s
     last = None
     while True:
@@ -190,6 +209,8 @@ def _wait(child: subprocess.Popen, timeout_s: float, progress_path: Path, on_pro
             child.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
             return True
         except subprocess.TimeoutExpired:
+            if result_path is not None and result_path.exists():
+                return True
             if time.monotonic() >= deadline:
                 return False
         if on_progress is not None and (now := read_progress(progress_path)) is not None and now != last:

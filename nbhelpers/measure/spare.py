@@ -89,12 +89,18 @@ class Spare:
 
 def start_device() -> None:
     """Create the CUDA context now (seconds on an H200), not in the measurement's data phase; a few bytes stay
-    cached, nothing else (the context then holds about half a GiB of the GPU while the spare waits)."""
+    cached, nothing else (the context then holds about half a GiB of the GPU while the spare waits). Then read
+    what a record says about the machine once (package versions: importlib.metadata scans every installed
+    distribution the first time, a second or more), so the record is written without that wait."""
     import torch
 
-    if torch.cuda.is_available():
+    from .env import environment
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
         torch.zeros(1, device="cuda").sum().item()
         torch.cuda.empty_cache()
+    environment(device)
 
 
 def serve() -> int:

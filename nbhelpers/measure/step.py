@@ -429,12 +429,14 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
         metrics.update(summary)
         metrics["trace_model_flops_per_step"] = profiled_flops
         phases.lap("profile")
+    where = environment(device)
+    phases.lap("environment")
     metrics["phase_s"] = phases.laps
     return RunRecord(
         config=config.to_dict() | {"label": config.name},
         kind="step",
         notebook=notebook,
         metrics=metrics,
-        environment=environment(device),
+        environment=where,
         artifacts=artifacts,
     )

@@ -24,7 +24,7 @@ def test_success_failure_timeout_in_subprocesses(tmp_path):
     assert m["step_time_min_s"] <= m["step_time_median_s"] <= m["step_time_max_s"]
     assert m["peak_flops_source"].startswith("measured")
     phases = m["phase_s"]  # where the process's time went, phase by phase, and all of it
-    assert list(phases) == ["data", "build", "first_step", "untimed", "timed", "parity_probe"]
+    assert list(phases) == ["data", "build", "first_step", "untimed", "timed", "environment", "parity_probe"]
     assert all(v >= 0 for v in phases.values()) and phases["timed"] >= sum(m["step_times_s"]) * 0.99
     assert m["process_s"] >= sum(phases.values())
     assert ok.environment["device_type"] == "cpu"
@@ -105,3 +105,47 @@ def test_every_configuration_shares_one_kernel_cache_with_autotune_results_kept(
     assert _child_env(config, None)["TRITON_CACHE_DIR"] == str(tmp_path / "mine")
     cold = {"TRITON_CACHE_DIR": str(tmp_path / "cold")}  # a startup measurement's own folder wins
     assert _child_env(config, cold)["TRITON_CACHE_DIR"] == str(tmp_path / "cold")
+
+
+def test_the_runner_stops_waiting_once_the_record_is_written(tmp_path):
+    """A worker whose record is in place is done: its exit (freeing a model, a CUDA context) is not waited for."""
+    import subprocess
+    import sys
+
+    from nbhelpers.measure.runner import _kill_group, _wait
+
+    result = tmp_path / "record.json"
+    script = f"import pathlib, time; pathlib.Path({str(result)!r}).write_text('{{}}'); time.sleep(600)"
+    child = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    try:
+        assert _wait(child, 600, tmp_path / "progress.txt", None, result)
+        assert child.poll() is None  # still "exiting": the runner did not wait for it
+    finally:
+        _kill_group(child)
+    quiet = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    try:
+        assert not _wait(quiet, 1, tmp_path / "progress.txt", None, tmp_path / "never.json")  # no record: time-out
+    finally:
+        _kill_group(quiet)
+
+
+def test_what_inductor_set_in_this_process_does_not_reach_a_configurations_environment(monkeypatch, tmp_path):
+    """A compile in the notebook's process (the doctor's probes) sets Inductor's default cache folder and a private
+    pointer in os.environ; neither may shadow the shared kernel cache or go stale between a spare and its job."""
+    import os
+
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from nbhelpers.measure.runner import _child_env, shared_kernel_cache
+
+    monkeypatch.setenv("NBHELPERS_RUNS", str(tmp_path))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("NBHELPERS_KERNEL_CACHE", raising=False)
+    clean = _child_env(RunConfig(), None)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(default_cache_dir()))
+    monkeypatch.setenv("_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR", "140627185159200")
+    after_a_compile = _child_env(RunConfig(), None)
+    assert after_a_compile == clean
+    assert after_a_compile["TORCHINDUCTOR_CACHE_DIR"] == shared_kernel_cache()["TORCHINDUCTOR_CACHE_DIR"]
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # set by the user: kept
+    assert _child_env(RunConfig(), None)["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
