@@ -150,6 +150,8 @@ def execute_notebook(
     """
     import papermill
 
+    from nbhelpers.notebook_engine import register
+
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(output.stem + ".partial.ipynb")
     partial.unlink(missing_ok=True)  # left by a run that was killed
@@ -163,6 +165,7 @@ def execute_notebook(
             progress_bar=False,
             execution_timeout=timeout,
             extra_arguments=KERNEL_ARGUMENTS,
+            engine_name=register(),
         )
     finally:
         if partial.exists():

@@ -93,17 +93,19 @@ _spare: Spare | None = None  # the next configuration's process, imports done (n
 def _start_process(
     config: RunConfig, env: dict[str, str], args: list[str], progress: Path, stderr: Path,
     next_env: dict[str, str] | None = None,
-) -> tuple[subprocess.Popen, str]:  # fmt: skip
-    """The process that measures ``config`` and how it started ("spare": the spare started with ``env``, its
-    imports done; else "fresh"); then a new spare for the configuration after this one (started with ``next_env``,
-    by default ``env``), where spares are wanted."""
+) -> tuple[subprocess.Popen, str, str]:  # fmt: skip
+    """The process that measures ``config``, how it started ("spare": the spare started with ``env``, its imports
+    done; else "fresh") and why a waiting spare was not used ("" when none waited or it was); then a new spare for
+    the configuration after this one (started with ``next_env``, by default ``env``), where spares are wanted."""
     global _spare
     use_spares = not needs_launch(config) and spares_wanted(_cuda_available())
     spare, _spare = _spare, None
     child = spare.take(env, args, str(progress), str(stderr)) if spare is not None and use_spares else None
+    how, unused = ("spare" if child is not None else "fresh"), ""
     if spare is not None and child is None:
+        unused = spare.unusable_because(env) if use_spares else "this configuration starts its own processes"
+        unused = unused or "the spare did not take the job"
         spare.stop()
-    how = "spare" if child is not None else "fresh"
     if child is None:
         command = [sys.executable, "-m", "nbhelpers.measure.worker", *args]
         if needs_launch(config):  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
@@ -115,7 +117,7 @@ def _start_process(
             )  # fmt: skip
     if use_spares:
         _spare = Spare(next_env if next_env is not None else env)
-    return child, how
+    return child, how, unused
 
 
 def prime_spare(extra_env: dict[str, str] | None = None) -> bool:
@@ -168,7 +170,7 @@ def run_isolated(
         args = [str(config_path), str(result_path), notebook]
         started = time.perf_counter()
         next_env = _child_env(config, next_extra_env) if next_extra_env is not None else None
-        child, how = _start_process(config, env, args, progress_path, stderr_path, next_env)
+        child, how, spare_unused = _start_process(config, env, args, progress_path, stderr_path, next_env)
         try:
             finished = _wait(child, config.timeout_s, progress_path, on_progress, result_path)
         except BaseException:  # an interrupted notebook must not leave a GPU-holding process behind
@@ -182,6 +184,8 @@ def run_isolated(
             if record.ok:  # phase_s says where the process's time went
                 record.metrics["process_s"] = round(time.perf_counter() - started, 3)
                 record.metrics["worker_process"] = how  # "spare": its imports ran before it was handed this
+                if spare_unused:  # a spare waited but could not serve this configuration: why
+                    record.metrics["spare_unused"] = spare_unused
             return record
         stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
         if child.returncode < 0:

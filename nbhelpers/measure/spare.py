@@ -62,12 +62,26 @@ class Spare:
             preexec_fn=die_with_parent,
         )  # fmt: skip
 
+    def unusable_because(self, env: dict[str, str]) -> str:
+        """Why this spare cannot run a job that wants ``env`` ("" when it can): it was started with another
+        environment (the names that differ; a library's private variables, named with a leading "_" such as
+        holoviews' ``_PYVIZ_COMMS_INSTALLED``, do not count), it has exited, or it is too old."""
+        if differing := sorted(
+            name for name in self.env.keys() | env.keys()
+            if not name.startswith("_") and self.env.get(name) != env.get(name)
+        ):  # fmt: skip
+            return f"started with another environment ({', '.join(differing)})"
+        if self.process.poll() is not None:
+            return f"it had exited (status {self.process.returncode})"
+        if time.monotonic() - self.started >= MAX_IDLE_S:
+            return f"older than {MAX_IDLE_S:.0f} s"
+        return ""
+
     def take(
         self, env: dict[str, str], args: list[str], progress_path: str, stderr_path: str
     ) -> subprocess.Popen | None:
         """Hand the spare one job if it was started with ``env`` and is alive and fresh: its process, else None."""
-        usable = self.env == env and self.process.poll() is None and time.monotonic() - self.started < MAX_IDLE_S
-        if usable:
+        if not self.unusable_because(env):
             job = {"args": args, "progress": progress_path, "stderr": stderr_path}
             try:
                 assert self.process.stdin is not None

@@ -31,14 +31,23 @@ def test_the_second_configuration_runs_in_the_spare_with_the_same_results(spares
     assert second.label == "tiny again"
 
 
-def test_a_spare_started_with_another_environment_or_dead_is_not_used(spares_on):
+def test_a_spare_started_with_another_environment_or_dead_is_not_used_and_the_record_says_why(spares_on):
     runner.run_isolated(TINY)  # leaves a spare with the plain environment
     other = runner.run_isolated(TINY, extra_env={"NBHELPERS_TEST_MARK": "1"})
     assert other.ok and other.metrics["worker_process"] == "fresh"
+    assert other.metrics["spare_unused"] == "started with another environment (NBHELPERS_TEST_MARK)"
     runner._spare.process.kill()  # the spare this run left behind dies before it is used
     runner._spare.process.wait()
     after = runner.run_isolated(TINY, extra_env={"NBHELPERS_TEST_MARK": "1"})
     assert after.ok and after.metrics["worker_process"] == "fresh"
+    assert after.metrics["spare_unused"] == "it had exited (status -9)"
+
+
+def test_a_librarys_private_variable_set_after_the_spare_started_does_not_keep_it_from_serving(spares_on, monkeypatch):
+    assert runner.prime_spare()
+    monkeypatch.setenv("_PYVIZ_COMMS_INSTALLED", "1")  # what hv.extension() sets in a notebook's process
+    first = runner.run_isolated(TINY)
+    assert first.ok and first.metrics["worker_process"] == "spare" and "spare_unused" not in first.metrics
 
 
 def test_a_spare_for_a_named_next_environment_serves_the_configuration_run_with_it(spares_on, tmp_path):

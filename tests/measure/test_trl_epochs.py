@@ -30,12 +30,13 @@ def test_a_trl_defaults_row_times_its_own_batches_to_the_floor_not_the_workbooks
     assert record.metrics["timed_steps"] == 8  # two timed epochs of TRL's 4 steps: the floor of 6, no more
 
 
-def test_peer_rows_rest_on_at_least_16_timed_steps():
+def test_the_export_row_rests_on_at_least_16_timed_steps_the_other_peers_on_the_workloads_floor():
     workload = RunConfig(run_name="r", label="pick", kernels="eager", padding="token_budget", min_timed_steps=10)
     rec = Recommendation(
         label="pick", machine="m", run_name="r", record_id="x", config=workload.to_dict(), device_type="cpu",
         real_tokens_per_s=1.0, peak_memory_gib=None, mfu=None, speedup=1.0, baseline_label="b", parity="pass",
         candidates=1,
     )  # fmt: skip
-    configs = peer_configs(rec, "trl,trl_defaults")
-    assert [c.min_timed_steps for c in configs] == [PEER_MIN_TIMED_STEPS] * 2 and PEER_MIN_TIMED_STEPS == 16
+    configs = peer_configs(rec, "trl,trl_defaults,trl_best")
+    assert [c.engine for c in configs] == ["trl", "trl_defaults", "trl_best"]
+    assert [c.min_timed_steps for c in configs] == [PEER_MIN_TIMED_STEPS, 10, 10] and PEER_MIN_TIMED_STEPS == 16

@@ -114,7 +114,7 @@ def test_no_library_module_is_over_the_size_limit():
 # The package order, bottom up: each package imports only packages of lower layers (and itself); packages of one
 # layer do not import each other. The package face (nbhelpers/__init__.py) stands above all of them.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"validation", "formatting", "resources", "plotting", "nbparams", "machine"}),
+    frozenset({"validation", "formatting", "resources", "plotting", "nbparams", "machine", "notebook_engine"}),
     frozenset({"profiling"}),
     frozenset({"models"}),
     frozenset({"kernels"}),
