@@ -268,6 +268,22 @@ class ConfigBar:
 BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} steps [{elapsed}{postfix}]"
 
 
+def finished_line(record: RunRecord, seconds: float, reused: bool = False) -> str:
+    """One configuration's outcome in a line: its figure and timed steps, or why it failed, and the time it took."""
+    if reused:
+        source = record.metrics.get("reused_from") or {}
+        where = f" by {source['notebook']}" if isinstance(source, dict) and source.get("notebook") else ""
+        ident = source.get("record_id", "?") if isinstance(source, dict) else source
+        return f"{record.label}: reused, measured earlier{where} (record {ident})"
+    if not record.ok:
+        return f"{record.label}: failed after {seconds:.1f} s: {record.reason.splitlines()[0] if record.reason else ''}"
+    figure = record.metrics.get("real_tokens_per_s")
+    steps = record.metrics.get("timed_steps")
+    measured = f"{figure:,.0f} real tok/s" if isinstance(figure, (int, float)) else "measured"
+    on = f" on {steps} timed steps" if isinstance(steps, int) else ""
+    return f"{record.label}: {measured}{on} ({seconds:.1f} s)"
+
+
 def run_configs(
     configs: Iterable[RunConfig],
     store: RunStore | None = None,
@@ -301,11 +317,14 @@ def run_configs(
             bar.set_postfix_str(config.name)
             steps = ConfigBar(config.name)
         stored = reuse(config) if reuse is not None else None
+        started = time.perf_counter()
         try:
             record = stored or run_config(config, isolate=isolate, notebook=notebook, on_progress=steps)
         finally:
             if steps is not None:
                 steps.close()
+        if bar is not None:  # a line that stays, in a live notebook and in its saved copy alike
+            bar.write(finished_line(record, time.perf_counter() - started, reused=stored is not None))
         if annotate is not None:
             annotate(record, records)
         if store is not None and stored is None:

@@ -149,3 +149,17 @@ def test_what_inductor_set_in_this_process_does_not_reach_a_configurations_envir
     assert after_a_compile["TORCHINDUCTOR_CACHE_DIR"] == shared_kernel_cache()["TORCHINDUCTOR_CACHE_DIR"]
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # set by the user: kept
     assert _child_env(RunConfig(), None)["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+
+
+def test_each_configuration_leaves_one_line_saying_how_it_went(make_record):
+    from nbhelpers.measure.runner import finished_line
+
+    ok = make_record("liger", 7356.4)
+    ok.metrics["timed_steps"] = 12
+    assert finished_line(ok, 31.84) == "liger: 7,356 real tok/s on 12 timed steps (31.8 s)"
+    failed = make_record("fa2", None, status="failed", reason="ImportError: flash_attn missing\ntrace")
+    assert finished_line(failed, 1.23) == "fa2: failed after 1.2 s: ImportError: flash_attn missing"
+    reused = make_record("eager", 5000.0)
+    reused.metrics["reused_from"] = {"record_id": "b8c88a7541b2", "notebook": "01_baseline_profile.ipynb"}
+    line = finished_line(reused, 0.0, reused=True)
+    assert line == "eager: reused, measured earlier by 01_baseline_profile.ipynb (record b8c88a7541b2)"
