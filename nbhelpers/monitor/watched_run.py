@@ -20,7 +20,6 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import runs_root
 from nbhelpers.validation import check_int
 
-from .callback import attach
 from .core import MONITOR_KIND
 
 LOG_EVERY = 4  # steps per monitor interval (a record each)
@@ -70,6 +69,8 @@ def watch_recommendation(rec: Recommendation | None, steps: int, run_name: str) 
 def main(path: str) -> int:
     """In the subprocess: build the trainer, attach the monitor, train, say how many records it wrote."""
     from nbhelpers.measure.trl_loop import build_sft_trainer, sft_rows
+
+    from .callback import attach  # transformers' Trainer: only in this subprocess
 
     spec = json.loads(Path(path).read_text())
     config = RunConfig.from_dict(spec["config"])

@@ -20,6 +20,7 @@ from nbhelpers.validation import ConfigError
 PADDING_CLASS = "nbh-padding-fraction"
 SUMMARY_CLASS = "nbh-waste-summary"
 MEASURED_CLASS = "nbh-measured"
+SNAPSHOT_CLASS = "nbh-explorer-start"
 LABELS = {
     "batch_size": "batch size",
     "max_length": "max length",
@@ -42,6 +43,17 @@ def summary_text(summary: WasteSummary) -> str:
         f"steps/epoch: <b>{summary.steps_per_epoch:,}</b> &nbsp;|&nbsp; "
         f"largest step: <b>{summary.max_positions_per_step:,}</b> positions &nbsp;|&nbsp; "
         f"truncated by max length: <b>{summary.truncated_fraction:.1%}</b> of tokens</span>"
+    )
+
+
+def starting_point_html(lengths: Sequence[int], settings: PaddingSettings) -> str:
+    """What the explorer shows at its starting settings, as plain HTML: a saved or exported copy of the notebook
+    keeps it (the controls themselves need a live kernel, and their saved view a widget library from the web)."""
+    summary = summarize_waste(waste_table(lengths, settings), lengths, settings.strategy, settings.max_length)
+    where = f"{settings.strategy}, batch size {settings.batch_size}, max length {settings.max_length}"
+    return (
+        f"<div class='{SNAPSHOT_CLASS}'><p>The explorer at its starting settings ({where}); move its controls below "
+        f"in a live notebook:</p><p>{padding_text(summary)}</p><p>{summary_text(summary)}</p></div>"
     )
 
 
@@ -88,8 +100,10 @@ def waste_explorer(
     run: Callable[[RunConfig], RunRecord] | None = None,
     store: RunStore | None = None,
     plot: bool = True,
+    snapshot: bool = True,
 ) -> Any:
-    """The explorer as one ipywidgets container (display it, or make it a cell's last expression).
+    """The explorer as one ipywidgets container (display it, or make it a cell's last expression); with
+    ``snapshot``, :func:`starting_point_html` is displayed first, for copies of the notebook read without a kernel.
 
     ``settings`` is where the controls start (default: dynamic padding, batch 4, max length 512);
     ``base_config`` is the measured configuration the button starts from (its model, data and steps);
@@ -102,6 +116,10 @@ def waste_explorer(
     if not lengths:
         raise ValueError("lengths is empty: the explorer needs the dataset's token lengths")
     start = settings or PaddingSettings("dynamic", batch_size=4, max_length=512)
+    if snapshot:
+        from IPython.display import HTML
+
+        display(HTML(starting_point_html(lengths, start)))
     longest = max(int(n) for n in lengths)
     length_cap = max(64, -(-max(longest, start.max_length) // 64) * 64)
     selector = widgets.ToggleButtons(

@@ -249,3 +249,20 @@ def test_gpu_records_marked_invalid_never_enter_the_verdict(make_record, tmp_pat
     table = gpu_overview(records, tmp_path, validity)
     assert table["validity"].tolist() == ["valid", "invalid for speed claims: crossed boundaries"]
     assert gpu_validity(tmp_path / "absent") == {}
+
+
+def test_the_explorer_first_shows_its_starting_point_as_plain_html_for_saved_copies(real_lengths, monkeypatch):
+    import IPython.display
+
+
+    shown: list = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    start = PaddingSettings("dynamic", batch_size=4, max_length=512)
+    box = waste_explorer(real_lengths, start, plot=False)
+    html = [o.data for o in shown if isinstance(o, IPython.display.HTML)]
+    assert len(html) == 1 and "nbh-explorer-start" in html[0]
+    assert "dynamic, batch size 4, max length 512" in html[0]
+    assert find_widget(box, css_class="nbh-padding-fraction").value in html[0]  # the same figure as the widget
+    shown.clear()
+    waste_explorer(real_lengths, start, plot=False, snapshot=False)
+    assert not [o for o in shown if isinstance(o, IPython.display.HTML)]

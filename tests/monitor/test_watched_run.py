@@ -36,3 +36,20 @@ def test_a_watched_trl_run_writes_a_monitor_record_every_4_steps_with_a_profiler
     assert all(r.config["source"] == "trainer" and r.metrics["real_tokens_per_s"] > 0 for r in stored)
     assert {r.config["model"] for r in stored} == {"qwen3-tiny"}  # the preset's name, not the model type "qwen3"
     assert stored[-1].metrics.get("launches_per_step") is not None  # the window at steps 8-9 was profiled
+
+
+def test_notebook_04s_imports_leave_transformers_and_peft_to_the_processes_that_train():
+    """The report notebook's own process shows records; importing its helpers must not cost it transformers'
+    Trainer and PEFT (seconds on a GPU machine): they load in the watched run's subprocess."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import nbhelpers.views.monitor_plots, nbhelpers.monitor.watched_run, nbhelpers.monitor; "
+        "print(sorted(m for m in ('transformers', 'peft', 'trl') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    from nbhelpers.monitor import MonitorCallback, attach  # still there, loaded on first use
+
+    assert callable(attach) and MonitorCallback.__name__ == "MonitorCallback"

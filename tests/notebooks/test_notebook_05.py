@@ -41,6 +41,7 @@ def test_notebook_05_scales_two_gloo_ranks_and_plans_memory(runs_root, kernel_en
     records = RunStore.for_run("nb05").load()
     assert [r.config["gpus"] for r in records] == [1, 2]
     assert all(r.ok for r in records), [r.reason for r in records]
+    assert {r.notebook for r in records} == {"05_several_gpus.ipynb"}  # each record says where it was made
     assert {r.config["dataset"] for r in records} == {str(dataset)}
     assert "alpaca" in outputs_text(cells["setup"])
     assert records[1].metrics["world_size"] == 2
