@@ -26,7 +26,7 @@ from .config import RunConfig
 from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failure
 from .env import detect_platform
 from .progress import PROGRESS_VARIABLE, Progress, read_progress
-from .spare import Spare, die_with_parent, spares_wanted
+from .spare import SparePool, die_with_parent, spares_wanted
 from .store import RunRecord, RunStore, runs_root
 from .worker import failed_record
 
@@ -87,25 +87,19 @@ def _cuda_available() -> bool:
         return False
 
 
-_spare: Spare | None = None  # the next configuration's process, imports done (nbhelpers.measure.spare)
+_spares = SparePool()  # processes for the next configurations, imports done (nbhelpers.measure.spare)
 
 
 def _start_process(
     config: RunConfig, env: dict[str, str], args: list[str], progress: Path, stderr: Path,
     next_env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen, str, str]:  # fmt: skip
-    """The process that measures ``config``, how it started ("spare": the spare started with ``env``, its imports
-    done; else "fresh") and why a waiting spare was not used ("" when none waited or it was); then a new spare for
-    the configuration after this one (started with ``next_env``, by default ``env``), where spares are wanted."""
-    global _spare
+    """The process that measures ``config``, how it started ("spare": a spare started with ``env``, its imports
+    done; else "fresh") and why a waiting spare was not used ("" when none waited or one was); then a spare for the
+    configuration after this one (started with ``next_env``, by default ``env``), where spares are wanted."""
     use_spares = not needs_launch(config) and spares_wanted(_cuda_available())
-    spare, _spare = _spare, None
-    child = spare.take(env, args, str(progress), str(stderr)) if spare is not None and use_spares else None
-    how, unused = ("spare" if child is not None else "fresh"), ""
-    if spare is not None and child is None:
-        unused = spare.unusable_because(env) if use_spares else "this configuration starts its own processes"
-        unused = unused or "the spare did not take the job"
-        spare.stop()
+    child, unused = _spares.take(env, args, str(progress), str(stderr)) if use_spares else (None, "")
+    how = "spare" if child is not None else "fresh"
     if child is None:
         command = [sys.executable, "-m", "nbhelpers.measure.worker", *args]
         if needs_launch(config):  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
@@ -116,26 +110,22 @@ def _start_process(
                 text=True, start_new_session=True, preexec_fn=die_with_parent,
             )  # fmt: skip
     if use_spares:
-        _spare = Spare(next_env if next_env is not None else env)
+        _spares.keep(next_env if next_env is not None else env)
     return child, how, unused
 
 
 def prime_spare(extra_env: dict[str, str] | None = None) -> bool:
-    """Start a spare worker now, where spares are wanted (on a GPU) and none waits, so that the first configuration
-    measured after this finds its imports done and its CUDA context made; True when one was started."""
-    global _spare
-    if _spare is not None or not spares_wanted(_cuda_available()):
+    """Start a spare worker now with ``extra_env`` added to the environment, where spares are wanted (on a GPU) and
+    none with that environment waits, so that the configuration measured with it finds its imports done and its
+    CUDA context made; True when one was started."""
+    if not spares_wanted(_cuda_available()):
         return False
-    _spare = Spare(_child_env(RunConfig(), extra_env))
-    return True
+    return _spares.keep(_child_env(RunConfig(), extra_env))
 
 
 @atexit.register
 def _stop_spare() -> None:
-    global _spare
-    if _spare is not None:
-        _spare.stop()
-        _spare = None
+    _spares.stop_all()
 
 
 _PROGRESS = re.compile(r"\d+%\||it/s\]|s/it\]|\|\s*\d+/\d+\s*\[")

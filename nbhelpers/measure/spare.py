@@ -26,6 +26,7 @@ from .progress import PROGRESS_VARIABLE
 SPARE_VARIABLE = "NBHELPERS_SPARE_WORKER"
 SPARE_CHOICES = ("auto", "on", "off")
 MAX_IDLE_S = 600.0  # an older spare is not used: the code it imported may have changed since
+MAX_WAITING = 2  # spares waiting at once (each holds a CUDA context, about half a GiB of the GPU)
 PRELOAD = (
     "torch", "transformers", "nbhelpers.measure.worker", "nbhelpers.measure.step",
     "nbhelpers.measure.sequence_parity", "nbhelpers.data.tokenizer",
@@ -99,6 +100,52 @@ class Spare:
         except (ProcessLookupError, PermissionError):
             pass
         self.process.wait()
+
+
+class SparePool:
+    """The spares waiting for jobs: at most one per environment and :data:`MAX_WAITING` in all (the oldest stops
+    first), so a configuration that will run with another environment (the startup pair's empty kernel cache) can
+    have its process ready while others run."""
+
+    def __init__(self) -> None:
+        self.waiting: list[Spare] = []
+
+    def take(
+        self, env: dict[str, str], args: list[str], progress_path: str, stderr_path: str
+    ) -> tuple[subprocess.Popen | None, str]:
+        """The process of a waiting spare started with ``env``, handed the job; else None and why the first waiting
+        spare could not serve it ("" when none waited)."""
+        self._drop_stale()
+        for spare in list(self.waiting):
+            if not spare.unusable_because(env):
+                self.waiting.remove(spare)
+                process = spare.take(env, args, progress_path, stderr_path)
+                if process is not None:
+                    return process, ""
+                spare.stop()
+                return None, "the spare did not take the job"
+        return None, (self.waiting[0].unusable_because(env) if self.waiting else "")
+
+    def keep(self, env: dict[str, str]) -> bool:
+        """Have a spare wait with ``env`` (start one unless one does); True when one was started."""
+        self._drop_stale()
+        if any(not spare.unusable_because(env) for spare in self.waiting):
+            return False
+        self.waiting.append(Spare(env))
+        while len(self.waiting) > MAX_WAITING:
+            self.waiting.pop(0).stop()
+        return True
+
+    def stop_all(self) -> None:
+        """End every waiting spare."""
+        while self.waiting:
+            self.waiting.pop().stop()
+
+    def _drop_stale(self) -> None:
+        for spare in list(self.waiting):
+            if spare.process.poll() is not None or time.monotonic() - spare.started >= MAX_IDLE_S:
+                self.waiting.remove(spare)
+                spare.stop()
 
 
 def start_device() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from nbhelpers.kernels.cache import (
 )
 
 from .config import RunConfig
-from .runner import run_isolated
+from .runner import prime_spare, run_isolated
 from .store import RunRecord
 
 STARTUP_KIND = "startup"
@@ -54,17 +55,48 @@ def _as_startup(record: RunRecord, cache: str, cache_dir: Path) -> RunRecord:
     return record
 
 
-def cold_vs_warm(config: RunConfig, workdir: str | Path, notebook: str = "") -> list[RunRecord]:
+@dataclass(frozen=True)
+class StartupFolders:
+    """The startup pair's two cache folders, empty when made: the cold run fills the first, the warm run reads a
+    relocated copy of it from the second."""
+
+    cold: Path
+    warm: Path
+
+
+def make_startup_folders(workdir: str | Path) -> StartupFolders:
+    """Two new empty cache folders in ``workdir``."""
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    cold = Path(tempfile.mkdtemp(prefix="kernel-cache-cold-", dir=work))
+    return StartupFolders(cold, Path(tempfile.mkdtemp(prefix="kernel-cache-warm-", dir=work)))
+
+
+def prepare_startup(configs: Iterable[RunConfig], workdir: str | Path, enabled: bool = True) -> StartupFolders | None:
+    """Before the notebook's other measurements: the startup pair's folders, and on a GPU a spare process that does
+    its imports in the cold folder's environment meanwhile (it touches no cache before its job); None when
+    :func:`measure_startup` will measure nothing."""
+    if not enabled or startup_backend({c.kernels for c in configs}) is None:
+        return None
+    folders = make_startup_folders(workdir)
+    env = cache_env(folders.cold)
+    make_cache_folders(env)
+    prime_spare(env)
+    return folders
+
+
+def cold_vs_warm(
+    config: RunConfig, workdir: str | Path, notebook: str = "", folders: StartupFolders | None = None
+) -> list[RunRecord]:
     """Two records of one config (kind "startup"), as a later job would see them.
 
     Cold: a fresh process with empty caches, which it fills. Warm: the filled cache exported to a tar.gz,
     imported into another folder (a relocated copy, like a cache shipped to another machine), and the
-    same config run again on it. Compare their ``metrics["first_step_s"]``; both caches stay in ``workdir``.
+    same config run again on it. Compare their ``metrics["first_step_s"]``; both caches stay in ``workdir``
+    (or in ``folders``, made beforehand by :func:`prepare_startup`).
     """
-    work = Path(workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    cold_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-cold-", dir=work))
-    warm_dir = Path(tempfile.mkdtemp(prefix="kernel-cache-warm-", dir=work))
+    folders = folders or make_startup_folders(workdir)
+    cold_dir, warm_dir = folders.cold, folders.warm
     cold = _as_startup(warm_caches(config, cold_dir, notebook, next_cache_dir=warm_dir), "cold", cold_dir)
     archive = export_cache(cold_dir, cold_dir.with_name(cold_dir.name + ".tar.gz"))
     import_cache(archive, warm_dir)
@@ -75,18 +107,19 @@ def cold_vs_warm(config: RunConfig, workdir: str | Path, notebook: str = "") -> 
 
 
 def measure_startup(
-    configs: Iterable[RunConfig], workdir: str | Path, enabled: bool = True, notebook: str = ""
-) -> list[RunRecord]:
+    configs: Iterable[RunConfig], workdir: str | Path, enabled: bool = True, notebook: str = "",
+    folders: StartupFolders | None = None,
+) -> list[RunRecord]:  # fmt: skip
     """cold_vs_warm of the backend :func:`~nbhelpers.kernels.cache.startup_backend` picks among ``configs`` (no
-    profiler, no parity probe: the backend's own record has them); [] when disabled or when no backend fills a
-    compiled-kernel cache (eager only)."""
+    profiler, no parity probe: the backend's own record has them), in ``folders`` when :func:`prepare_startup`
+    made them; [] when disabled or when no backend fills a compiled-kernel cache (eager only)."""
     by_kernels = {c.kernels: c for c in configs}
     backend = startup_backend(by_kernels)
     if not enabled or backend is None:
         return []
     config = by_kernels[backend]  # the first steps are what counts here: no profiler, no parity probe
     return cold_vs_warm(
-        config.replace(profile=False, extra=config.extra | {"parity_probe_samples": 0}), workdir, notebook
+        config.replace(profile=False, extra=config.extra | {"parity_probe_samples": 0}), workdir, notebook, folders
     )
 
 

@@ -38,7 +38,7 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.doctor_records import doctor_record
 from nbhelpers.measure.env import resolve_device
 from nbhelpers.measure.runner import prime_spare
-from nbhelpers.measure.startup import export_startup_cache, measure_startup
+from nbhelpers.measure.startup import export_startup_cache, measure_startup, prepare_startup
 from nbhelpers.measure.store import RunStore, run_dir
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.planning.device import auto_kernels, skip_broken
@@ -115,6 +115,7 @@ __all__ = [
     "liger_switch_table",
     "load_gpu_records",
     "measure_startup",
+    "prepare_startup",
     "parity_against_eager",
     "parity_table",
     "patch_reports_frame",

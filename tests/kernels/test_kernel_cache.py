@@ -280,9 +280,38 @@ def test_measure_startup_times_first_steps_without_a_profiler_or_a_parity_probe(
     from nbhelpers.measure.config import RunConfig
 
     seen = []
-    monkeypatch.setattr(startup, "cold_vs_warm", lambda config, workdir, notebook="": seen.append(config) or [])
+    monkeypatch.setattr(
+        startup, "cold_vs_warm", lambda config, workdir, notebook="", folders=None: seen.append(config) or []
+    )
     configs = [RunConfig(run_name="s", kernels=k, profile=True) for k in ("eager", "compile")]
     assert startup.measure_startup(configs, tmp_path) == []
     (config,) = seen
     assert config.kernels == "compile" and not config.profile and config.extra["parity_probe_samples"] == 0
     assert startup.measure_startup(configs, tmp_path, enabled=False) == [] and len(seen) == 1
+
+
+def test_prepare_startup_makes_the_empty_folders_and_primes_a_process_in_the_cold_ones_environment(
+    tmp_path, monkeypatch
+):
+    primed: list = []
+    monkeypatch.setattr(startup, "prime_spare", lambda env=None: primed.append(env) or True)
+    eager_only = [RunConfig(kernels="eager")]
+    assert startup.prepare_startup(eager_only, tmp_path) is None and not primed  # nothing fills a cache
+    configs = [RunConfig(kernels="eager"), RunConfig(kernels="compile")]
+    assert startup.prepare_startup(configs, tmp_path, enabled=False) is None and not primed
+    folders = startup.prepare_startup(configs, tmp_path / "startup")
+    assert folders is not None and folders.cold != folders.warm
+    assert startup.cache_files(folders.cold) == [] and startup.cache_files(folders.warm) == []
+    assert primed == [cache_env(folders.cold)]
+    seen: list = []
+
+    def fake_run(config, notebook="", extra_env=None, on_progress=None, next_extra_env=None):
+        seen.append(extra_env)
+        return RunRecord.failed(config.to_dict(), "not run here")
+
+    monkeypatch.setattr(startup, "run_isolated", fake_run)
+    monkeypatch.setattr(startup, "export_cache", lambda folder, archive: Path(archive))
+    monkeypatch.setattr(startup, "import_cache", lambda archive, folder: [])
+    startup.measure_startup(configs, tmp_path / "elsewhere", folders=folders)
+    assert seen == [cache_env(folders.cold), cache_env(folders.warm)]  # the pair ran in the prepared folders
+    assert not (tmp_path / "elsewhere").exists()

@@ -36,11 +36,12 @@ def test_a_spare_started_with_another_environment_or_dead_is_not_used_and_the_re
     other = runner.run_isolated(TINY, extra_env={"NBHELPERS_TEST_MARK": "1"})
     assert other.ok and other.metrics["worker_process"] == "fresh"
     assert other.metrics["spare_unused"] == "started with another environment (NBHELPERS_TEST_MARK)"
-    runner._spare.process.kill()  # the spare this run left behind dies before it is used
-    runner._spare.process.wait()
+    (waiting,) = [s for s in runner._spares.waiting if s.env.get("NBHELPERS_TEST_MARK") == "1"]
+    waiting.process.kill()  # the spare this run left behind dies before it is used
+    waiting.process.wait()
     after = runner.run_isolated(TINY, extra_env={"NBHELPERS_TEST_MARK": "1"})
     assert after.ok and after.metrics["worker_process"] == "fresh"
-    assert after.metrics["spare_unused"] == "it had exited (status -9)"
+    assert after.metrics["spare_unused"].startswith("started with another environment")  # the dead one is gone
 
 
 def test_a_librarys_private_variable_set_after_the_spare_started_does_not_keep_it_from_serving(spares_on, monkeypatch):
@@ -53,8 +54,7 @@ def test_a_librarys_private_variable_set_after_the_spare_started_does_not_keep_i
 def test_a_spare_for_a_named_next_environment_serves_the_configuration_run_with_it(spares_on, tmp_path):
     cache = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TRITON_CACHE_DIR": str(tmp_path / "triton")}
     first = runner.run_isolated(TINY, next_extra_env=cache)
-    assert runner._spare is not None
-    assert runner._spare.env["TORCHINDUCTOR_CACHE_DIR"] == cache["TORCHINDUCTOR_CACHE_DIR"]
+    assert [s.env["TORCHINDUCTOR_CACHE_DIR"] for s in runner._spares.waiting] == [cache["TORCHINDUCTOR_CACHE_DIR"]]
     second = runner.run_isolated(TINY, extra_env=cache)
     assert first.ok and second.ok and second.metrics["worker_process"] == "spare"
     assert second.metrics["losses"] == first.metrics["losses"]
@@ -79,11 +79,23 @@ def test_spares_wanted_reads_its_variable(monkeypatch):
 
 
 def test_a_primed_spare_serves_the_first_configuration(spares_on):
-    assert runner.prime_spare() and not runner.prime_spare()  # one spare at a time
+    assert runner.prime_spare() and not runner.prime_spare()  # one spare for one environment
     first = runner.run_isolated(TINY)
     assert first.ok and first.metrics["worker_process"] == "spare"
 
 
 def test_no_spare_is_primed_where_spares_are_off(monkeypatch):
     monkeypatch.setenv(SPARE_VARIABLE, "off")
-    assert not runner.prime_spare() and runner._spare is None
+    assert not runner.prime_spare() and runner._spares.waiting == []
+
+
+def test_spares_for_two_environments_wait_side_by_side_and_each_serves_its_own(spares_on, tmp_path):
+    cold = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cold")}
+    assert runner.prime_spare() and runner.prime_spare(cold) and not runner.prime_spare(cold)
+    plain = runner.run_isolated(TINY)  # takes the plain spare; the cold one keeps waiting
+    in_cold = runner.run_isolated(TINY, extra_env=cold)
+    assert plain.metrics["worker_process"] == in_cold.metrics["worker_process"] == "spare"
+    assert len(runner._spares.waiting) <= 2
+    oldest = runner._spares.waiting[0]
+    assert runner.prime_spare({"NBHELPERS_TEST_MARK": "a"}) and runner.prime_spare({"NBHELPERS_TEST_MARK": "b"})
+    assert len(runner._spares.waiting) == 2 and oldest.process.poll() is not None  # the oldest was stopped
