@@ -306,3 +306,46 @@ class OfflineRoutes:
             return route.fulfill(status=200, body=local.read_bytes(), headers={"Content-Type": content_type})
         self.blocked.append(url)
         return route.abort("internetdisconnected")
+
+
+# Each h2 section of an exported notebook and what its code cells showed: text, and whether a table or a plot.
+SECTIONS_JS = """() => {
+  const sections = [];
+  let current = null;
+  for (const cell of document.querySelectorAll('.jp-Cell')) {
+    for (const h of cell.querySelectorAll('h2')) {
+      current = {title: h.innerText.replace(/\\u00b6/g, '').trim(), outputs: []};
+      sections.push(current);
+    }
+    if (!current || !cell.classList.contains('jp-CodeCell')) continue;
+    for (const o of cell.querySelectorAll('.jp-OutputArea-output')) {
+      const text = o.innerText.trim();
+      const table = !!o.querySelector('table');
+      const plot = !!o.querySelector('[data-root-id], .bk-root, canvas, img, svg');
+      const error = o.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr' && /Traceback/.test(text);
+      if (text || table || plot) current.outputs.push({text: text.slice(0, 4000), table, plot, error});
+    }
+  }
+  return sections;
+}"""
+
+
+def notebook_as_html(executed: Path, folder: Path) -> Path:
+    """An executed notebook exported to one HTML page (nbconvert's lab template), as a reader without Jupyter
+    would open it: BokehJS travels inline in its outputs."""
+    from nbconvert import HTMLExporter
+
+    html, _ = HTMLExporter(template_name="lab").from_filename(str(executed))
+    folder.mkdir(parents=True, exist_ok=True)
+    page = folder / f"{executed.stem}.html"
+    page.write_text(html, encoding="utf-8")
+    return page
+
+
+def open_offline(browser: Any, path: Path, errors: list[str]) -> Any:
+    """A page of ``path`` (file://) whose every other request is refused; page errors go into ``errors``."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.on("pageerror", lambda error: errors.append(f"{path.name}: page error: {error}"))
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else r.abort())
+    page.goto(path.resolve().as_uri(), wait_until="load")
+    return page

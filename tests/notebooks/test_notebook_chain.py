@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import papermill
 import pytest
+from browser_helpers import (
+    SCREENSHOTS,
+    SECTIONS_JS,
+    browser_session,
+    chromium_or_skip,
+    notebook_as_html,
+    open_offline,
+)
 from notebook_helpers import execute, outputs_text
 
 from nbhelpers.analysis.records import WORKLOAD_FIELDS, group_key, step_records, workload_of
@@ -46,12 +56,40 @@ def test_notebooks_01_to_03_share_the_workload_defaults():
     assert set(WORKLOAD_FIELDS) >= {"num_samples", "timing", "prompt_field", "steps", "warmup"}
 
 
-@pytest.mark.slow
-def test_chain_01_to_04_measures_every_waterfall_stage_in_one_workload(runs_root, kernel_env, tmp_path):
-    for name in ORDER:
-        parameters = {"RUN_NAME": "chain"} | (WORKLOAD | PER_NOTEBOOK[name] if name in PER_NOTEBOOK else {})
-        execute(NOTEBOOKS / f"{name}.ipynb", tmp_path / f"{name}.ipynb", parameters)
+# Notebook 05 after them, on its own run (its FSDP2 rows are no stage of the waterfall): two gloo ranks on a CPU.
+NOTEBOOK_05 = ("05_several_gpus", {"RUN_NAME": "chain05", "DEVICE": "cpu", "NUM_SAMPLES": 8, "MAX_LENGTH": 48,
+                                   "STEPS": 1, "WARMUP": 0})  # fmt: skip
 
+
+@dataclass
+class Chain:
+    """The executed notebooks of one chain (by name) and its runs folder."""
+
+    runs_root: Path
+    executed: dict[str, Path]
+
+
+@pytest.fixture(scope="module")
+def chain(kernel_env, tmp_path_factory) -> Iterator[Chain]:
+    """Notebooks 01-04 on one RUN_NAME and workload, then notebook 05: executed once for this module's tests."""
+    work = tmp_path_factory.mktemp("chain")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("NBHELPERS_RUNS", str(work / "runs"))
+        executed = {}
+        for name in ORDER:
+            parameters = {"RUN_NAME": "chain"} | (WORKLOAD | PER_NOTEBOOK[name] if name in PER_NOTEBOOK else {})
+            executed[name] = work / f"{name}.ipynb"
+            execute(NOTEBOOKS / f"{name}.ipynb", executed[name], parameters)
+        name, parameters = NOTEBOOK_05
+        executed[name] = work / f"{name}.ipynb"
+        execute(NOTEBOOKS / f"{name}.ipynb", executed[name], parameters)
+        yield Chain(work / "runs", executed)
+
+
+@pytest.mark.slow
+def test_chain_01_to_04_measures_every_waterfall_stage_in_one_workload(chain, monkeypatch):
+    monkeypatch.setenv("NBHELPERS_RUNS", str(chain.runs_root))
+    runs_root = chain.runs_root
     records = RunStore.for_run("chain").load()
     # notebook 04 on its defaults measures TRL from the export beside the recommendation and a loss-curve pair
     trl = [r for r in step_records(records) if r.notebook.startswith("04")]
@@ -77,10 +115,72 @@ def test_chain_01_to_04_measures_every_waterfall_stage_in_one_workload(runs_root
     assert (both.config["kernels"], both.config["padding"]) == ("liger", "packed")
     assert both.notebook.startswith("03")
     assert both.config["liger_kernels"] == ["rope"]
-    assert (tmp_path / "04_speedup_report.ipynb").is_file() and (runs_root / "chain" / "report.html").is_file()
+    assert chain.executed["04_speedup_report"].is_file() and (runs_root / "chain" / "report.html").is_file()
     # Notebook 03's tuner searched the same space within its budget and left its winner for notebook 04.
     tuned = json.loads((runs_root / "chain" / "tuned.json").read_text())
     assert tuned["record_id"] in by_id or tuned["record_id"] == stage["baseline"].record_id
     assert (runs_root / "chain" / "tuner.jsonl").read_text().count("\n") >= 2
-    executed = nbformat.read(tmp_path / "03_dynamic_padding.ipynb", as_version=4)
+    executed = nbformat.read(chain.executed["03_dynamic_padding"], as_version=4)
     assert any("Winner: " in outputs_text(cell) for cell in executed.cells)
+
+
+# What a reader must find in each executed notebook, by section: a piece of text its outputs show.
+MUST_SHOW = {
+    "04_speedup_report": {
+        "2. Every configuration, measured": "real tok/s",
+        "3. The waterfall": "kernels + padding",
+        "6. The recommended configuration": "Recommended:",
+        "7. Against TRL": "TRL from the export",
+        "8. Convergence": "Convergence pass",
+    },
+    "03_dynamic_padding": {"3. The waste explorer": "padding fraction", "8. The tuner": "Winner: "},
+    "02_kernel_swap_in": {"1. The kernel doctor": "verdict"},
+}
+# The sections whose outputs must hold a drawn plot.
+MUST_PLOT = {
+    "01_baseline_profile": ("4. Plots",),
+    "03_dynamic_padding": ("1. The length distribution", "5. Padding, positions"),
+    "04_speedup_report": ("4. Plots", "8. Convergence", "9. A real training run, watched"),
+}
+
+
+def _section(sections: list[dict], title: str) -> dict:
+    return next(s for s in sections if s["title"].startswith(title))
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_every_executed_notebook_and_the_report_render_every_section_in_chromium(chain):
+    """Each executed notebook, exported to HTML, and the report open offline in headless Chromium: every h2
+    section shows an output (text, a table or a plot), none a traceback, the plots draw, and the sections a user
+    must see say what they are for. Screenshots go to runs/browser/."""
+    executable = chromium_or_skip()
+    pages = {name: notebook_as_html(path, SCREENSHOTS / "chain") for name, path in chain.executed.items()}
+    pages["report"] = chain.runs_root / "chain" / "report.html"
+    errors: list[str] = []
+    with browser_session(executable) as browser:
+        for name, path in pages.items():
+            page = open_offline(browser, path, errors)
+            if name in MUST_PLOT or name == "report":  # drawn: canvases the size of a plot (legends are 20 x 20)
+                page.locator(".bk-Canvas canvas").first.wait_for(timeout=60_000)
+                sizes = page.locator(".bk-Canvas canvas").evaluate_all("cs => cs.map(c => [c.width, c.height])")
+                drawn = [(w, h) for w, h in sizes if w > 100 and h > 100]
+                assert len(drawn) >= len(MUST_PLOT.get(name, ("waterfall",))), (name, sizes)
+            page.screenshot(path=str(SCREENSHOTS / f"chain-{name}.png"), full_page=True)
+            if name == "report":
+                text = page.locator("body").inner_text()
+                for expected in ("Waterfall", "Recommended", "real tok/s"):
+                    assert expected in text, (name, expected)
+                continue
+            sections = page.evaluate(SECTIONS_JS)
+            assert sections, name
+            empty = [s["title"] for s in sections if not s["outputs"]]
+            assert not empty, f"{name}: sections that show nothing: {empty}"
+            tracebacks = [s["title"] for s in sections if any(o["error"] for o in s["outputs"])]
+            assert not tracebacks, f"{name}: sections showing a traceback: {tracebacks}"
+            for title in MUST_PLOT.get(name, ()):
+                assert any(o["plot"] for o in _section(sections, title)["outputs"]), f"{name} / {title}: no plot"
+            for title, expected in MUST_SHOW.get(name, {}).items():
+                shown = " ".join(o["text"] for o in _section(sections, title)["outputs"])
+                assert expected in shown, f"{name} / {title}: {expected!r} not in {shown[:300]!r}"
+    assert not errors, errors
