@@ -345,7 +345,10 @@ def _tune(args: argparse.Namespace) -> int:
     if result.measured_candidates == 0:
         print(f"nbhelpers tune: {result.why_nothing_measured()}; the baseline is no tuned result", file=sys.stderr)
         return 1
-    return 0 if result.winner is not None else 1
+    if result.winner is None:
+        print(f"nbhelpers tune: no winner: {result.why_no_winner()}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _parse_params(items: Sequence[str]) -> dict[str, object]:
