@@ -80,6 +80,8 @@ def test_parse_grid_and_points():
     assert sweep.grid_points({}) == [{}] and sweep.point_name({}) == "default"
     with pytest.raises(ValueError, match="name=value1,value2"):
         sweep.parse_grid(["batch_size"])
+    items = ["batch_size=2,4", "profile=true", "liger_kernels=[rope,swiglu],[rms_norm]"]
+    assert sweep.grid_text(sweep.parse_grid(items)) == " ".join(items)  # shown as --grid takes it
 
 
 def test_point_names_are_safe_unique_and_deterministic():
@@ -329,6 +331,41 @@ def test_sweep_restart_sets_a_finished_points_records_aside_instead_of_doubling_
         assert now[0].record_id != first[b][0].record_id  # measured again
         aside = RunStore(folder / sweep.RESTARTED_NAME).load()
         assert [r.record_id for r in aside] == [first[b][0].record_id]  # the earlier one, kept
+
+
+def test_a_taken_sweep_name_with_another_grid_is_refused_before_any_work(tmp_path, kernel_env, capsys):
+    """The same --name with another grid would add points beside the sweep's own while its sweep.json and report
+    describe the first grid: refused with both grids shown, nothing run or written; the same points in another
+    order resume the sweep."""
+    nbs = stand_ins(tmp_path / "nbs")
+    out = tmp_path / "runs"
+    common = ["--notebooks-dir", str(nbs[0].parent), "--out", str(out), "--name", "k0", "--no-progress",
+              "--no-report"]  # fmt: skip
+    assert main(["sweep", "--grid", "batch_size=2,3", "--notebooks", "01", *common]) == 0
+    journal = (out / "k0" / "sweep.jsonl").read_text()
+    manifest = (out / "k0" / "sweep.json").read_text()
+    capsys.readouterr()
+
+    assert main(["sweep", "--grid", "batch_size=4", "--notebooks", "01", *common]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nbhelpers sweep: name='k0' (--name) is a sweep started with another grid")
+    assert "--grid batch_size=2,3 --notebooks 01_first.ipynb" in err
+    assert "this call gives --grid batch_size=4 --notebooks 01_first.ipynb" in err and "another --name" in err
+    assert main(["sweep", "--grid", "batch_size=2,3", "--notebooks", "01,02", *common]) == 2
+    assert "--notebooks 01_first.ipynb,02_second.ipynb" in capsys.readouterr().err
+    assert not (out / "k0" / "batch_size-4").exists()
+    assert (out / "k0" / "sweep.jsonl").read_text() == journal and (out / "k0" / "sweep.json").read_text() == manifest
+
+    assert main(["sweep", "--grid", "batch_size=3,2", "--notebooks", "01", *common]) == 0  # the same points
+    assert "2 skipped as already finished" in capsys.readouterr().out
+
+
+def test_an_unreadable_sweep_manifest_is_refused(tmp_path):
+    folder = tmp_path / "k1"
+    folder.mkdir()
+    (folder / "sweep.json").write_text('{"name": "k1", "grid": ')
+    with pytest.raises(ValueError, match=r"name='k1' \(--name\): .*sweep.json cannot be read"):
+        sweep.check_same_sweep(folder / "sweep.json", {"name": "k1", "grid": {}, "notebooks": ["01_first.ipynb"]})
 
 
 def test_run_all_again_keeps_one_record_per_configuration(tmp_path, kernel_env):
