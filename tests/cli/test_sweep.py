@@ -298,6 +298,32 @@ def test_report_command_writes_html(tmp_path, make_record, capsys):
     assert main(["report", str(tmp_path / "missing")]) == 2
 
 
+def test_report_command_lists_records_it_cannot_read_instead_of_drawing_them(tmp_path, make_record, capsys):
+    """A status that is neither ok nor failed, or a figure or machine name of the wrong type, is not drawn (no
+    failure "(no reason recorded)", no machine "5 @ ..."): stderr and the report name its file, line and field."""
+    run = tmp_path / "weird"
+    store = RunStore(run)
+    store.append(make_record("base", 1000.0))
+    good = make_record("liger", 1500.0, kernels="liger").to_dict()
+    bad = [{**good, "status": "bogus"}, {**good, "metrics": {**good["metrics"], "real_tokens_per_s": "fast"}},
+           {**good, "environment": {**good["environment"], "device_name": 5}}]  # fmt: skip
+    with open(store.path, "a") as handle:
+        handle.write("".join(json.dumps(line) + "\n" for line in bad))
+    assert main(["report", str(run), "--output", str(tmp_path / "r.html")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"nbhelpers report: {store.path}:2: skipped a torn or corrupt record (status='bogus' is neither 'ok' nor "
+        "'failed')",
+        f"nbhelpers report: {store.path}:3: skipped a torn or corrupt record (metrics.real_tokens_per_s='fast' is "
+        "text, not a number or null)",
+        f"nbhelpers report: {store.path}:4: skipped a torn or corrupt record (environment.device_name=5 is a number, "
+        "not text)",
+    ]
+    page = (tmp_path / "r.html").read_text()
+    assert "Records left out" in page and f"{store.path}:3: skipped" in page
+    assert "no reason recorded" not in page and "5 @ " not in page
+
+
 def test_a_notebook_runs_without_the_kernels_own_warnings_on_the_console(tmp_path, kernel_env, capfd):
     kernelspec = {"name": "python3", "language": "python", "display_name": "Python 3"}
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": kernelspec})
