@@ -21,10 +21,14 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.resources import notebooks_folder, runs_folder
 from nbhelpers.validation import ConfigError, check_run_name, output_target
+
+if TYPE_CHECKING:
+    from nbhelpers.measure.store import RunRecord
 
 # RunConfig's defaults, for the options of ``tune`` that set its fields.
 RUN_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
@@ -345,7 +349,10 @@ def _tune(args: argparse.Namespace) -> int:
     if result.measured_candidates == 0:
         print(f"nbhelpers tune: {result.why_nothing_measured()}; the baseline is no tuned result", file=sys.stderr)
         return 1
-    return 0 if result.winner is not None else 1
+    if result.winner is None:
+        print(f"nbhelpers tune: no winner: {result.why_no_winner()}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _parse_params(items: Sequence[str]) -> dict[str, object]:
@@ -363,6 +370,26 @@ def _parse_params(items: Sequence[str]) -> dict[str, object]:
 def _print_failures(failed: list[dict]) -> None:
     for entry in failed:
         print(f"FAILED {entry['point']} / {entry['notebook']}: {entry.get('error', '')}", file=sys.stderr)
+
+
+def _report_records(run_dirs: list[str]) -> tuple[list[RunRecord], list[str]]:
+    """The records of ``run_dirs`` and the lines their reader skipped (each said on stderr, one line each)."""
+    import warnings
+
+    from nbhelpers.analysis.overview import load_report_records
+    from nbhelpers.measure.jsonl import SkippedLine
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SkippedLine)
+        records = load_report_records(None, run_dirs)
+    left_out = []
+    for warning in caught:
+        if issubclass(warning.category, SkippedLine):
+            left_out.append(str(warning.message))
+            print(f"nbhelpers report: {warning.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return list(records), left_out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -421,13 +448,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _warm_cache(args)
 
         if args.command == "report":
-            from nbhelpers.analysis.overview import load_report_records, store_for
+            from nbhelpers.analysis.overview import store_for
             from nbhelpers.views.report import write_html_report
 
             default = store_for(args.run_dirs[0]).path.parent / "report.html"
             output_target(args.output or default, "--output" if args.output else "RUN_DIR")  # before any drawing
-            records = load_report_records(None, list(args.run_dirs))
-            path = write_html_report(records, args.output or default, baseline_label=args.baseline)
+            records, left_out = _report_records(list(args.run_dirs))
+            path = write_html_report(records, args.output or default, baseline_label=args.baseline, left_out=left_out)
             print(path)
             return 0
     except (ValueError, OSError, RuntimeError) as error:  # a folder that cannot be written is an OSError

@@ -2,6 +2,7 @@
 
 Layout of a sweep named ``S`` under ``out``::
 
+    out/S/sweep.json               the sweep's name, grid and notebooks (another grid under S is refused)
     out/S/sweep.jsonl              append-only journal: one line per finished (point, notebook)
     out/S/<point>/records.jsonl    the point's RunStore (RUN_NAME = <point>, NBHELPERS_RUNS = out/S)
     out/S/<point>/01_....ipynb     each notebook's executed copy
@@ -38,23 +39,26 @@ from nbhelpers.planning.sweep_grid import (
     default_sweep_name,
     find_notebooks,
     grid_points,
+    grid_text,
     list_notebooks,
     notebook_parameters,
     parameters_for,
     parse_grid,
     parse_value,
     point_name,
+    same_sweep,
     split_values,
 )
 from nbhelpers.validation import check_run_name, check_timeout
 
 __all__ = [  # the grid helpers live in nbhelpers.planning.sweep_grid; these names stay importable from here
-    "check_grid", "default_sweep_name", "find_notebooks", "grid_points", "list_notebooks", "notebook_parameters",
-    "parameters_for", "parse_grid", "parse_value", "point_name", "split_values", "run_sweep", "run_all",
-    "run_points", "check_points", "Journal", "SweepResult", "execute_notebook",
+    "check_grid", "default_sweep_name", "find_notebooks", "grid_points", "grid_text", "list_notebooks",
+    "notebook_parameters", "parameters_for", "parse_grid", "parse_value", "point_name", "split_values", "run_sweep",
+    "run_all", "run_points", "check_points", "check_same_sweep", "Journal", "SweepResult", "execute_notebook",
 ]  # fmt: skip
 
 JOURNAL_NAME = "sweep.jsonl"
+MANIFEST_NAME = "sweep.json"  # the sweep's name, grid and notebooks, written by its first call
 LOCK_NAME = ".sweep.lock"
 KERNEL_NAME = "python3"
 _PACKAGE_PARENT = Path(__file__).resolve().parents[1]
@@ -344,6 +348,37 @@ def run_points(
     return result
 
 
+def check_same_sweep(manifest: Path, wanted: dict[str, Any]) -> None:
+    """ValueError when the sweep folder's manifest (``sweep.json``, written by its first call) describes another
+    grid or other notebooks than ``wanted``: its journal, run folders and report belong to that sweep, so a
+    second grid under the same name is refused, not mixed in. Nothing when the folder is new."""
+    if not manifest.exists():
+        return
+    name = wanted["name"]
+    try:
+        started = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(
+            f"name={name!r} (--name): {manifest} cannot be read ({error}), so it is unknown which grid the sweep "
+            "there ran: use another --name"
+        ) from None
+    if isinstance(started, dict) and same_sweep(started, wanted["grid"], wanted["notebooks"]):
+        return
+    started = started if isinstance(started, dict) else {}
+
+    def described(data: dict[str, Any]) -> str:
+        notebooks = data.get("notebooks")
+        names = ",".join(map(str, notebooks)) if isinstance(notebooks, list) else repr(notebooks)
+        grid = data.get("grid")
+        return f"--grid {grid_text(grid) if isinstance(grid, dict) else repr(grid)} --notebooks {names}"
+
+    raise ValueError(
+        f"name={name!r} (--name) is a sweep started with another grid or other notebooks: {manifest} says "
+        f"{described(started)}; this call gives {described(wanted)}. Use another --name for this grid, or give "
+        "the sweep's own grid and notebooks to resume it"
+    )
+
+
 def run_sweep(
     grid: dict[str, Sequence[Any]],
     notebooks: Sequence[str | Path],
@@ -371,11 +406,12 @@ def run_sweep(
         raise ValueError(f"grid points share a run name: {names}")
     check_points(points, [n.resolve() for n in notebooks])  # a rejected grid writes nothing
     sweep_dir = Path(out) / name
+    manifest = sweep_dir / MANIFEST_NAME
+    manifest_data = {"name": name, "grid": grid, "notebooks": [n.name for n in notebooks]}
+    check_same_sweep(manifest, manifest_data)  # another grid under a taken name runs nothing
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    manifest = sweep_dir / "sweep.json"
     if not manifest.exists():
-        tmp = manifest.with_name("sweep.json.tmp")
-        manifest_data = {"name": name, "grid": grid, "notebooks": [n.name for n in notebooks]}
+        tmp = manifest.with_name(MANIFEST_NAME + ".tmp")
         tmp.write_text(json.dumps(manifest_data, indent=2))
         os.replace(tmp, manifest)
     result = run_points(

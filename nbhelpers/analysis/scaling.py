@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.distributed import cpu_processes_note
 from nbhelpers.measure.env import safe_environment
 from nbhelpers.measure.runner import run_configs
 from nbhelpers.measure.store import RunRecord, RunStore
@@ -49,8 +50,27 @@ def _reference(record: RunRecord, singles: list[RunRecord]) -> RunRecord | None:
     return next((s for s in singles if {k: v for k, v in s.config.items() if k not in skip} == mine), None)
 
 
+def ran_on(record: RunRecord) -> str:
+    """What the record's ranks ran on: "GPU", "CPU" (processes standing in for GPUs), "" when not recorded."""
+    device = record.metrics.get("rank_device") or record.environment.get("device_type")
+    return {"cuda": "GPU", "cpu": "CPU"}.get(str(device), "")
+
+
+def device_note(record: RunRecord) -> str:
+    """The record's note on what its per-GPU figures are ('' on GPUs): ranks that were CPU processes."""
+    if ran_on(record) != "CPU":
+        return ""
+    note = record.metrics.get("per_gpu_note")
+    if isinstance(note, str) and note:
+        return note
+    cores = record.metrics.get("cpu_cores")
+    sharded = record.config.get("sharding", "none") != "none"
+    return cpu_processes_note(gpu_count(record), cores if isinstance(cores, int) else None, gloo=sharded)
+
+
 def scaling_frame(records: Iterable[RunRecord]) -> Any:
-    """One row per step record: GPUs, total and per-GPU real tok/s, scaling efficiency, memory per GPU, MFU.
+    """One row per step record: what it ran on, GPUs, total and per-GPU real tok/s, scaling efficiency, memory per
+    GPU, MFU, and a note where the "GPUs" were CPU processes (its per-GPU figures are then per process).
 
     Scaling efficiency is per-GPU throughput over the 1-GPU record of the same configuration
     (:func:`nbhelpers.analysis.records.scaling_efficiency`); communication is the trace's collective time per
@@ -68,7 +88,7 @@ def scaling_frame(records: Iterable[RunRecord]) -> Any:
         total = metric_value(record, "real_tokens_per_s")
         rows.append({
             "label": record_label(record), "status": record.status, "reason": record.reason,
-            "gpus": gpu_count(record), "sharding": record.config.get("sharding", "none"),
+            "ran_on": ran_on(record), "gpus": gpu_count(record), "sharding": record.config.get("sharding", "none"),
             "checkpointing": record.config.get("activation_checkpointing", "none"),
             "real_tok_s": total, "real_tok_s_per_gpu": total / gpu_count(record),
             "scaling_efficiency": scaling_efficiency(record, ref) if ref is not None else None,
@@ -76,6 +96,6 @@ def scaling_frame(records: Iterable[RunRecord]) -> Any:
             "first_loss": metric_value(record, "loss_first"),
             "communication_ms_per_step": (m["communication_per_step_us"] / 1000
                                           if isinstance(m.get("communication_per_step_us"), (int, float)) else None),
-            "memory_measured_by": m.get("peak_memory_source", ""),
+            "memory_measured_by": m.get("peak_memory_source", ""), "note": device_note(record),
         })  # fmt: skip
     return pd.DataFrame(rows)

@@ -8,7 +8,7 @@ from .store import RunRecord
 
 # (words in the reason, lower case) -> advice; the first row whose words all appear wins.
 ADVICE: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("no loss tokens",), "raise MAX_LENGTH: truncation cut off every response, so there is nothing to learn"),
+    (("no loss tokens",), "raise MAX_LENGTH: truncation cut off the responses of a whole batch: nothing to learn"),
     (("out of memory",), "lower BATCH_SIZE or MAX_LENGTH, or pad less (PADDING='dynamic' or 'packed')"),
     (("sigkill",), "the host ran out of memory or the process was stopped: a smaller model, batch or MAX_LENGTH"),
     (("timed out",), "allow a longer timeout, or time fewer STEPS / NUM_SAMPLES"),

@@ -45,6 +45,27 @@ def gpu_shortfall(config: RunConfig, cuda_devices: int | None = None) -> str:
     )
 
 
+def available_cpus() -> int:
+    """CPU cores this process may run on (its affinity where the platform says, else the machine's count)."""
+    import os
+
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def cpu_processes_note(processes: int, cpus: int | None, gloo: bool = True) -> str:
+    """What the per-GPU figures of a run whose ranks were CPU processes are: per process, sharing the cores
+    (``cpus``: how many, when known; ``gloo``: the processes formed a gloo group, as sharded runs do)."""
+    share = f"{cpus} CPU core(s)" if cpus else "the CPU cores"
+    if cpus and processes > cpus:
+        share += " (more processes than cores: they take turns)"
+    return (
+        f"{processes} CPU process(es){' (gloo)' if gloo else ''}, no GPU: the per-GPU figures are per process, on "
+        f"{share}; the numbers mean something on GPUs only"
+    )
+
+
 def launch_command(config: RunConfig, config_path: str, result_path: str, notebook: str = "") -> list[str]:
     """The torchrun command line that runs the worker on ``config.gpus`` local processes."""
     return [
@@ -129,7 +150,8 @@ def merge_rank_records(records: Sequence[RunRecord]) -> RunRecord:
     A step of the world lasts as long as its slowest rank; throughput is every rank's real tokens over
     that time (total, and per GPU); losses are token-weighted means over the ranks (the loss of the whole
     global step); MFU is every rank's useful FLOPs over the time and the world's peak; peak memory is
-    kept per GPU and its maximum.
+    kept per GPU and its maximum. ``rank_device`` says what the ranks ran on; ranks that were CPU processes
+    (gloo) get ``per_gpu_note`` (:func:`cpu_processes_note`): their per-GPU figures are per process.
     """
     if not records:
         raise ValueError("no rank records to merge")
@@ -185,6 +207,11 @@ def merge_rank_records(records: Sequence[RunRecord]) -> RunRecord:
         "communication_per_step_us": max(comm) if all(c is not None for c in comm) else None,
         "communication_share": _communication_share(comm, times),
     }
+    if first.environment.get("device_type") == "cpu":  # torchrun's processes ran on the CPU (device auto or cpu)
+        cpus = available_cpus()
+        metrics |= {"rank_device": "cpu", "cpu_cores": cpus, "per_gpu_note": cpu_processes_note(world, cpus)}
+    else:
+        metrics["rank_device"] = str(first.environment.get("device_type") or "")
     artifacts = {f"{name}_rank{r}": path for r, rec in enumerate(records) for name, path in rec.artifacts.items()}
     artifacts |= {name: path for name, path in first.artifacts.items()}
     return RunRecord(

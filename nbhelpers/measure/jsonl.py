@@ -23,6 +23,10 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+class SkippedLine(UserWarning):
+    """A line of a JSON-lines file that was not read: torn, not UTF-8, not JSON, or refused by its parser."""
+
+
 def finite(value: Any) -> Any:
     """``value`` with every NaN or infinity (in nested dicts, lists, tuples) replaced by None."""
     if isinstance(value, float):
@@ -104,8 +108,8 @@ def read_lines(
     """Every whole line of ``path`` as a JSON object passed through ``parse``, in order; [] when it is absent.
 
     A line that is not a JSON object, not UTF-8, or that ``parse`` refuses (``ValueError`` or ``TypeError``) is
-    skipped with a warning ``<path>:<line>: skipped a torn or corrupt <what> (<error>)``; blank lines are
-    skipped silently. ``stacklevel`` is ``warnings.warn``'s, seen from ``read_lines`` (2: its caller).
+    skipped with a warning (:class:`SkippedLine`) ``<path>:<line>: skipped a torn or corrupt <what> (<error>)``;
+    blank lines are skipped silently. ``stacklevel`` is ``warnings.warn``'s, seen from ``read_lines`` (2: its caller).
     """
     path = Path(path)
     if not path.exists():
@@ -118,5 +122,6 @@ def read_lines(
             try:
                 parsed.append(parse(_json_object(raw)))
             except (ValueError, TypeError) as error:
-                warnings.warn(f"{path}:{number}: skipped a torn or corrupt {what} ({error})", stacklevel=stacklevel)
+                message = f"{path}:{number}: skipped a torn or corrupt {what} ({error})"
+                warnings.warn(message, SkippedLine, stacklevel=stacklevel)
     return parsed

@@ -17,6 +17,7 @@ from typing import Any
 
 from nbhelpers.data.balance import rank_plan
 from nbhelpers.data.collate import TokenCounts, collate, count_tokens, sequence_lengths, to_device
+from nbhelpers.data.formats import DataError
 from nbhelpers.data.loading import Example, load_examples
 from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
@@ -95,11 +96,33 @@ def prepare_batches(
     needed = len(plan) if config.timing == "epoch" else min(1 + config.warmup + config.steps, len(plan))
     if boundaries is None:  # a hybrid's packed rows carry cu_seqlens and seq_idx
         boundaries = packs_with_boundaries(config.model)
-    batches = []
-    for step in range(needed):
-        tensors = collate([examples[i] for i in plan[step]], settings, tokenizer.pad_token_id, boundaries)
-        batches.append(to_device(tensors, device))
-    return batches
+    collated = [collate([examples[i] for i in plan[step]], settings, tokenizer.pad_token_id, boundaries)
+                for step in range(needed)]  # fmt: skip
+    check_loss_tokens(config, [plan[step] for step in range(needed)], [count_tokens(b).loss for b in collated])
+    return [to_device(tensors, device) for tensors in collated]
+
+
+def check_loss_tokens(config: RunConfig, rows: Sequence[Sequence[int]], loss_tokens: Sequence[int]) -> None:
+    """DataError, before any weights load, when a batch the measurement steps on keeps no loss token.
+
+    Its loss would be a mean over no tokens (NaN), and that NaN's gradient poisons the weights for every later
+    step, so the configuration fails with the cause named rather than with "non-finite loss" after the first
+    step. Skipping such a batch would time other samples than a strategy whose batches differ, so it is refused
+    whether one batch lacks loss tokens or all do. An example without loss tokens that shares its batch with one
+    that has some is trained on (the loader warns of it). ``rows``: the example indices of each batch (0-based);
+    ``loss_tokens``: each batch's loss tokens."""
+    empty = [n for n, count in enumerate(loss_tokens) if count == 0]
+    if not empty:
+        return
+    first = empty[0]
+    which = "the first step's batch" if first == 0 else f"batch {first + 1}"
+    shown = ", ".join(str(i + 1) for i in rows[first][:8]) + (", ..." if len(rows[first]) > 8 else "")
+    raise DataError(
+        f"dataset={config.dataset!r}: {which} (rows {shown}) has no loss tokens after truncation to "
+        f"max_length={config.max_length} ({len(empty)} of {len(loss_tokens)} batches have none): its loss would be "
+        "NaN, a mean over no tokens; raise max_length (MAX_LENGTH, --max-length) so the responses fit, or use "
+        "data with shorter prompts"
+    )
 
 
 def batch_shape(batch: dict[str, Any]) -> tuple[Any, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import numbers
 import tempfile
 import uuid
 import warnings
@@ -17,6 +18,14 @@ from nbhelpers.validation import check_run_name
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
+STATUSES = (STATUS_OK, STATUS_FAILED)
+# Metrics the analysis reads as numbers: each a number or null (NaN and infinity are stored as null).
+NUMERIC_METRICS = (
+    "real_tokens_per_s", "real_tokens_per_s_per_gpu", "positions_per_s", "mfu", "peak_memory_gib", "peak_flops",
+    "step_time_median_s", "first_step_s", "loss_first", "grad_norm_first", "padding_fraction",
+    "real_tokens_per_step", "positions_per_step", "loss_tokens_per_step", "model_flops_per_step",
+)  # fmt: skip
+TEXT_ENVIRONMENT = ("device_name", "device_type", "hostname")  # what names the machine: text when present
 
 
 class RunsFolderError(OSError):
@@ -64,6 +73,19 @@ def check_writable(folder: str | Path) -> Path:
     return folder
 
 
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in words: "text", "a number", "true or false", "null", "a list", "an object"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, numbers.Real):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    return "a list" if isinstance(value, (list, tuple)) else "an object" if isinstance(value, dict) else "other"
+
+
 @dataclass
 class RunRecord:
     """What one configuration did: its config, where it ran, what was measured."""
@@ -103,8 +125,10 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
-        """A stored record; TypeError when a part has the wrong kind (a config, metrics, environment or
-        artifacts that is no JSON object, a status or id that is no string), so a reader skips the line."""
+        """A stored record; TypeError or ValueError naming the field when a part has the wrong kind (a config,
+        metrics, environment or artifacts that is no JSON object, a status or id that is no string), a status
+        other than "ok" or "failed", a metric of :data:`NUMERIC_METRICS` that is no number, or a machine name of
+        :data:`TEXT_ENVIRONMENT` that is no text: a reader skips the line with a warning, never draws it."""
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if "config" not in values:
@@ -115,6 +139,17 @@ class RunRecord:
         for name in ("status", "reason", "kind", "notebook", "record_id", "created_at"):
             if name in values and not isinstance(values[name], str):
                 raise TypeError(f"{name} is a {type(values[name]).__name__}, not a string")
+        if values.get("status", STATUS_OK) not in STATUSES:
+            raise ValueError(f"status={values['status']!r} is neither {STATUS_OK!r} nor {STATUS_FAILED!r}")
+        metrics, environment = values.get("metrics", {}), values.get("environment", {})
+        for key in NUMERIC_METRICS:
+            value = metrics.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+                raise TypeError(f"metrics.{key}={value!r} is {json_kind(value)}, not a number or null")
+        for key in TEXT_ENVIRONMENT:
+            value = environment.get(key)
+            if key in environment and not isinstance(value, str):
+                raise TypeError(f"environment.{key}={value!r} is {json_kind(value)}, not text")
         return cls(**values)
 
     @classmethod

@@ -106,6 +106,33 @@ def point_name(point: dict[str, Any]) -> str:
     return name
 
 
+def grid_text(grid: dict[str, Sequence[Any]] | None) -> str:
+    """A grid as ``--grid`` takes it: ``batch_size=2,4 liger_kernels=[rope,swiglu]`` ("(none)" when empty)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, (list, tuple)):
+            return "[" + ",".join(value(x) for x in v) + "]"
+        return str(v).lower() if isinstance(v, bool) else str(v)
+
+    return " ".join(f"{k}={','.join(value(v) for v in values)}" for k, values in (grid or {}).items()) or "(none)"
+
+
+def same_sweep(
+    started: dict[str, Any], grid: dict[str, Sequence[Any]] | None, notebooks: Sequence[str | Path]
+) -> bool:
+    """Whether a sweep's manifest (``{"grid": ..., "notebooks": [names]}``) describes the same sweep as ``grid``
+    and ``notebooks``: the same points (each a run folder; the values' order aside) and the same notebooks."""
+    old_grid, old_notebooks = started.get("grid"), started.get("notebooks")
+    if not isinstance(old_grid, dict) or not all(isinstance(v, list) for v in old_grid.values()):
+        return False
+    if not isinstance(old_notebooks, list):
+        return False
+    points = {point_name(p) for p in grid_points(grid)}
+    return {point_name(p) for p in grid_points(old_grid)} == points and set(old_notebooks) == {
+        Path(n).name for n in notebooks
+    }
+
+
 def default_sweep_name(grid: dict[str, Sequence[Any]] | None, notebooks: Sequence[Path]) -> str:
     """Same grid and notebooks -> same name, so running the same command again resumes."""
     return "sweep-" + _short_hash({"grid": grid or {}, "notebooks": [Path(n).name for n in notebooks]})

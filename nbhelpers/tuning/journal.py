@@ -105,6 +105,18 @@ class TuneResult:
             return "no candidate can run here: " + "; ".join(reasons[:3])
         return f"the {self.budget_s:g} s budget ran out before any candidate was measured: raise --budget-s"
 
+    def why_no_winner(self) -> str:
+        """Why the search has no winner: what :meth:`why_nothing_measured` says when nothing was measured, else
+        why the baseline failed or was dropped, else that every measured candidate failed or was dropped."""
+        if self.measured_candidates == 0:
+            return self.why_nothing_measured()
+        if self.baseline is not None and not self.baseline.ok:
+            return f"the baseline failed ({self.baseline.reason})"
+        dropped = [d for d in self.decisions if d.stage == "baseline" and d.decision == DROPPED]
+        if self.baseline is None and dropped:
+            return f"the baseline was dropped ({dropped[0].reason or DROPPED})"
+        return "no candidate was measured successfully at the workload's timing (the table says why)"
+
     def summary(self) -> str:
         if self.budget_s == 0:
             return "Not run: the budget is 0 s (set a budget in seconds to search)."

@@ -7,7 +7,7 @@ with ``formatting``, as in the notebooks; this module only writes the HTML.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +75,13 @@ def write_html_report(
     path: str | Path,
     baseline_label: str | None = None,
     title: str = "Fine-tuning speedup report",
+    left_out: Sequence[str] = (),
 ) -> Path:
     """Write a standalone HTML report (Bokeh resources inline: opens offline) and return its path.
 
     One section per machine: its peak FLOP/s source, waterfall, plots, the full table (formatted as
     in the notebook), failed configurations with their reasons and the recommended configuration.
+    ``left_out``: the lines the records' reader skipped (``<file>:<line>: ...`` each), listed at the top.
     """
     from bokeh.embed import components
 
@@ -184,6 +186,12 @@ def write_html_report(
     )
     if not machines:
         body = "<p>No step records found: run notebooks 01-03 first.</p>"
+    if left_out:
+        items = "".join(f"<li><pre>{html.escape(line)}</pre></li>" for line in left_out)
+        body = (
+            f'<section class="left-out"><h2>Records left out</h2><p>{len(left_out)} line(s) of the records files '
+            f"could not be read as records and are not drawn:</p><ul>{items}</ul></section>\n" + body
+        )
     body += doctor_sections(records)
     document = f"""<!DOCTYPE html>
 <html lang="en">

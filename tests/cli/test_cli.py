@@ -140,3 +140,17 @@ def test_tune_help_shows_defaults_allowed_values_and_an_example(capsys):
     assert "(default: 300.0)" in text and "eager, liger, compile" in text
     assert "example: nbhelpers tune --model qwen3-tiny" in text
     assert "(default: None)" not in text and "(default: )" not in text
+
+
+@pytest.mark.slow
+def test_tune_says_a_batch_lost_its_loss_tokens_to_max_length(capsys, tmp_path):
+    """At --max-length 32 the default data's first batch keeps no response token: the baseline fails before a
+    model is built, and stderr says why and which option to raise (not a bare "non-finite loss")."""
+    argv = ["tune", "--run-name", "t44", "--out", str(tmp_path), "--device", "cpu", "--no-progress",
+            "--max-length", "32", "--num-samples", "4", "--batch-size", "2", "--kernels", "eager",
+            "--strategies", "static", "--steps", "1", "--warmup", "0", "--budget-s", "60"]  # fmt: skip
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert "nbhelpers tune: no winner: the baseline was dropped (failed: DataError: " in captured.err
+    assert "has no loss tokens after truncation to max_length=32" in captured.err and "--max-length" in captured.err
+    assert "non-finite loss" not in captured.out + captured.err

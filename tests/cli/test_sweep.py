@@ -80,6 +80,8 @@ def test_parse_grid_and_points():
     assert sweep.grid_points({}) == [{}] and sweep.point_name({}) == "default"
     with pytest.raises(ValueError, match="name=value1,value2"):
         sweep.parse_grid(["batch_size"])
+    items = ["batch_size=2,4", "profile=true", "liger_kernels=[rope,swiglu],[rms_norm]"]
+    assert sweep.grid_text(sweep.parse_grid(items)) == " ".join(items)  # shown as --grid takes it
 
 
 def test_point_names_are_safe_unique_and_deterministic():
@@ -296,6 +298,32 @@ def test_report_command_writes_html(tmp_path, make_record, capsys):
     assert main(["report", str(tmp_path / "missing")]) == 2
 
 
+def test_report_command_lists_records_it_cannot_read_instead_of_drawing_them(tmp_path, make_record, capsys):
+    """A status that is neither ok nor failed, or a figure or machine name of the wrong type, is not drawn (no
+    failure "(no reason recorded)", no machine "5 @ ..."): stderr and the report name its file, line and field."""
+    run = tmp_path / "weird"
+    store = RunStore(run)
+    store.append(make_record("base", 1000.0))
+    good = make_record("liger", 1500.0, kernels="liger").to_dict()
+    bad = [{**good, "status": "bogus"}, {**good, "metrics": {**good["metrics"], "real_tokens_per_s": "fast"}},
+           {**good, "environment": {**good["environment"], "device_name": 5}}]  # fmt: skip
+    with open(store.path, "a") as handle:
+        handle.write("".join(json.dumps(line) + "\n" for line in bad))
+    assert main(["report", str(run), "--output", str(tmp_path / "r.html")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"nbhelpers report: {store.path}:2: skipped a torn or corrupt record (status='bogus' is neither 'ok' nor "
+        "'failed')",
+        f"nbhelpers report: {store.path}:3: skipped a torn or corrupt record (metrics.real_tokens_per_s='fast' is "
+        "text, not a number or null)",
+        f"nbhelpers report: {store.path}:4: skipped a torn or corrupt record (environment.device_name=5 is a number, "
+        "not text)",
+    ]
+    page = (tmp_path / "r.html").read_text()
+    assert "Records left out" in page and f"{store.path}:3: skipped" in page
+    assert "no reason recorded" not in page and "5 @ " not in page
+
+
 def test_a_notebook_runs_without_the_kernels_own_warnings_on_the_console(tmp_path, kernel_env, capfd):
     kernelspec = {"name": "python3", "language": "python", "display_name": "Python 3"}
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": kernelspec})
@@ -329,6 +357,41 @@ def test_sweep_restart_sets_a_finished_points_records_aside_instead_of_doubling_
         assert now[0].record_id != first[b][0].record_id  # measured again
         aside = RunStore(folder / sweep.RESTARTED_NAME).load()
         assert [r.record_id for r in aside] == [first[b][0].record_id]  # the earlier one, kept
+
+
+def test_a_taken_sweep_name_with_another_grid_is_refused_before_any_work(tmp_path, kernel_env, capsys):
+    """The same --name with another grid would add points beside the sweep's own while its sweep.json and report
+    describe the first grid: refused with both grids shown, nothing run or written; the same points in another
+    order resume the sweep."""
+    nbs = stand_ins(tmp_path / "nbs")
+    out = tmp_path / "runs"
+    common = ["--notebooks-dir", str(nbs[0].parent), "--out", str(out), "--name", "k0", "--no-progress",
+              "--no-report"]  # fmt: skip
+    assert main(["sweep", "--grid", "batch_size=2,3", "--notebooks", "01", *common]) == 0
+    journal = (out / "k0" / "sweep.jsonl").read_text()
+    manifest = (out / "k0" / "sweep.json").read_text()
+    capsys.readouterr()
+
+    assert main(["sweep", "--grid", "batch_size=4", "--notebooks", "01", *common]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nbhelpers sweep: name='k0' (--name) is a sweep started with another grid")
+    assert "--grid batch_size=2,3 --notebooks 01_first.ipynb" in err
+    assert "this call gives --grid batch_size=4 --notebooks 01_first.ipynb" in err and "another --name" in err
+    assert main(["sweep", "--grid", "batch_size=2,3", "--notebooks", "01,02", *common]) == 2
+    assert "--notebooks 01_first.ipynb,02_second.ipynb" in capsys.readouterr().err
+    assert not (out / "k0" / "batch_size-4").exists()
+    assert (out / "k0" / "sweep.jsonl").read_text() == journal and (out / "k0" / "sweep.json").read_text() == manifest
+
+    assert main(["sweep", "--grid", "batch_size=3,2", "--notebooks", "01", *common]) == 0  # the same points
+    assert "2 skipped as already finished" in capsys.readouterr().out
+
+
+def test_an_unreadable_sweep_manifest_is_refused(tmp_path):
+    folder = tmp_path / "k1"
+    folder.mkdir()
+    (folder / "sweep.json").write_text('{"name": "k1", "grid": ')
+    with pytest.raises(ValueError, match=r"name='k1' \(--name\): .*sweep.json cannot be read"):
+        sweep.check_same_sweep(folder / "sweep.json", {"name": "k1", "grid": {}, "notebooks": ["01_first.ipynb"]})
 
 
 def test_run_all_again_keeps_one_record_per_configuration(tmp_path, kernel_env):

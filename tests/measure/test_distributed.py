@@ -14,7 +14,7 @@ from nbhelpers.measure.store import RunRecord
 
 
 def _rank_record(rank: int, times: list[float], real: list[int], loss_tokens: list[int], losses: list[float],
-                 memory: float) -> RunRecord:  # fmt: skip
+                 memory: float, device_type: str = "cpu") -> RunRecord:  # fmt: skip
     metrics = {
         "rank": rank, "step_times_s": times, "timed_real_tokens": real, "timed_loss_tokens": loss_tokens[1:],
         "loss_tokens_first": loss_tokens[0], "losses": losses, "loss_first": losses[0], "timed_batches": len(times),
@@ -23,7 +23,8 @@ def _rank_record(rank: int, times: list[float], real: list[int], loss_tokens: li
         "grad_norm_first": 2.0,
     }  # fmt: skip
     return RunRecord(config=RunConfig(gpus=2, sharding="fsdp2").to_dict(), metrics=metrics,
-                     environment={"device_name": "cpu", "hostname": "h"}, artifacts={"trace": f"t{rank}"})
+                     environment={"device_name": device_type, "hostname": "h", "device_type": device_type},
+                     artifacts={"trace": f"t{rank}"})  # fmt: skip
 
 
 def test_merge_takes_the_slowest_rank_per_step_and_weights_losses_by_tokens():
@@ -40,6 +41,29 @@ def test_merge_takes_the_slowest_rank_per_step_and_weights_losses_by_tokens():
     assert merged["first_step_s"] == 2.0 and merged["real_tokens_per_step"] == 200
     with pytest.raises(ValueError, match="different numbers of steps"):
         merge_rank_records([a, _rank_record(1, [1.0], [5], [1, 1], [1.0, 1.0], 1.0)])
+
+
+def test_ranks_that_were_cpu_processes_say_their_per_gpu_figures_are_per_process(monkeypatch):
+    """gpus=N resolved to the CPU runs N gloo processes: the merged record and the scaling table say so (and that
+    they share the cores), where a GPU run says nothing of the kind."""
+    from nbhelpers.analysis.scaling import scaling_frame
+    from nbhelpers.measure import distributed
+
+    monkeypatch.setattr(distributed, "available_cpus", lambda: 2)
+    ranks = [_rank_record(r, [1.0], [100], [10, 10], [1.0, 1.0], 5.0) for r in range(3)]
+    cpu = merge_rank_records(ranks)
+    assert cpu.metrics["rank_device"] == "cpu" and cpu.metrics["cpu_cores"] == 2
+    note = cpu.metrics["per_gpu_note"]
+    assert note.startswith("3 CPU process(es) (gloo), no GPU: the per-GPU figures are per process, on 2 CPU core(s)")
+    assert "more processes than cores" in note
+    gpu = merge_rank_records([_rank_record(r, [1.0], [100], [10, 10], [1.0, 1.0], 5.0, "cuda") for r in range(2)])
+    assert gpu.metrics["rank_device"] == "cuda" and "per_gpu_note" not in gpu.metrics
+    old_cpu = RunRecord(config=RunConfig(gpus=2, sharding="fsdp2").to_dict(), metrics={"real_tokens_per_s": 10.0},
+                        environment={"device_type": "cpu"})  # fmt: skip  # written before the note existed
+    table = scaling_frame([cpu, gpu, old_cpu])
+    assert list(table["ran_on"]) == ["CPU", "GPU", "CPU"]
+    notes = list(table["note"])
+    assert notes[0] == note and notes[1] == "" and notes[2].startswith("2 CPU process(es) (gloo), no GPU")
 
 
 def test_loss_scale_makes_the_rank_average_the_global_token_mean():
@@ -126,6 +150,8 @@ def test_two_gloo_ranks_match_one_process_on_the_same_global_batch(runs_root):
     assert m["parallel"]["sharded_layers"] == 2
     assert m["losses"] == pytest.approx(one.metrics["losses"], rel=1e-5)
     assert m["grad_norm_first"] == pytest.approx(one.metrics["grad_norm_first"], rel=1e-4)
+    assert m["rank_device"] == "cpu"  # no GPU was used, and the record says so beside its per-GPU figures
+    assert m["per_gpu_note"].startswith("2 CPU process(es) (gloo), no GPU: the per-GPU figures are per process")
 
 
 @pytest.mark.slow

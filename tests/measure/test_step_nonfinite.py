@@ -48,11 +48,48 @@ def test_finite_losses_stay_ok(runs_root):
     assert all(math.isfinite(v) for v in record.metrics["losses"])
 
 
-def test_rows_without_loss_tokens_give_a_nan_loss_and_fail(runs_root, tmp_path):
-    """A first row whose response is cut off by max_length keeps no loss token: the mean over none is NaN."""
+def _cut_data(tmp_path, rows):
     data = tmp_path / "cut.jsonl"
-    rows = [{"prompt": "word " * 60, "response": "cut off"}, {"prompt": "Hi", "response": "Hello there"}]
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data.write_text("".join(json.dumps({"prompt": p, "response": r}) + "\n" for p, r in rows))
+    return str(data)
+
+
+LONG, SHORT = ("word " * 60, "cut off"), ("Hi", "Hello there")
+
+
+def test_a_batch_without_loss_tokens_fails_before_the_model_is_built(runs_root, tmp_path, monkeypatch):
+    """A first batch whose only row loses its response to max_length has no loss token (its loss would be NaN):
+    the record names the batch, its rows and max_length, and no model is built."""
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the model was built")
+
+    monkeypatch.setattr(step_module, "build_for", no_build)
     with pytest.warns(UserWarning, match="no loss tokens after truncation"):
-        record = run_config(TINY.replace(dataset=str(data), max_length=32), isolate=False)
-    assert record.status == "failed" and record.reason.startswith("non-finite loss: first step nan")
+        record = run_config(TINY.replace(dataset=_cut_data(tmp_path, [LONG, SHORT]), max_length=32), isolate=False)
+    assert record.status == "failed"
+    assert "the first step's batch (rows 1) has no loss tokens after truncation to max_length=32" in record.reason
+    assert "1 of 2 batches" in record.reason and "--max-length" in record.reason
+    assert "non-finite" not in record.reason
+
+
+def test_a_later_batch_without_loss_tokens_is_named(runs_root, tmp_path):
+    with pytest.warns(UserWarning, match="no loss tokens after truncation"):
+        record = run_config(TINY.replace(dataset=_cut_data(tmp_path, [SHORT, LONG]), max_length=32), isolate=False)
+    assert record.status == "failed" and "batch 2 (rows 2) has no loss tokens" in record.reason
+
+
+def test_a_row_without_loss_tokens_beside_one_with_some_still_trains(runs_root, tmp_path):
+    """Only a batch with no loss token at all is refused: a cut-off row that shares its batch trains (a warning)."""
+    config = TINY.replace(dataset=_cut_data(tmp_path, [LONG, SHORT]), max_length=32, batch_size=2)
+    with pytest.warns(UserWarning, match="1 of 2 example"):
+        record = run_config(config, isolate=False)
+    assert record.ok, record.reason
+    assert all(math.isfinite(v) for v in record.metrics["losses"])
+
+
+def test_check_loss_tokens_counts_every_empty_batch():
+    step_module.check_loss_tokens(TINY, [[0], [1]], [3, 1])  # every batch has loss tokens: nothing raised
+    rows = [list(range(10)), [10], [11]]
+    with pytest.raises(ValueError, match=r"the first step's batch \(rows 1, 2, 3, 4, 5, 6, 7, 8, \.\.\.\) .*\(2 of 3"):
+        step_module.check_loss_tokens(TINY, rows, [0, 4, 0])

@@ -76,3 +76,32 @@ def test_a_record_line_whose_parts_have_the_wrong_kind_is_skipped_with_a_warning
     messages = [str(w.message) for w in caught]
     assert len(messages) == 4 and "config is a str, not a JSON object" in messages[0]
     assert ":5: skipped a torn or corrupt record (no config)" in messages[3]
+
+
+def test_a_record_with_an_unknown_status_or_a_wrongly_typed_figure_is_skipped_naming_line_and_field(tmp_path):
+    """Such a record would be drawn as a failure without a reason, or on a machine called "5": it is left out with
+    a warning naming the file, the line and the field, as a torn line is."""
+    import json
+    import warnings
+
+    from nbhelpers.measure.jsonl import SkippedLine
+
+    path = tmp_path / "records.jsonl"
+    good = RunRecord(config={"label": "good"}, metrics={"real_tokens_per_s": 10.0, "mfu": None},
+                     environment={"device_name": "cpu", "hostname": "h"}).to_dict()  # fmt: skip
+    lines = [good, {**good, "status": "bogus"}, {**good, "metrics": {"real_tokens_per_s": "fast"}},
+             {**good, "environment": {"device_name": 5}}, {**good, "metrics": {"mfu": True}},
+             {**good, "status": "failed", "reason": "out of memory"}]  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = RunStore(path).load()
+    assert [(r.label, r.status) for r in loaded] == [("good", "ok"), ("good", "failed")]
+    assert all(w.category is SkippedLine for w in caught)
+    assert [str(w.message).split(": skipped a torn or corrupt record ")[1] for w in caught] == [
+        "(status='bogus' is neither 'ok' nor 'failed')",
+        "(metrics.real_tokens_per_s='fast' is text, not a number or null)",
+        "(environment.device_name=5 is a number, not text)",
+        "(metrics.mfu=True is true or false, not a number or null)",
+    ]
+    assert [str(w.message).split(": skipped")[0] for w in caught] == [f"{path}:{n}" for n in (2, 3, 4, 5)]

@@ -47,6 +47,7 @@ def test_notebook_05_scales_two_gloo_ranks_and_plans_memory(runs_root, kernel_en
     assert records[1].metrics["world_size"] == 2
     scaling = outputs_text(cells["scaling"])
     assert "scaling_efficiency" in scaling and "FSDP2 on 2" in scaling
+    assert "2 CPU process(es) (gloo), no GPU" in outputs_text(cells["runs"]) and "CPU" in scaling  # not per GPU
     assert "planned_gib" in outputs_text(cells["memory"])
     assert "gpus_needed" in outputs_text(cells["plan"])
     assert "fsdp_version: 2" in outputs_text(cells["export"]) and "trl.scripts.sft" in outputs_text(cells["export"])

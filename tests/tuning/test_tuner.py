@@ -344,3 +344,20 @@ def test_why_nothing_was_measured_names_a_failed_baseline_or_candidates_that_can
     assert result(ok, [fla]).why_nothing_measured() == "no candidate can run here: missing package: fla"
     untried = Decision("liger / packed / sdpa", "rung 0", "not tried", "budget")
     assert "60 s budget ran out" in result(ok, [fla, untried]).why_nothing_measured()
+
+
+def test_why_no_winner_names_a_failed_baseline_after_candidates_were_measured(tmp_path):
+    from nbhelpers.tuning.journal import Decision, TuneResult
+
+    def result(baseline, decisions):
+        return TuneResult(workload=RunConfig(), decisions=decisions, baseline=baseline, winner=None, winner_label="",
+                          budget_s=60.0, elapsed_s=12.0, tuned_path=None, journal_path=tmp_path / "j")  # fmt: skip
+
+    measured = Decision("eager / static / sdpa", "rung 0", "dropped", "failed: no loss tokens")
+    failed = RunRecord.failed({"label": "baseline"}, "no loss tokens at max_length=32")
+    assert result(failed, [measured]).why_no_winner() == "the baseline failed (no loss tokens at max_length=32)"
+    ok = RunRecord(config={"label": "baseline"}, metrics={"real_tokens_per_s": 1.0})
+    assert "measured successfully" in result(ok, [measured]).why_no_winner()
+    assert "budget ran out" in result(ok, []).why_no_winner()
+    dropped = Decision("eager / static / sdpa", "baseline", "dropped", "failed: no loss tokens")
+    assert result(None, [dropped, measured]).why_no_winner() == "the baseline was dropped (failed: no loss tokens)"
