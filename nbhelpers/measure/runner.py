@@ -55,6 +55,8 @@ def _without_inductor_leftovers(env: dict[str, str]) -> dict[str, str]:
     here (the kernel doctor's probes do): its private variables, and its default cache folder, which would shadow
     the shared kernel cache in every later configuration and make the waiting spare worker's environment stale."""
     kept = {name: value for name, value in env.items() if not name.startswith("_TORCHINDUCTOR_")}
+    if "TORCHINDUCTOR_CACHE_DIR" not in kept:  # set: then Inductor (or the user) is here, and importing it is free
+        return kept
     try:
         from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     except ImportError:
