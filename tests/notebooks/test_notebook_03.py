@@ -84,7 +84,9 @@ def test_notebook_03_measures_proves_and_reads_gpu_results(runs_root, kernel_env
 
     table = outputs_text(cells["measured-table"])
     assert "aten ops (CPU)" in table and "FlexAttention does not su" in table
-    assert "application/vnd.jupyter.widget-view+json" in cells["explorer"].outputs[0]["data"]
+    start, explorer = cells["explorer"].outputs  # its starting point as plain HTML (saved copies), then the widget
+    assert "nbh-explorer-start" in start["data"]["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" in explorer["data"]
     proof = outputs_text(cells["proof"])
     assert "correct: PASSES" in proof and "mask_ignored: FAILS" in proof and "cache_on: FAILS" in proof
     waste_table = outputs_text(cells["waste-table"])
