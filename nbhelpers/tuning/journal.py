@@ -98,7 +98,8 @@ class TuneResult:
             return f"the baseline failed ({baseline.reason}), so no candidate was measured against it"
         failed = [d for d in self.decisions if d.stage == "baseline" and d.decision not in ("baseline", "kept")]
         if baseline is None and failed:
-            return f"the baseline was not measured ({failed[0].reason or failed[0].decision})"
+            why = failed[0].reason or failed[0].decision
+            return f"the baseline could not be measured ({why}), so no candidate was measured against it"
         candidates = [d for d in self.decisions if d.stage == "space" or d.stage.startswith("rung")]
         if candidates and all(d.decision == NOT_RUNNABLE for d in candidates):
             reasons = sorted({d.reason for d in candidates if d.reason})

@@ -377,6 +377,9 @@ class Tuner:
             self.measure_baseline()
             history: dict[Candidate, Measured] = {}
             entrants, rung = list(self.candidates), 0
+            if self.baseline is None:  # it failed at the workload's timing: at fewer steps it would fail again
+                entrants = [c for c in entrants if not c.is_baseline]
+                self._grow_bar(len(entrants) - len(self.candidates))
             while entrants:
                 kept = self.run_rung(rung, entrants, history)
                 tried = {d.candidate for d in self.decisions if d.stage == f"rung {rung}" and d.decision != NOT_TRIED}

@@ -151,6 +151,6 @@ def test_tune_says_a_batch_lost_its_loss_tokens_to_max_length(capsys, tmp_path):
             "--strategies", "static", "--steps", "1", "--warmup", "0", "--budget-s", "60"]  # fmt: skip
     assert main(argv) == 1
     captured = capsys.readouterr()
-    assert "nbhelpers tune: no winner: the baseline was dropped (failed: DataError: " in captured.err
+    assert "nbhelpers tune: the baseline could not be measured (failed: DataError: " in captured.err
     assert "has no loss tokens after truncation to max_length=32" in captured.err and "--max-length" in captured.err
     assert "non-finite loss" not in captured.out + captured.err

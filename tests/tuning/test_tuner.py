@@ -361,3 +361,16 @@ def test_why_no_winner_names_a_failed_baseline_after_candidates_were_measured(tm
     assert "budget ran out" in result(ok, []).why_no_winner()
     dropped = Decision("eager / static / sdpa", "baseline", "dropped", "failed: no loss tokens")
     assert result(None, [dropped, measured]).why_no_winner() == "the baseline was dropped (failed: no loss tokens)"
+
+
+def test_a_baseline_that_failed_is_not_measured_again_in_the_first_rung(tmp_path):
+    clock = FakeClock()
+    rates = {("eager", "packed", "sdpa"): 300.0}
+    measure = FakeMeasure(clock, rates, fail={("eager", "static", "sdpa")})
+    candidates, _ = build_space(WORKLOAD, ["eager"], ["static", "packed"], ["sdpa"], device="cpu")
+    result = Tuner(WORKLOAD, candidates, budget_s=10_000, measure=measure, clock=clock,
+                   store=RunStore(tmp_path / "t"), progress=False, reuse_baseline=False).run()  # fmt: skip
+    baseline_runs = [c for c in measure.calls if c.padding == "static"]
+    assert len(baseline_runs) == 1 and baseline_runs[0].timing == WORKLOAD.timing  # its own measurement, once
+    assert result.baseline is None and "the baseline was dropped" in result.why_no_winner()
+    assert any(c.padding == "packed" for c in measure.calls)  # the other candidates are still measured
