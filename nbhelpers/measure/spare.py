@@ -72,6 +72,10 @@ class Spare:
             if not name.startswith("_") and self.env.get(name) != env.get(name)
         ):  # fmt: skip
             return f"started with another environment ({', '.join(differing)})"
+        return self.stale_because()
+
+    def stale_because(self) -> str:
+        """Why this spare can serve no job at all ("" while it can): it has exited, or it is too old."""
         if self.process.poll() is not None:
             return f"it had exited (status {self.process.returncode})"
         if time.monotonic() - self.started >= MAX_IDLE_S:
@@ -143,7 +147,7 @@ class SparePool:
 
     def _drop_stale(self) -> None:
         for spare in list(self.waiting):
-            if spare.process.poll() is not None or time.monotonic() - spare.started >= MAX_IDLE_S:
+            if spare.stale_because():
                 self.waiting.remove(spare)
                 spare.stop()
 
