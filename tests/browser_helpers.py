@@ -309,24 +309,32 @@ class OfflineRoutes:
 
 
 # Each h2 section of an exported notebook and what its code cells showed: text, and whether a table or a plot.
+# Walked in document order (a markdown cell's h2 opens a section; each output after it belongs to it), so an
+# output whose own HTML leaves an element open, and so nests the cells after it inside itself, moves nothing.
 SECTIONS_JS = """() => {
   const sections = [];
   let current = null;
-  for (const cell of document.querySelectorAll('.jp-Cell')) {
-    for (const h of cell.querySelectorAll('h2')) {
-      current = {title: h.innerText.replace(/\\u00b6/g, '').trim(), outputs: []};
+  for (const node of document.querySelectorAll('.jp-MarkdownCell h2, .jp-CodeCell .jp-OutputArea-output')) {
+    if (node.tagName === 'H2') {
+      current = {title: node.innerText.replace(/\\u00b6/g, '').trim(), outputs: []};
       sections.push(current);
+      continue;
     }
-    if (!current || !cell.classList.contains('jp-CodeCell')) continue;
-    for (const o of cell.querySelectorAll('.jp-OutputArea-output')) {
-      const text = o.innerText.trim();
-      const table = !!o.querySelector('table');
-      const plot = !!o.querySelector('[data-root-id], .bk-root, canvas, img, svg');
-      const error = o.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr' && /Traceback/.test(text);
-      if (text || table || plot) current.outputs.push({text: text.slice(0, 4000), table, plot, error});
-    }
+    if (!current) continue;
+    const text = node.innerText.trim();
+    const table = !!node.querySelector('table');
+    const plot = !!node.querySelector('[data-root-id], .bk-root, canvas, img, svg');
+    const error = node.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr' && /Traceback/.test(text);
+    if (text || table || plot) current.outputs.push({text: text.slice(0, 4000), table, plot, error});
   }
   return sections;
+}"""
+# Cells inside another cell's output: an output's HTML left an element open. The first such output's opening.
+NESTED_CELLS_JS = """() => {
+  const nested = document.querySelectorAll('.jp-Cell .jp-Cell');
+  if (!nested.length) return '';
+  const host = nested[0].parentElement.closest('.jp-OutputArea-output') || nested[0].parentElement.closest('.jp-Cell');
+  return `${nested.length} cell(s) nested in an output; it begins: ${host.outerHTML.slice(0, 400)}`;
 }"""
 
 

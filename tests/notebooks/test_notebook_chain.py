@@ -11,6 +11,7 @@ import nbformat
 import papermill
 import pytest
 from browser_helpers import (
+    NESTED_CELLS_JS,
     SCREENSHOTS,
     SECTIONS_JS,
     browser_session,
@@ -175,7 +176,7 @@ def test_every_executed_notebook_and_the_report_render_every_section_in_chromium
             sections = page.evaluate(SECTIONS_JS)
             assert sections, name
             empty = [s["title"] for s in sections if not s["outputs"]]
-            assert not empty, f"{name}: sections that show nothing: {empty}"
+            assert not empty, f"{name}: sections that show nothing: {empty} {page.evaluate(NESTED_CELLS_JS)}"
             tracebacks = [s["title"] for s in sections if any(o["error"] for o in s["outputs"])]
             assert not tracebacks, f"{name}: sections showing a traceback: {tracebacks}"
             for title in MUST_PLOT.get(name, ()):
