@@ -323,8 +323,8 @@ def cpu_unchecked_table(records: Iterable[RunRecord]) -> Any:
 
 def store_checked(store: Any, records: Iterable[RunRecord], baseline_label: str) -> list[RunRecord]:
     """Attach each record's parity verdict, then append them to the (append-only) store, in order; a reused
-    record (already there) is not appended again."""
-    records = attach_parity(records, baseline_label)
+    record (already there) is not appended again, nor one listed twice (a grid row that was also the cold start)."""
+    records = attach_parity(list({r.record_id: r for r in records}.values()), baseline_label)
     for record in records:
         if not record.reused:
             store.append(record)

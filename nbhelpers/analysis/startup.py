@@ -1,5 +1,6 @@
 """What a warm compiled-kernel cache saves: the startup records (kind "startup", from
-:func:`nbhelpers.measure.startup.cold_vs_warm`) as a table of first step against timed step."""
+:func:`nbhelpers.measure.startup.cold_vs_warm`, or a grid row that was the cold start) as a table of first step
+against timed step."""
 
 from __future__ import annotations
 
@@ -22,11 +23,13 @@ def startup_table(records: Iterable[RunRecord]) -> Any:
     for record in records:
         m = record.metrics
         first, median = m.get("first_step_s"), m.get("step_time_median_s")
+        cache = m.get("cache", "")
+        suffix = f" ({cache} cache)" if cache else ""  # a grid row that was the cold start says so here
         rows.append(
             {
-                "label": record.label,
+                "label": record.label if record.label.endswith(suffix) else record.label + suffix,
                 "machine": record.machine,
-                "cache": m.get("cache", ""),
+                "cache": cache,
                 "status": record.status,
                 "first step s": first,
                 "step median s": median,

@@ -34,6 +34,12 @@ KERNEL_CACHE_VARIABLE = "NBHELPERS_KERNEL_CACHE"  # a folder of compiled kernels
 KERNEL_CACHE_FOLDER = ".kernel-cache"  # its default, inside the runs folder
 
 
+def shared_kernel_cache_folder() -> Path:
+    """The folder of the compiled-kernel caches every configuration shares: ``$NBHELPERS_KERNEL_CACHE``, else
+    ``.kernel-cache`` in the runs folder."""
+    return Path(os.environ.get(KERNEL_CACHE_VARIABLE) or runs_root() / KERNEL_CACHE_FOLDER)
+
+
 def shared_kernel_cache() -> dict[str, str]:
     """The environment that gives every configuration's process one set of compiled-kernel caches, with the
     autotuner's results kept: ``$NBHELPERS_KERNEL_CACHE``, else ``.kernel-cache`` in the runs folder.
@@ -41,8 +47,7 @@ def shared_kernel_cache() -> dict[str, str]:
     Without it each configuration compiles and autotunes again (measured on an H200, Qwen3.8-27B with LoRA: fla's
     first step took 143-148 s in each of three configurations of one run; with a shared cache 4.9-25.8 s). A
     cache variable already set in the environment is kept; an unwritable folder means no shared cache."""
-    folder = os.environ.get(KERNEL_CACHE_VARIABLE) or str(runs_root() / KERNEL_CACHE_FOLDER)
-    env = cache_env(folder)
+    env = cache_env(shared_kernel_cache_folder())
     try:
         make_cache_folders(env)
     except OSError:
@@ -224,12 +229,15 @@ def _kill_group(child: subprocess.Popen) -> None:
 
 
 def run_config(
-    config: RunConfig, isolate: bool = True, notebook: str = "", on_progress: ProgressCallback | None = None
-) -> RunRecord:
-    """Measure one configuration: in a subprocess by default (``on_progress`` hears where it is), in this
-    process when isolate=False."""
+    config: RunConfig, isolate: bool = True, notebook: str = "", on_progress: ProgressCallback | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> RunRecord:  # fmt: skip
+    """Measure one configuration: in a subprocess by default (``on_progress`` hears where it is; ``extra_env`` is
+    added to its environment), in this process when isolate=False (then ``extra_env`` must be None)."""
     if isolate or needs_launch(config):  # a sharded configuration always runs under torchrun
-        return run_isolated(config, notebook, on_progress=on_progress)
+        return run_isolated(config, notebook, extra_env=extra_env, on_progress=on_progress)
+    if extra_env:
+        raise ValueError("extra_env needs isolate=True: a process's own environment is not changed for one run")
     from .worker import failure_reason, measure_config
 
     try:
@@ -284,13 +292,15 @@ def run_configs(
     progress: bool = True,
     annotate: Callable[[RunRecord, list[RunRecord]], None] | None = None,
     reuse: Callable[[RunConfig], RunRecord | None] | None = None,
+    extra_env: Callable[[RunConfig], dict[str, str] | None] | None = None,
 ) -> list[RunRecord]:
     """Measure configurations one after another, appending each record to the store as it lands.
 
     ``annotate(record, earlier_records)`` may add to a record before it is stored (records are
     append-only), e.g. :func:`nbhelpers.analysis.parity.check_against_first`. ``reuse(config)`` may return a
     record already in the store that measured the same thing (marked ``metrics["reused_from"]``): it stands in
-    for the measurement and is not stored again.
+    for the measurement and is not stored again. ``extra_env(config)`` may add to a measured configuration's
+    environment (e.g. the folders of its compiled-kernel caches).
     """
     configs = list(configs)
     if store is not None and configs:
@@ -311,7 +321,8 @@ def run_configs(
         stored = reuse(config) if reuse is not None else None
         started = time.perf_counter()
         try:
-            record = stored or run_config(config, isolate=isolate, notebook=notebook, on_progress=steps)
+            env = extra_env(config) if extra_env is not None and stored is None else None
+            record = stored or run_config(config, isolate=isolate, notebook=notebook, on_progress=steps, extra_env=env)
         finally:
             if steps is not None:
                 steps.close()

@@ -1,6 +1,9 @@
 """Startup cost measured: the configured shapes run once with their compiled-kernel caches in a folder (cold),
 then again on a relocated copy of that cache (warm), and the filled cache exported for the next job.
 
+A notebook that measures the startup backend anyway runs that row in the cold folder (:func:`cold_start_env`):
+its own first step is then the cold start, and only the warm run is added (:func:`measure_startup`).
+
 The caches themselves (folders, environment, archives) are :mod:`nbhelpers.kernels.cache`; the table of the
 records is :func:`nbhelpers.analysis.startup.startup_table`.
 """
@@ -8,7 +11,7 @@ records is :func:`nbhelpers.analysis.startup.startup_table`.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,7 @@ from nbhelpers.kernels.cache import (
 )
 
 from .config import RunConfig
-from .runner import prime_spare, run_isolated
+from .runner import prime_spare, run_isolated, shared_kernel_cache_folder
 from .store import RunRecord
 
 STARTUP_KIND = "startup"
@@ -45,14 +48,19 @@ def warm_caches(
     return run_isolated(config, notebook=notebook, extra_env=env, next_extra_env=next_env)
 
 
-def _as_startup(record: RunRecord, cache: str, cache_dir: Path) -> RunRecord:
-    record.kind = STARTUP_KIND
-    record.config["label"] = f"{record.label} ({cache} cache)"
+def _mark_cache(record: RunRecord, cache: str, cache_dir: Path) -> RunRecord:
+    """The record, its metrics saying which cache it started on ("cold", "warm"), where, and what it held after."""
     if record.ok:
         record.metrics["cache"] = cache
         record.metrics["cache_dir"] = str(cache_dir)
         record.metrics.update({k: v for k, v in cache_summary(cache_dir).items() if k != "cache_dir"})
     return record
+
+
+def _as_startup(record: RunRecord, cache: str, cache_dir: Path) -> RunRecord:
+    record.kind = STARTUP_KIND
+    record.config["label"] = f"{record.label} ({cache} cache)"
+    return _mark_cache(record, cache, cache_dir)
 
 
 @dataclass(frozen=True)
@@ -96,31 +104,80 @@ def cold_vs_warm(
     (or in ``folders``, made beforehand by :func:`prepare_startup`).
     """
     folders = folders or make_startup_folders(workdir)
-    cold_dir, warm_dir = folders.cold, folders.warm
-    cold = _as_startup(warm_caches(config, cold_dir, notebook, next_cache_dir=warm_dir), "cold", cold_dir)
-    archive = export_cache(cold_dir, cold_dir.with_name(cold_dir.name + ".tar.gz"))
-    import_cache(archive, warm_dir)
-    warm = _as_startup(run_isolated(config, notebook=notebook, extra_env=cache_env(warm_dir)), "warm", warm_dir)
+    cold = _as_startup(warm_caches(config, folders.cold, notebook, next_cache_dir=folders.warm), "cold", folders.cold)
+    return [cold, _warm_run(config, folders, notebook)]
+
+
+def _warm_run(config: RunConfig, folders: StartupFolders, notebook: str) -> RunRecord:
+    """The cold folder exported, imported into the warm one (a relocated copy) and into the run's shared kernel
+    cache (later configurations start from it), then ``config`` run on the warm copy (kind "startup")."""
+    archive = export_cache(folders.cold, folders.cold.with_name(folders.cold.name + ".tar.gz"))
+    import_cache(archive, folders.warm)
+    try:
+        import_cache(archive, shared_kernel_cache_folder())
+    except OSError:  # an unwritable shared cache: later configurations compile again, nothing else changes
+        pass
+    warm = run_isolated(config, notebook=notebook, extra_env=cache_env(folders.warm))
+    warm = _as_startup(warm, "warm", folders.warm)
     if warm.ok:
         warm.metrics["cache_archive"] = str(archive)
-    return [cold, warm]
+    return warm
+
+
+def cold_start_env(
+    configs: Iterable[RunConfig], folders: StartupFolders | None
+) -> Callable[[RunConfig], dict[str, str] | None] | None:
+    """For a notebook's grid (``extra_env`` of :func:`nbhelpers.measure.runner.run_configs`): the first configuration
+    of the startup backend runs with its caches in the startup pair's empty cold folder, so that its first step
+    is the cold start and :func:`measure_startup` adds only the warm run; None without ``folders``."""
+    backend = startup_backend({c.kernels for c in configs})
+    if folders is None or backend is None:
+        return None
+    env = cache_env(folders.cold)
+    given: list[RunConfig] = []
+
+    def extra(config: RunConfig) -> dict[str, str] | None:
+        if config.kernels != backend or given:
+            return None
+        given.append(config)
+        return env
+
+    return extra
+
+
+def _cold_row(measured: Iterable[RunRecord], backend: str, folders: StartupFolders | None) -> RunRecord | None:
+    """The grid's record of the startup backend measured in the cold folder (by :func:`cold_start_env`), if any:
+    measured here (not reused from the store) and the cold folder holds what it compiled."""
+    if folders is None or not cache_files(folders.cold):
+        return None
+    return next((r for r in measured if r.config.get("kernels") == backend and not r.reused), None)
 
 
 def measure_startup(
     configs: Iterable[RunConfig], workdir: str | Path, enabled: bool = True, notebook: str = "",
-    folders: StartupFolders | None = None,
+    folders: StartupFolders | None = None, measured: Iterable[RunRecord] = (),
 ) -> list[RunRecord]:  # fmt: skip
     """cold_vs_warm of the backend :func:`~nbhelpers.kernels.cache.startup_backend` picks among ``configs`` (no
     profiler, no parity probe: the backend's own record has them), in ``folders`` when :func:`prepare_startup`
-    made them; [] when disabled or when no backend fills a compiled-kernel cache (eager only)."""
-    by_kernels = {c.kernels: c for c in configs}
+    made them; [] when disabled or when no backend fills a compiled-kernel cache (eager only).
+
+    When ``measured`` holds that backend's grid record run in the cold folder (:func:`cold_start_env`), that record
+    is the cold start (marked, not copied: it stays one record) and only the warm run is made; a failed one is
+    returned alone (nothing was compiled to start warm from)."""
+    by_kernels: dict[str, RunConfig] = {}
+    for each in configs:  # the first configuration of each backend (the one cold_start_env gave the cold folder)
+        by_kernels.setdefault(each.kernels, each)
     backend = startup_backend(by_kernels)
     if not enabled or backend is None:
         return []
     config = by_kernels[backend]  # the first steps are what counts here: no profiler, no parity probe
-    return cold_vs_warm(
-        config.replace(profile=False, extra=config.extra | {"parity_probe_samples": 0}), workdir, notebook, folders
-    )
+    config = config.replace(profile=False, extra=config.extra | {"parity_probe_samples": 0})
+    cold = _cold_row(measured, backend, folders)
+    if cold is None or folders is None:
+        return cold_vs_warm(config, workdir, notebook, folders)
+    if not cold.ok:
+        return [cold]
+    return [_mark_cache(cold, "cold", folders.cold), _warm_run(config, folders, notebook)]
 
 
 def export_startup_cache(records: Iterable[RunRecord], archive_path: str | Path) -> Any:

@@ -19,15 +19,17 @@ def run_configs(
     annotate: Callable[[RunRecord, list[RunRecord]], None] | None = None,
     reuse_from: RunStore | None = None,
     progress: bool = True,
+    extra_env: Callable[[RunConfig], dict[str, str] | None] | None = None,
 ) -> list[RunRecord]:
     """Measure ``configs`` (:func:`nbhelpers.measure.runner.run_configs`: each record appended to ``store`` as it
-    lands), reusing the records of ``reuse_from`` (default: ``store``) that measured the same thing; no store,
-    no reuse."""
+    lands, ``extra_env(config)`` added to a measured one's environment), reusing the records of ``reuse_from``
+    (default: ``store``) that measured the same thing; no store, no reuse."""
     source = reuse_from if reuse_from is not None else store
     reuse = grid_reuse(source) if source is not None else None
     return measure_configs(
-        configs, store=store, notebook=notebook, annotate=annotate, reuse=reuse, progress=progress
-    )
+        configs, store=store, notebook=notebook, annotate=annotate, reuse=reuse, progress=progress,
+        extra_env=extra_env,
+    )  # fmt: skip
 
 
 __all__ = ["run_configs"]

@@ -38,7 +38,7 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.doctor_records import doctor_record
 from nbhelpers.measure.env import resolve_device
 from nbhelpers.measure.runner import prime_spare
-from nbhelpers.measure.startup import export_startup_cache, measure_startup, prepare_startup
+from nbhelpers.measure.startup import cold_start_env, export_startup_cache, measure_startup, prepare_startup
 from nbhelpers.measure.store import RunStore, run_dir
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.planning.device import auto_kernels, skip_broken
@@ -99,6 +99,7 @@ __all__ = [
     "attach_parity",
     "backend_kernel_diff",
     "build_table",
+    "cold_start_env",
     "cpu_unchecked_table",
     "cpu_unsupported_configs",
     "describe_flce",

@@ -216,3 +216,14 @@ def test_probe_mismatches_and_fallbacks(make_record):
     old_bucketed = _first_step(make_record("old bucketed", padding="bucketed", device_name="cpu", hostname="ci"), 12, 4)
     verdict = check_parity(old_bucketed, static)
     assert verdict["status"] == "not checked" and "padding" in verdict["note"]
+
+
+def test_a_record_listed_twice_is_stored_once(tmp_path, make_record):
+    from nbhelpers.analysis.parity import store_checked
+    from nbhelpers.measure.store import RunStore
+
+    store = RunStore(tmp_path / "run")
+    row, other = make_record("compile", 100.0, kernels="compile"), make_record("eager", 90.0)
+    stored = store_checked(store, [other, row, row], "eager")
+    assert [r.record_id for r in stored] == [other.record_id, row.record_id]
+    assert [r.record_id for r in store.load()] == [other.record_id, row.record_id]

@@ -315,3 +315,50 @@ def test_prepare_startup_makes_the_empty_folders_and_primes_a_process_in_the_col
     startup.measure_startup(configs, tmp_path / "elsewhere", folders=folders)
     assert seen == [cache_env(folders.cold), cache_env(folders.warm)]  # the pair ran in the prepared folders
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_the_startup_backends_grid_row_is_the_cold_start_and_only_the_warm_run_is_added(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBHELPERS_RUNS", str(tmp_path / "runs"))
+    folders = startup.make_startup_folders(tmp_path / "startup")
+    configs = [RunConfig(kernels="eager", label="eager"), RunConfig(kernels="compile", label="compile"),
+               RunConfig(kernels="compile", label="again")]  # fmt: skip
+    assert startup.cold_start_env(configs, None) is None and startup.cold_start_env(configs[:1], folders) is None
+    extra = startup.cold_start_env(configs, folders)
+    assert [extra(c) for c in configs] == [None, cache_env(folders.cold), None]  # the first compile row only
+    eager = RunRecord(config=configs[0].to_dict(), metrics={"first_step_s": 1.0, "step_time_median_s": 0.5})
+    row = RunRecord(config=configs[1].to_dict(), metrics={"first_step_s": 30.0, "step_time_median_s": 0.5})
+    _fill(folders.cold)  # what the row compiled into the cold folder
+    runs: list = []
+
+    def fake_run(config, notebook="", extra_env=None, on_progress=None, next_extra_env=None):
+        runs.append((config, extra_env))
+        return RunRecord(config=config.to_dict(), metrics={"first_step_s": 5.0, "step_time_median_s": 0.5})
+
+    monkeypatch.setattr(startup, "run_isolated", fake_run)
+    cold, warm = startup.measure_startup(configs, tmp_path / "unused", folders=folders, measured=[eager, row])
+    assert cold is row and row.kind == "step" and row.metrics["cache"] == "cold"  # marked, not copied
+    assert row.metrics["inductor_files"] == 2 and row.metrics["cache_dir"] == str(folders.cold)
+    ((config, env),) = runs  # one process: the warm run, on a relocated copy, without profiler or parity probe
+    assert config.label == "compile" and env == cache_env(folders.warm)
+    assert not config.profile and config.extra["parity_probe_samples"] == 0
+    assert (warm.kind, warm.metrics["cache"], warm.metrics["inductor_files"]) == ("startup", "warm", 2)
+    shared = tmp_path / "runs" / ".kernel-cache"  # later configurations of the run start from what it compiled
+    assert sorted(p.as_posix() for p in cache_files(shared)) == sorted(p.as_posix() for p in cache_files(folders.cold))
+    table = startup_table([cold, warm]).set_index("cache")
+    assert table.loc["cold", "label"].endswith("(cold cache)") and table.loc["warm", "label"].endswith("(warm cache)")
+    assert table.loc["warm", "cold / this"] == 6.0
+
+
+def test_a_reused_or_failed_grid_row_is_no_cold_start(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBHELPERS_RUNS", str(tmp_path / "runs"))
+    folders = startup.make_startup_folders(tmp_path / "startup")
+    configs = [RunConfig(kernels="compile")]
+    _fill(folders.cold)
+    pairs: list = []
+    monkeypatch.setattr(startup, "cold_vs_warm", lambda config, workdir, notebook="", folders=None: pairs.append(1))
+    reused = RunRecord(config=configs[0].to_dict(), metrics={"reused_from": {"record_id": "abc"}})
+    startup.measure_startup(configs, tmp_path, folders=folders, measured=[reused])
+    assert pairs == [1]  # measured earlier, elsewhere: the pair runs as before
+    failed = RunRecord.failed(configs[0].to_dict(), "compile error")
+    assert startup.measure_startup(configs, tmp_path, folders=folders, measured=[failed]) == [failed]
+    assert pairs == [1]  # nothing compiled to start warm from: no run is added
