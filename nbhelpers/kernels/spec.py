@@ -44,7 +44,7 @@ class CurveTolerance:
     """How far a loss curve over many steps may stray from the baseline's, each relative to the baseline's.
 
     Three checks, each catching what the others let through: ``step_rtol`` on any one step (noise of a single
-    batch); ``smoothed_rtol`` on the two curves' trailing moving averages over ``window`` steps (a drift that
+    batch); ``smoothed_rtol`` on the two curves' moving averages over every ``window`` consecutive steps (a drift that
     lasts a few steps, which single-step noise in lower precision would hide); ``mean_rtol`` on the curves' means
     (a systematic shift of every step: a wrong kernel, a mask that lets sequences see each other).
     """
