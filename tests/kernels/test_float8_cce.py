@@ -24,7 +24,7 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.planning.device import refusal
 from nbhelpers.validation import ConfigError
 
-FLOAT8_ENTRIES = [name for name in KERNEL_BACKENDS if {"float8", "float8_rowwise"} & set(kernel_backend(name).components)]
+FLOAT8_ENTRIES = [n for n in KERNEL_BACKENDS if {"float8", "float8_rowwise"} & set(kernel_backend(n).components)]
 CCE_ENTRIES = [name for name in KERNEL_BACKENDS if "cce" in kernel_backend(name).components]
 
 
