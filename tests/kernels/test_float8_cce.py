@@ -53,6 +53,13 @@ def test_applying_float8_on_a_cpu_is_refused_before_the_model_is_touched(name):
         kernel_backend(name).apply(types.SimpleNamespace(), (), "cpu")
 
 
+def test_the_doctor_reads_the_new_entries_packages():
+    packages = installed_versions()
+    assert {"torchao", "cut-cross-entropy"} <= set(packages)
+    paths = {p.path: p for p in fused_paths()}
+    assert paths["kernels cce"].packages == ("cut-cross-entropy",) and paths["kernels float8"].packages == ("torchao",)
+
+
 def test_the_doctor_reports_float8_not_runnable_on_a_cpu_and_its_probe_says_why():
     paths = {p.path: p for p in fused_paths()}
     for name in ("float8", "float8_rowwise"):
