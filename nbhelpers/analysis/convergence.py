@@ -16,7 +16,8 @@ from typing import Any
 
 from nbhelpers.data.strategies import BASELINE_STRATEGY, keeps_dataset_order
 from nbhelpers.kernels.attention import DEFAULT_ATTENTION
-from nbhelpers.kernels.registry import BASELINE_BACKEND
+from nbhelpers.kernels.registry import BASELINE_BACKEND, curve_tolerance
+from nbhelpers.kernels.spec import SAME_PRECISION_CURVE, CurveTolerance
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.validation import check_int
@@ -28,8 +29,9 @@ from .recommend import Recommendation
 # varlen attention) sum in another order, and the difference grows a little as the weights drift apart over
 # steps. The curves' means may differ by 0.5%: a systematic drift (a wrong kernel, a mask that lets sequences
 # see each other) shifts every step the same way and shows there first. Same dtype on a CPU: ~1e-6.
-STEP_RTOL = 0.02
-MEAN_RTOL = 0.005
+# A lower-precision backend (float8) states its own, looser class in its table entry (KernelBackend.curve).
+STEP_RTOL = SAME_PRECISION_CURVE.step_rtol
+MEAN_RTOL = SAME_PRECISION_CURVE.mean_rtol
 KIND = "convergence"  # the records' kind: not a timed step, never in a speed table
 ROLES = ("recommended", "baseline")
 
@@ -66,7 +68,7 @@ def measure_convergence(rec: Recommendation | None, steps: int, run_name: str, n
 
 @dataclass
 class Convergence:
-    """Two loss curves compared step by step."""
+    """Two loss curves compared step by step, on their moving averages and on their means."""
 
     recommended: list[float]
     baseline: list[float]
@@ -74,21 +76,36 @@ class Convergence:
     mean_rel_diff: float = math.nan
     step_rtol: float = STEP_RTOL
     mean_rtol: float = MEAN_RTOL
+    smoothed_rel_diff: list[float] = field(default_factory=list)  # of the moving averages (full windows)
+    smoothed_rtol: float = SAME_PRECISION_CURVE.smoothed_rtol
+    window: int = SAME_PRECISION_CURVE.window
+    basis: str = SAME_PRECISION_CURVE.basis
 
     @property
     def max_step_rel_diff(self) -> float:
         return max(self.step_rel_diff) if self.step_rel_diff else math.nan
 
     @property
+    def max_smoothed_rel_diff(self) -> float:
+        """The largest difference of the moving averages; a curve shorter than the window is one window (its mean)."""
+        return max(self.smoothed_rel_diff) if self.smoothed_rel_diff else self.mean_rel_diff
+
+    @property
     def passed(self) -> bool:
         within = self.max_step_rel_diff <= self.step_rtol and self.mean_rel_diff <= self.mean_rtol
-        return bool(self.step_rel_diff) and within
+        return bool(self.step_rel_diff) and within and self.max_smoothed_rel_diff <= self.smoothed_rtol
 
     def summary(self) -> str:
         verdict = "pass" if self.passed else "fail"
+        smoothed = (
+            f", largest difference of the {self.window}-step moving averages {self.max_smoothed_rel_diff:.2e} "
+            f"(tolerance {self.smoothed_rtol:g})"
+            if self.window > 1
+            else ""
+        )
         return (
             f"Convergence {verdict} over {len(self.step_rel_diff)} steps: largest per-step loss difference "
-            f"{self.max_step_rel_diff:.2e} (tolerance {self.step_rtol:g}), mean loss difference "
+            f"{self.max_step_rel_diff:.2e} (tolerance {self.step_rtol:g}){smoothed}, mean loss difference "
             f"{self.mean_rel_diff:.2e} (tolerance {self.mean_rtol:g}), relative to the baseline."
         )
 
@@ -101,14 +118,39 @@ class Convergence:
         )  # fmt: skip
 
 
-def compare_curves(recommended: Sequence[float], baseline: Sequence[float]) -> Convergence:
-    """Per-step relative differences over the common steps, and that of the means; a non-finite loss fails."""
+def _rel(value: float, reference: float) -> float:
+    """|value - reference| / |reference|; a non-finite value is infinitely far."""
+    return abs(value - reference) / max(abs(reference), 1e-12) if math.isfinite(value + reference) else math.inf
+
+
+def moving_average(values: Sequence[float], window: int) -> list[float]:
+    """The mean of every full run of ``window`` consecutive steps (steps 0..w-1, 1..w, ...): len - window + 1
+    values, none for a curve shorter than the window (a partial window at the start would be a single noisy step)."""
+    check_int("window", window, 1, 100_000)
+    return [sum(values[i : i + window]) / window for i in range(len(values) - window + 1)]
+
+
+def compare_curves(
+    recommended: Sequence[float], baseline: Sequence[float], tolerance: CurveTolerance = SAME_PRECISION_CURVE
+) -> Convergence:
+    """Per-step relative differences over the common steps, those of the two curves' moving averages over every
+    full run of ``tolerance.window`` steps, and that of the means, judged by ``tolerance`` (a backend's precision class,
+    :func:`nbhelpers.kernels.registry.curve_tolerance`); a non-finite loss fails.
+
+    Why three checks: in lower precision (float8) single steps scatter around the baseline, so the per-step bound
+    is loose; averaging ``window`` steps cancels that scatter but not a drift that lasts, so the moving averages
+    are held to a tighter bound; the means catch a shift of every step by a little.
+    """
     n = min(len(recommended), len(baseline))
     a, b = [float(x) for x in recommended[:n]], [float(x) for x in baseline[:n]]
-    diffs = [abs(x - y) / max(abs(y), 1e-12) if math.isfinite(x + y) else math.inf for x, y in zip(a, b)]
-    mean_a, mean_b = (sum(a) / n, sum(b) / n) if n else (math.nan, math.nan)
-    mean = abs(mean_a - mean_b) / max(abs(mean_b), 1e-12) if n and math.isfinite(mean_a + mean_b) else math.inf
-    return Convergence(recommended=a, baseline=b, step_rel_diff=diffs, mean_rel_diff=mean)
+    diffs = [_rel(x, y) for x, y in zip(a, b)]
+    smoothed = [_rel(x, y) for x, y in zip(moving_average(a, tolerance.window), moving_average(b, tolerance.window))]
+    mean = _rel(sum(a) / n, sum(b) / n) if n else math.inf
+    return Convergence(
+        recommended=a, baseline=b, step_rel_diff=diffs, mean_rel_diff=mean, step_rtol=tolerance.step_rtol,
+        mean_rtol=tolerance.mean_rtol, smoothed_rel_diff=smoothed, smoothed_rtol=tolerance.smoothed_rtol,
+        window=tolerance.window, basis=tolerance.basis,
+    )  # fmt: skip
 
 
 def convergence_of(records: Iterable[RunRecord]) -> Convergence | None:
@@ -120,7 +162,9 @@ def convergence_of(records: Iterable[RunRecord]) -> Convergence | None:
             latest[role] = record
     if set(latest) != set(ROLES):
         return None
-    return compare_curves(latest[ROLES[0]].metrics.get("losses", []), latest[ROLES[1]].metrics.get("losses", []))
+    tolerance = curve_tolerance(str(latest[ROLES[0]].config.get("kernels", BASELINE_BACKEND)))
+    recommended, baseline = (latest[role].metrics.get("losses", []) for role in ROLES)
+    return compare_curves(recommended, baseline, tolerance)
 
 
 __all__ = [
@@ -129,6 +173,7 @@ __all__ = [
     "STEP_RTOL",
     "Convergence",
     "compare_curves",
+    "moving_average",
     "convergence_configs",
     "convergence_of",
     "mark_convergence",

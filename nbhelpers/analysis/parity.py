@@ -23,7 +23,7 @@ from typing import Any
 
 from nbhelpers.analysis.records import metric_value
 from nbhelpers.data.strategies import SAME_FIRST_BATCH_STRATEGIES
-from nbhelpers.kernels.registry import BASELINE_BACKEND, cpu_tolerance, uses_liger_switches
+from nbhelpers.kernels.registry import BASELINE_BACKEND, cpu_tolerance, precision_tolerance, uses_liger_switches
 from nbhelpers.kernels.spec import Tolerance
 from nbhelpers.measure.store import RunRecord
 
@@ -59,13 +59,17 @@ def _device_type(record: RunRecord) -> str:
 
 def tolerance_for(record: RunRecord) -> Tolerance:
     """The tolerance a record's parity is judged by: bf16 anywhere, fp32 on a GPU, else the backend's own
-    CPU tolerance (its entry in nbhelpers.kernels.registry)."""
+    CPU tolerance (its entry in nbhelpers.kernels.registry); a lower-precision backend's (float8) where looser."""
+    kernels = str(record.config.get("kernels", BASELINE_BACKEND))
     dtype = str(record.metrics.get("compute_dtype") or record.config.get("dtype", "fp32"))
     if "bf16" in dtype:
-        return TOLERANCES[("any", "bf16")]
-    if _device_type(record) == "cuda":
-        return TOLERANCES[("cuda", "fp32")]
-    return cpu_tolerance(str(record.config.get("kernels", BASELINE_BACKEND)))
+        chosen = TOLERANCES[("any", "bf16")]
+    elif _device_type(record) == "cuda":
+        chosen = TOLERANCES[("cuda", "fp32")]
+    else:
+        chosen = cpu_tolerance(kernels)
+    lower = precision_tolerance(kernels)
+    return lower if lower is not None and lower.rel > chosen.rel else chosen
 
 
 def rel_diff(value: float, reference: float) -> float:

@@ -30,7 +30,7 @@ DOCTOR_KIND = "doctor"  # kind of the doctor's record (measure.doctor_records): 
 # The distributions the doctor reports, as pip names them.
 DOCTOR_PACKAGES = (
     "torch", "triton", "transformers", "liger-kernel", "flash-linear-attention", "tilelang", "causal-conv1d",
-    "flash-attn", "trl",
+    "flash-attn", "torchao", "cut-cross-entropy", "trl",
 )  # fmt: skip
 # A path's verdict: what notebooks do with it.
 OK = "ok"  # its probe passed here

@@ -13,8 +13,31 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .cce import (
+    CCE_BACKEND,
+    CCE_CHECKS,
+    REPLACED_LIGER_SWITCHES,
+    apply_cce,
+    cce_report,
+    cce_status,
+    probe_cce,
+    requested_cce,
+)
 from .compile import COMPILE_BACKEND, COMPILE_CHECKS, apply_compile, compile_report, probe_compile, requested_compile
 from .fla import FLA_BACKEND, FLA_CHECKS, apply_fla, fla_report, fla_status, probe_fla, requested_fla
+from .float8 import (
+    FLOAT8_BACKEND,
+    FLOAT8_CHECKS,
+    FLOAT8_CURVE,
+    FLOAT8_PARITY,
+    FLOAT8_ROWWISE_BACKEND,
+    RECIPES,
+    apply_float8_for,
+    float8_report_for,
+    float8_status,
+    probe_float8_for,
+    requested_float8_for,
+)
 from .hybrid_paths import REFERENCE_CHECKS, apply_reference, reference_report
 from .liger import (
     LIGER_BACKEND,
@@ -27,7 +50,7 @@ from .liger import (
     probe_liger,
     requested_liger_kernels,
 )
-from .spec import SAME_KERNELS_CPU, BackendUnavailable, CompiledCache, KernelBackend, Tolerance
+from .spec import SAME_KERNELS_CPU, BackendUnavailable, CompiledCache, CurveTolerance, KernelBackend, Tolerance
 
 BASELINE_BACKEND = "eager"  # parity and speedups are measured against it
 INTERPRETED_TRITON_CPU = Tolerance(
@@ -78,6 +101,9 @@ def compose(*parts: KernelBackend) -> KernelBackend:
         caches=tuple(dict.fromkeys(cache for part in parts for cache in part.caches)),
         uses_liger_switches=any(p.uses_liger_switches for p in parts),
         cpu_tolerance=max((p.cpu_tolerance for p in parts), key=lambda t: t.rel),
+        precision=max((p.precision for p in parts if p.precision), key=lambda t: t.rel, default=None),
+        curve=max((p.curve for p in parts), key=lambda t: t.step_rtol),
+        replaces_switches=tuple(dict.fromkeys(s for part in parts for s in part.replaces_switches)),
         parts=tuple(p.name for p in parts),
         packages=tuple(dict.fromkeys(package for part in parts for package in part.packages)),
         optional_packages=tuple(dict.fromkeys(package for part in parts for package in part.optional_packages)),
@@ -103,7 +129,7 @@ LIGER = KernelBackend(
     caches=("triton",),
     uses_liger_switches=True,
     cpu_tolerance=INTERPRETED_TRITON_CPU,
-    combines_with=(COMPILE_BACKEND, FLA_BACKEND),
+    combines_with=(COMPILE_BACKEND, FLA_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND, CCE_BACKEND),
     training_flag="use_liger_kernel",
     training_options=liger_kernel_config,
     training_options_comment="the Liger switches that were on",
@@ -122,7 +148,7 @@ COMPILE = KernelBackend(
     cpu_tolerance=Tolerance(
         1e-5, "fp32 on CPU, torch.compile: Inductor may reorder sums (measured <= 1.2e-7)"
     ),
-    combines_with=(LIGER_BACKEND,),
+    combines_with=(LIGER_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND, CCE_BACKEND),
     training_flag="torch_compile",
     probe=probe_compile,
 )
@@ -146,11 +172,60 @@ FLA = KernelBackend(
     status=fla_status,
     probe=probe_fla,
 )
+FLOAT8, FLOAT8_ROWWISE = (
+    KernelBackend(
+        name,
+        f"torchao float8 training, {RECIPES[name]!r} recipe: float8 matmuls in every linear layer but the lm head "
+        "(and any whose dimensions are not multiples of 16); Ada/Hopper GPUs only",
+        apply=apply_float8_for(name),
+        report=float8_report_for(name),
+        checks={f"float8_{RECIPES[name]}": FLOAT8_CHECKS[f"float8_{RECIPES[name]}"]},
+        requested=requested_float8_for(name),
+        caches=("inductor", "triton"),
+        precision=FLOAT8_PARITY,
+        curve=FLOAT8_CURVE,
+        combines_with=(LIGER_BACKEND, COMPILE_BACKEND, CCE_BACKEND),
+        packages=("torchao",),
+        model_setup_code=(
+            "from nbhelpers.kernels.float8 import use_float8",
+            f"use_float8(model, {RECIPES[name]!r})  # torchao float8 training in the linear layers (not the lm head)",
+        ),
+        status=float8_status,
+        probe=probe_float8_for(name),
+    )
+    for name in (FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND)
+)
+CCE = KernelBackend(
+    CCE_BACKEND,
+    "Cut Cross-Entropy: the lm head and the loss fused (no logits stored; its backward skips negligible softmax "
+    "entries); Triton kernels on a GPU, its torch.compile reference on a CPU",
+    apply=apply_cce,
+    report=cce_report,
+    checks=CCE_CHECKS,
+    requested=requested_cce,
+    caches=("triton", "inductor"),
+    cpu_tolerance=Tolerance(1e-5, "fp32 on CPU, CCE's torch.compile reference: Inductor may reorder sums"),
+    combines_with=(LIGER_BACKEND, COMPILE_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND),
+    packages=("cut-cross-entropy",),
+    optional_packages=("triton",),
+    replaces_switches=REPLACED_LIGER_SWITCHES,
+    model_setup_code=(
+        "from nbhelpers.kernels.cce import apply_cce",
+        "apply_cce(model, (), 'cuda')  # Cut Cross-Entropy computes the loss (no logits in training)",
+    ),
+    status=cce_status,
+    probe=probe_cce,
+)
 
 # The table, in the order tables and error messages list the backends. A new backend is one line here.
 KERNEL_BACKEND_TABLE: dict[str, KernelBackend] = {
-    backend.name: backend for backend in (EAGER, LIGER, COMPILE, compose(LIGER, COMPILE), FLA, compose(FLA, LIGER))
-}
+    backend.name: backend
+    for backend in (
+        EAGER, LIGER, COMPILE, compose(LIGER, COMPILE), FLA, compose(FLA, LIGER),
+        FLOAT8, compose(FLOAT8, COMPILE), compose(LIGER, FLOAT8), FLOAT8_ROWWISE, compose(FLOAT8_ROWWISE, COMPILE),
+        CCE, compose(LIGER, CCE), compose(CCE, COMPILE), compose(FLOAT8, CCE, COMPILE), compose(LIGER, FLOAT8, CCE),
+    )
+}  # fmt: skip
 ELEMENTARY_BACKENDS = tuple(b for b in KERNEL_BACKEND_TABLE.values() if not b.composite)
 KERNEL_BACKENDS = tuple(KERNEL_BACKEND_TABLE)  # the values RunConfig.kernels allows
 # The patch report: every key some backend verifies, and what is checked for it.
@@ -187,6 +262,35 @@ def cpu_tolerance(name: str) -> Tolerance:
     """A backend's parity tolerance in fp32 on a CPU (the baseline's for a name the table lacks)."""
     backend = find_backend(name)
     return backend.cpu_tolerance if backend is not None else SAME_KERNELS_CPU
+
+
+def precision_tolerance(name: str) -> Tolerance | None:
+    """A lower-precision backend's first-step parity tolerance (float8), None for one in the baseline's precision."""
+    backend = find_backend(name)
+    return backend.precision if backend is not None else None
+
+
+def curve_tolerance(name: str) -> CurveTolerance:
+    """How far a backend's loss curve may stray from the baseline's (its precision class; the default for a name
+    the table lacks)."""
+    backend = find_backend(name)
+    return backend.curve if backend is not None else EAGER.curve
+
+
+def liger_switches_for(name: str, switches: Iterable[str]) -> tuple[str, ...]:
+    """The Liger switches a backend runs of ``switches``: () for one without Liger, and without the switches a part
+    replaces itself (Liger's cross-entropy beside Cut Cross-Entropy)."""
+    backend = find_backend(name)
+    if backend is None or not backend.uses_liger_switches:
+        return ()
+    return tuple(s for s in switches if s not in backend.replaces_switches)
+
+
+def switch_conflict(name: str, switches: Iterable[str]) -> str:
+    """'' when a backend can run these Liger switches, else what must be left out (a part replaces them)."""
+    backend = find_backend(name)
+    clash = [s for s in switches if backend is not None and s in backend.replaces_switches]
+    return f"without {', '.join(clash)} under kernels={name!r} (it computes the loss itself)" if clash else ""
 
 
 def model_setup_parts(name: str) -> tuple[KernelBackend, ...]:

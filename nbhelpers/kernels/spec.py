@@ -40,6 +40,30 @@ SAME_KERNELS_CPU = Tolerance(1e-5, "fp32 on CPU, same kernels: padded and packed
 
 
 @dataclass(frozen=True)
+class CurveTolerance:
+    """How far a loss curve over many steps may stray from the baseline's, each relative to the baseline's.
+
+    Three checks, each catching what the others let through: ``step_rtol`` on any one step (noise of a single
+    batch); ``smoothed_rtol`` on the two curves' moving averages over every ``window`` consecutive steps (a drift that
+    lasts a few steps, which single-step noise in lower precision would hide); ``mean_rtol`` on the curves' means
+    (a systematic shift of every step: a wrong kernel, a mask that lets sequences see each other).
+    """
+
+    step_rtol: float
+    smoothed_rtol: float
+    window: int  # steps in the moving average (1: the smoothed check is the per-step one)
+    mean_rtol: float
+    basis: str
+
+
+# The default precision class: the backend computes in the baseline's precision (bf16 autocast), summing in another
+# order (Liger, compile, varlen attention); the difference grows a little as the weights drift apart over steps.
+SAME_PRECISION_CURVE = CurveTolerance(
+    0.02, 0.02, 1, 0.005, "bf16 autocast, other kernels: sums in another order, weights drifting apart over steps"
+)
+
+
+@dataclass(frozen=True)
 class CompiledCache:
     """One on-disk cache of compiled kernels: the variable that points it at a folder, and the variables that
     make it keep what would otherwise be recomputed in every process (autotune results)."""
@@ -88,6 +112,12 @@ class KernelBackend:
     caches: tuple[str, ...] = ()  # compiled-kernel caches it fills on its first step (keys of COMPILED_CACHES)
     uses_liger_switches: bool = False  # whether RunConfig.liger_kernels means anything to it
     cpu_tolerance: Tolerance = SAME_KERNELS_CPU  # parity against eager in fp32 on a CPU, with its measured basis
+    # Lower precision (float8): the looser first-step parity tolerance it is judged by wherever it runs (None: the
+    # device's and dtype's), and its loss-curve tolerance against the baseline.
+    precision: Tolerance | None = None
+    curve: CurveTolerance = SAME_PRECISION_CURVE
+    # Liger switches whose work it does itself (Cut Cross-Entropy computes the loss): with Liger they must be off.
+    replaces_switches: tuple[str, ...] = ()
     combines_with: tuple[str, ...] = ()  # elementary backends it may be composed with
     training_flag: str = ""  # TrainingArguments/SFTConfig boolean that turns it on in HF Trainer / TRL
     training_options: TrainingOptionsFunction | None = None  # extra keyword arguments exported when on

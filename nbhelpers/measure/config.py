@@ -16,7 +16,7 @@ from nbhelpers.data.formats import FORMAT_NAMES
 from nbhelpers.data.strategies import PADDING_FIELDS, PADDING_STRATEGIES, PaddingSettings
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
 from nbhelpers.kernels.liger import DEFAULT_LIGER_KERNELS, LIGER_KERNELS
-from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, uses_liger_switches
+from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, switch_conflict, uses_liger_switches
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
 
@@ -128,6 +128,8 @@ class RunConfig:
                 self.liger_kernels,
                 "at most one of 'fused_linear_cross_entropy' and 'cross_entropy'",
             )
+        if uses_liger_switches(self.kernels) and (clash := switch_conflict(self.kernels, switches)):
+            raise ConfigError("liger_kernels", self.liger_kernels, clash)
         object.__setattr__(self, "liger_kernels", switches)
         check_int("steps", self.steps, 1, 100_000)
         check_int("warmup", self.warmup, 0, 10_000)

@@ -100,7 +100,11 @@ FAMILIES: dict[str, ModelFamily] = {
             shape=ModelShape.from_config,
             tokenizer="qwen3",
             attention_implementations=("eager", "sdpa", "flex_attention", "flash_attention_2", "torch_varlen"),
-            kernel_backends=("eager", "liger", "compile", "liger+compile"),
+            kernel_backends=(
+                "eager", "liger", "compile", "liger+compile", "float8", "float8+compile", "liger+float8",
+                "float8_rowwise", "float8_rowwise+compile", "cce", "liger+cce", "cce+compile", "float8+cce+compile",
+                "liger+float8+cce",
+            ),  # fmt: skip
             packing=("position_ids",),
         ),
         ModelFamily(
@@ -115,7 +119,7 @@ FAMILIES: dict[str, ModelFamily] = {
             tokenizer="qwen3.5",
             # of the full-attention layers; flex_attention is refused by transformers for this model class
             attention_implementations=("eager", "sdpa", "flash_attention_2", "torch_varlen"),
-            kernel_backends=("eager", "liger", "compile", "liger+compile", "fla", "fla+liger"),
+            kernel_backends=("eager", "liger", "compile", "liger+compile", "fla", "fla+liger", "cce", "liger+cce"),
             # Packed rows carry their boundaries: fla's kernels take cu_seqlens, and the reference path
             # (kernels.hybrid_paths) runs the delta rule and the convolution once per sequence. With position_ids
             # alone transformers' Gated DeltaNet mixes the sequences (measured: logits off by up to 0.107 on CPU).

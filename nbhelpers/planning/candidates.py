@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from nbhelpers.data.strategies import BASELINE_STRATEGY, PADDING_STRATEGIES, STRATEGIES, plan_token_budget
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
 from nbhelpers.kernels.liger import LIGER_KERNELS
-from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, kernel_backend
+from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, liger_switches_for
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.validation import ConfigError
 
@@ -141,7 +141,8 @@ def build_space(
     """Every combination that can run here, and those left out with why (also the paths ``broken`` names).
 
     ``liger_sets`` default: the workload's switches and, when they include the fused linear cross-entropy,
-    the same set with plain cross-entropy. A token-budget strategy takes every value of ``token_budgets``.
+    the same set with plain cross-entropy; a backend that computes the loss itself (Cut Cross-Entropy) takes the sets
+    without Liger's loss switches. A token-budget strategy takes every value of ``token_budgets``.
     """
     kernels = parse_list(list(kernels), KERNEL_BACKENDS, "kernels")
     strategies = parse_list(list(strategies), PADDING_STRATEGIES, "strategies")
@@ -150,7 +151,8 @@ def build_space(
     runnable: list[Candidate] = []
     dropped: list[tuple[Candidate, str]] = []
     for backend in kernels:
-        sets = switch_sets if kernel_backend(backend).uses_liger_switches else [()]
+        # Each set as the backend runs it (without Liger's loss kernels beside Cut Cross-Entropy), once.
+        sets = list(dict.fromkeys(liger_switches_for(backend, s) for s in switch_sets)) or [()]
         for switches in sets:
             for strategy in strategies:
                 budgets = token_budgets if plans_by_budget(strategy) else [0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nbhelpers.kernels.liger import LIGER_BACKEND, LIGER_KERNELS
-from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, uses_liger_switches
+from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, liger_switches_for, uses_liger_switches
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.validation import ConfigError
 
@@ -46,7 +46,7 @@ def backend_configs(
         uses_switches = uses_liger_switches(name)
         if uses_switches and not switches:
             raise ConfigError("LIGER_KERNELS", liger_kernels, "at least one kernel this device can run")
-        configs.append(base.replace(label=name, kernels=name, liger_kernels=switches if uses_switches else ()))
+        configs.append(base.replace(label=name, kernels=name, liger_kernels=liger_switches_for(name, switches)))
     return configs
 
 
@@ -75,8 +75,7 @@ def kernel_grid(
         if why:
             skipped[f"kernels {name}"] = why
             continue
-        uses_switches = uses_liger_switches(name)
-        configs.append(base.replace(label=name, kernels=name, liger_kernels=switches if uses_switches else ()))
+        configs.append(base.replace(label=name, kernels=name, liger_kernels=liger_switches_for(name, switches)))
     return configs, skipped
 
 

@@ -14,7 +14,7 @@ from nbhelpers.analysis.parity import (
     rel_diff,
     tolerance_for,
 )
-from nbhelpers.kernels.registry import cpu_tolerance
+from nbhelpers.kernels.registry import cpu_tolerance, precision_tolerance
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_config
 from nbhelpers.measure.startup import cold_vs_warm
@@ -80,6 +80,16 @@ def test_tolerance_by_device_and_dtype(make_record):
     assert rel_diff(1.01, 1.0) == pytest.approx(0.01) and rel_diff(0.5, 0.0) == 0.5
 
 
+def test_lower_precision_is_judged_by_its_own_looser_tolerance(make_record):
+    float8 = make_record("float8", kernels="float8+compile", device_type="cuda")
+    float8.metrics["compute_dtype"] = "bf16-autocast"
+    cce = make_record("cce", kernels="liger+cce", device_type="cuda")
+    cce.metrics["compute_dtype"] = "bf16-autocast"
+    assert tolerance_for(float8) == precision_tolerance("float8+compile") and tolerance_for(float8).rel > 2e-2
+    assert "float8" in tolerance_for(float8).basis
+    assert tolerance_for(cce).rel == 2e-2  # CCE computes in the baseline's precision: bf16's tolerance
+
+
 def test_attach_parity_sets_the_key_the_report_reads(make_record):
     from nbhelpers.analysis.records import parity_status
 
@@ -117,6 +127,18 @@ def test_liger_interpreted_kernels_match_eager_on_cpu(eager_record):
     row = parity_table([eager_record, liger], "eager").set_index("backend").loc["liger"]
     assert row["status"] == "pass" and row["tolerance"] == 1e-4
     # Measured: 8e-8 (loss) and 1.7e-7 (gradient norm): a few fp32 ulps, far inside the tolerance.
+    assert row["loss rel diff"] < 1e-6 and row["grad norm rel diff"] < 1e-6
+
+
+@pytest.mark.slow
+def test_cut_cross_entropy_matches_eager_on_cpu(eager_record):
+    """CCE's torch.compile implementation (what runs on a CPU) in the patched loss path, through the runner."""
+    pytest.importorskip("cut_cross_entropy")
+    cce = run_config(TINY.replace(label="cce", kernels="cce"))
+    assert eager_record.ok and cce.ok, (eager_record.reason, cce.reason)
+    assert cce.metrics["patch_report"]["cut_cross_entropy"]
+    row = parity_table([eager_record, cce], "eager").set_index("backend").loc["cce"]
+    assert row["status"] == "pass" and row["tolerance"] == cpu_tolerance("cce").rel
     assert row["loss rel diff"] < 1e-6 and row["grad norm rel diff"] < 1e-6
 
 

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, ATTENTION_TABLE, attention_status
-from nbhelpers.kernels.liger import LIGER_KERNELS
+from nbhelpers.kernels.liger import DEFAULT_LIGER_KERNELS, LIGER_KERNELS
 from nbhelpers.kernels.registry import (
     BASELINE_BACKEND,
     COMPILED_CACHES,
@@ -28,6 +28,7 @@ from nbhelpers.kernels.registry import (
     REPORT_KEYS,
     compose,
     kernel_backend,
+    liger_switches_for,
     requested_kernels,
     training_kwargs,
 )
@@ -233,8 +234,9 @@ def test_every_requested_key_is_reported():
 
 
 def test_run_config_allows_exactly_the_table():
-    for name in KERNEL_BACKENDS:
-        assert RunConfig(kernels=name).kernels == name
+    for name in KERNEL_BACKENDS:  # with the Liger switches the entry runs (none of Liger's loss beside CCE)
+        switches = liger_switches_for(name, DEFAULT_LIGER_KERNELS) or DEFAULT_LIGER_KERNELS
+        assert RunConfig(kernels=name, liger_kernels=switches).kernels == name
     for name in ATTENTION_IMPLEMENTATIONS:
         assert RunConfig(attn_implementation=name).attn_implementation == name
     with pytest.raises(ConfigError, match="'liger\\+compile'"):

@@ -13,6 +13,7 @@ from test_architecture import LAYERS, layer_of, module_name, package_of
 
 from nbhelpers.data.strategies import PADDING_STRATEGIES
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
+from nbhelpers.kernels.float8 import float8_status
 from nbhelpers.kernels.liger import LIGER_KERNELS
 from nbhelpers.kernels.registry import KERNEL_BACKENDS
 from nbhelpers.measure.config import RunConfig
@@ -387,3 +388,24 @@ def test_auto_kernels_leave_liger_out_on_a_cpu_with_the_reason_and_keep_it_on_a_
     gpu = plan_backends(base, "auto", "rope,rms_norm,swiglu,cross_entropy", "cuda")
     assert [c.kernels for c in gpu.configs] == ["eager", "liger"]
     assert gpu.configs[1].liger_kernels == ("rope", "rms_norm", "swiglu", "cross_entropy")
+
+
+def test_the_tuner_can_pick_float8_and_cce_where_they_run_and_leaves_them_out_with_the_reason_where_not(monkeypatch):
+    workload = RunConfig(run_name="k", batch_size=1)
+    names = ["eager", "float8+compile", "cce", "liger+cce"]
+    runnable, dropped = build_space(workload, names, ["static"], ["sdpa"], device="cpu",
+                                    liger_sets=[("rope", "cross_entropy")])  # fmt: skip
+    assert {c.kernels for c in runnable} >= {"eager", "cce", "liger+cce"}
+    assert [c.liger_kernels for c in runnable if c.kernels == "liger+cce"] == [("rope",)]  # no Liger loss beside CCE
+    assert [(c.kernels, why.split(": ", 1)[1]) for c, why in dropped] == [("float8+compile", float8_status("cpu"))]
+    real = device.find_backend  # on an H200: every part's status says it can run
+
+    def find(name):
+        found = real(name)
+        return dataclasses.replace(found, status=lambda device: "") if found is not None else None
+
+    monkeypatch.setattr(device, "find_backend", find)
+    on_gpu, dropped_gpu = build_space(workload, names, ["static"], ["sdpa"], device="cuda")
+    assert [c.kernels for c in on_gpu] == names and dropped_gpu == []
+    beside_cce = [c.config(workload).liger_kernels for c in on_gpu if c.kernels == "liger+cce"]
+    assert beside_cce == [("rope", "rms_norm", "swiglu")]

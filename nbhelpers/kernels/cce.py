@@ -1,0 +1,145 @@
+"""The Cut Cross-Entropy backend: the lm head and the loss fused by ``cut_cross_entropy.linear_cross_entropy``.
+
+CCE computes each position's log-sum-exp over the vocabulary in on-chip memory and the correct token's logit by
+an indexed dot product, so neither the logits nor their gradient is ever stored whole; its backward skips the
+vocabulary entries whose softmax is below the gradient's precision. Unlike Liger's fused linear cross-entropy it
+does not add into the whole output-weight gradient once per chunk.
+
+The published wheel (25.1.1) ships no transformers patch, so the causal LM's forward is replaced on the model
+instance, in the manner of Liger's fused linear cross-entropy: in training, with labels, the base model's last
+hidden states and the lm head's weight go to CCE and no logits are returned; otherwise the model's own forward
+runs. It works for any causal LM with a base model and an lm head (Qwen3 and the Qwen3.5 hybrids alike). On a
+CUDA GPU CCE runs its Triton kernels (``impl="cce"``); on a CPU, where Triton has no driver, its
+``impl="torch_compile"`` reference (logits computed whole by Inductor): the CPU proves the patched loss path, not
+the kernel's speed. Liger's cross-entropy switches must be off beside it (both replace the loss).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import types
+from typing import Any
+
+from .spec import BackendUnavailable
+
+CCE_BACKEND = "cce"  # the backend's name in the table (nbhelpers.kernels.registry)
+CCE_IMPLEMENTATIONS = {"cuda": "cce", "cpu": "torch_compile"}  # device type -> CCE's implementation
+CCE_CHECKS = {
+    "cut_cross_entropy": "model.forward is the workbook's Cut Cross-Entropy forward (lm head and loss fused by "
+    "cut_cross_entropy.linear_cross_entropy; no logits in training)"
+}
+REPLACED_LIGER_SWITCHES = ("cross_entropy", "fused_linear_cross_entropy")  # Liger's loss kernels: off beside CCE
+IGNORE_INDEX = -100  # the label of prompt and padding positions, as transformers' loss ignores them
+
+
+def cce_status(device: str) -> str:
+    """'' when Cut Cross-Entropy can run on ``device``, else why not (its package, or Triton on a GPU, missing)."""
+    if importlib.util.find_spec("cut_cross_entropy") is None:
+        return "missing package: cut-cross-entropy is not installed"
+    if device not in CCE_IMPLEMENTATIONS:
+        return f"Cut Cross-Entropy runs on {', '.join(CCE_IMPLEMENTATIONS)}, not {device}"
+    if device == "cuda" and importlib.util.find_spec("triton") is None:
+        return "missing package: triton is not installed, and Cut Cross-Entropy's kernels are Triton"
+    return ""
+
+
+def cut_loss(hidden: Any, weight: Any, labels: Any, shift_labels: Any, num_items: Any, impl: str) -> Any:
+    """transformers' causal-LM loss (labels shifted, -100 ignored, mean or sum / ``num_items``) computed by CCE.
+
+    Under autocast the hidden states and weight are cast to the autocast dtype, as the lm head's matmul would be.
+    """
+    import torch
+    from cut_cross_entropy import linear_cross_entropy
+
+    if shift_labels is None:
+        shift_labels = torch.nn.functional.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:]
+    device_type = hidden.device.type
+    if torch.is_autocast_enabled(device_type):
+        dtype = torch.get_autocast_dtype(device_type)
+        hidden, weight = hidden.to(dtype), weight.to(dtype)
+    reduction = "mean" if num_items is None else "sum"
+    targets = shift_labels.to(hidden.device).contiguous()
+    loss = linear_cross_entropy(hidden, weight, targets, ignore_index=IGNORE_INDEX, reduction=reduction, impl=impl)
+    if num_items is not None:
+        loss = loss / (num_items.to(loss.device) if torch.is_tensor(num_items) else num_items)
+    return loss
+
+
+def _cce_forward_for(impl: str) -> Any:
+    def cce_forward(self: Any, input_ids: Any = None, labels: Any = None, **kwargs: Any) -> Any:
+        """The causal LM's forward with its loss computed by Cut Cross-Entropy in training (no logits)."""
+        shift_labels = kwargs.pop("shift_labels", None)
+        num_items = kwargs.pop("num_items_in_batch", None)
+        if not self.training or (labels is None and shift_labels is None):
+            given = (("shift_labels", shift_labels), ("num_items_in_batch", num_items))
+            own = {key: value for key, value in given if value is not None}
+            return type(self).forward(self, input_ids=input_ids, labels=labels, **kwargs, **own)
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+
+        kwargs.pop("logits_to_keep", None)
+        outputs = getattr(self, self.base_model_prefix)(input_ids=input_ids, **kwargs)
+        head = self.get_output_embeddings()
+        loss = cut_loss(outputs.last_hidden_state, head.weight, labels, shift_labels, num_items, impl)
+        return CausalLMOutputWithPast(
+            loss=loss, logits=None, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+    return cce_forward
+
+
+def apply_cce(model: Any, switches: tuple[str, ...], device: str) -> None:
+    """Bind the Cut Cross-Entropy forward to a model instance (CCE's Triton kernels on a GPU, its compiled
+    reference on a CPU); refused where it cannot run, or where the lm head is not a plain linear layer (an
+    adapter on it would be skipped: CCE reads its weight)."""
+    import torch
+
+    if why := cce_status(device):
+        raise BackendUnavailable(why)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if type(head) is not torch.nn.Linear or not hasattr(model, getattr(model, "base_model_prefix", "")):
+        raise BackendUnavailable(
+            f"Cut Cross-Entropy needs a causal LM whose lm head is a plain nn.Linear (found {type(head).__name__}): "
+            "it reads the head's weight, so an adapter on it would be skipped"
+        )
+    model.forward = types.MethodType(_cce_forward_for(CCE_IMPLEMENTATIONS[device]), model)
+
+
+def cce_report(model: Any) -> dict[str, bool]:
+    """Whether the model's forward is the Cut Cross-Entropy forward (see CCE_CHECKS)."""
+    function = getattr(getattr(model, "forward", None), "__func__", None)
+    patched = getattr(function, "__module__", "") == __name__ and getattr(function, "__name__", "") == "cce_forward"
+    return {"cut_cross_entropy": patched}
+
+
+def requested_cce(switches: tuple[str, ...]) -> tuple[str, ...]:
+    """The report key Cut Cross-Entropy must see replaced."""
+    return tuple(CCE_CHECKS)
+
+
+def probe_cce(device: str) -> list[Any]:
+    """CCE's linear cross-entropy against the lm head's matmul and PyTorch's cross-entropy, forward and backward:
+    its Triton kernels in bf16 on a GPU, its torch.compile reference in fp32 on a CPU."""
+    import torch
+    from cut_cross_entropy import linear_cross_entropy
+
+    from .probes import compare_kernels, cross_entropy_reference, not_runnable
+
+    if why := cce_status(device):
+        return [not_runnable("linear_cross_entropy", why)]
+    impl = CCE_IMPLEMENTATIONS[device]
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    hidden, vocab, tokens = 256, 1024, 64
+    x = torch.randn(tokens, hidden, generator=generator).to(device, dtype)
+    head = (torch.randn(vocab, hidden, generator=generator) / hidden**0.5).to(device, dtype)
+    labels = torch.randint(0, vocab, (tokens,), generator=generator).to(device)
+    labels[:8] = IGNORE_INDEX  # prompt tokens: ignored by the loss
+
+    def fused(h: Any, w: Any, y: Any) -> Any:
+        return linear_cross_entropy(h, w, y, ignore_index=IGNORE_INDEX, impl=impl)
+
+    def reference(h: Any, w: Any, y: Any) -> Any:
+        return cross_entropy_reference(h @ w.t(), y)
+
+    tolerance = (2e-2, 2e-2) if device == "cuda" else (1e-4, 1e-5)
+    return [compare_kernels(f"linear_cross_entropy ({impl})", fused, reference, [x, head, labels], *tolerance)]

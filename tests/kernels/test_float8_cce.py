@@ -1,0 +1,150 @@
+"""The float8 and Cut Cross-Entropy entries: refused where they cannot run (with the reason), composed with Liger and
+compile as the table says, float8's conversion leaving the lm head out, and CCE's loss path equal to eager's."""
+
+from __future__ import annotations
+
+import importlib.util
+import types
+
+import pytest
+
+from nbhelpers.kernels import cce, float8
+from nbhelpers.kernels.doctor import NOT_HERE, check_path, fused_paths, installed_versions
+from nbhelpers.kernels.probes import NOT_RUNNABLE
+from nbhelpers.kernels.registry import (
+    KERNEL_BACKENDS,
+    curve_tolerance,
+    kernel_backend,
+    liger_switches_for,
+    precision_tolerance,
+    requested_kernels,
+)
+from nbhelpers.kernels.spec import SAME_PRECISION_CURVE, BackendUnavailable
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.planning.device import refusal
+from nbhelpers.validation import ConfigError
+
+FLOAT8_ENTRIES = [n for n in KERNEL_BACKENDS if {"float8", "float8_rowwise"} & set(kernel_backend(n).components)]
+CCE_ENTRIES = [name for name in KERNEL_BACKENDS if "cce" in kernel_backend(name).components]
+
+
+def test_float8_is_refused_on_a_cpu_and_below_compute_capability_8_9_with_the_reason(monkeypatch):
+    assert float8.float8_status("cpu").startswith("float8 matmuls need an NVIDIA GPU of compute capability 8.9")
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())  # torchao "installed"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))  # A100
+    assert float8.float8_status("cuda").endswith("this GPU is 8.0")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))  # H100/H200
+    assert float8.float8_status("cuda") == ""
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert float8.float8_status("cuda") == "missing package: torchao is not installed"
+
+
+@pytest.mark.parametrize("name", FLOAT8_ENTRIES)
+def test_planning_leaves_every_float8_entry_out_on_a_cpu_with_the_reason(name):
+    why = refusal(name, "sdpa", "cpu", model="qwen3-tiny", packed=False)
+    assert why == f"kernels={name!r}: {float8.float8_status('cpu')}"
+
+
+@pytest.mark.parametrize("name", ["float8", "float8_rowwise"])
+def test_applying_float8_on_a_cpu_is_refused_before_the_model_is_touched(name):
+    with pytest.raises(BackendUnavailable, match="compute capability 8.9"):
+        kernel_backend(name).apply(types.SimpleNamespace(), (), "cpu")
+
+
+def test_the_doctor_reads_the_new_entries_packages():
+    packages = installed_versions()
+    assert {"torchao", "cut-cross-entropy"} <= set(packages)
+    paths = {p.path: p for p in fused_paths()}
+    assert paths["kernels cce"].packages == ("cut-cross-entropy",) and paths["kernels float8"].packages == ("torchao",)
+
+
+def test_the_doctor_reports_float8_not_runnable_on_a_cpu_and_its_probe_says_why():
+    paths = {p.path: p for p in fused_paths()}
+    for name in ("float8", "float8_rowwise"):
+        packages = installed_versions() | {"torchao": "0.18.0"}  # the verdict does not hinge on the package here
+        verdict = check_path(paths[f"kernels {name}"], "cpu", packages, [])
+        assert verdict.verdict == NOT_HERE and "compute capability 8.9" in verdict.reason
+        [result] = kernel_backend(name).probe("cpu")
+        assert result.status == NOT_RUNNABLE and "compute capability 8.9" in result.detail
+
+
+def test_float8_entries_are_a_looser_precision_class_and_compose_as_the_table_says():
+    tensorwise = kernel_backend("float8")
+    assert tensorwise.precision is not None and tensorwise.precision.rel > 2e-2  # looser than bf16 autocast's
+    assert curve_tolerance("float8+compile") == tensorwise.curve != SAME_PRECISION_CURVE
+    assert tensorwise.curve.step_rtol > SAME_PRECISION_CURVE.step_rtol and tensorwise.curve.window > 1
+    assert precision_tolerance("liger+float8+cce") == tensorwise.precision and precision_tolerance("cce") is None
+    assert curve_tolerance("liger") == SAME_PRECISION_CURVE == curve_tolerance("not in the table")
+    assert requested_kernels("float8_rowwise+compile", ()) == ("float8_rowwise", "compile")
+    assert set(FLOAT8_ENTRIES) >= {"float8", "float8+compile", "liger+float8", "float8_rowwise+compile"}
+    with pytest.raises(ConfigError, match="kernels='float8_fast'.*'float8', 'float8\\+compile'"):
+        RunConfig(kernels="float8_fast")
+
+
+def test_cce_takes_liger_only_without_its_cross_entropy_switches():
+    assert liger_switches_for("liger+cce", ("rope", "swiglu", "cross_entropy")) == ("rope", "swiglu")
+    assert liger_switches_for("liger", ("rope", "cross_entropy")) == ("rope", "cross_entropy")
+    assert liger_switches_for("cce", ("rope",)) == ()
+    assert RunConfig(kernels="liger+cce", liger_kernels=("rope", "rms_norm")).liger_kernels == ("rope", "rms_norm")
+    with pytest.raises(ConfigError, match="liger_kernels=.*without cross_entropy under kernels='liger\\+cce'"):
+        RunConfig(kernels="liger+cce")  # the default switches include Liger's cross-entropy
+    assert RunConfig(kernels="cce").kernels == "cce"  # no Liger part: its switches mean nothing
+    assert requested_kernels("liger+cce", ("rope",)) == ("rope", "cut_cross_entropy")
+    assert {"cce", "liger+cce", "cce+compile"} <= set(CCE_ENTRIES)
+
+
+def test_cce_is_refused_without_its_package_with_the_reason(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert cce.cce_status("cuda") == "missing package: cut-cross-entropy is not installed"
+    assert cce.cce_status("cpu") == "missing package: cut-cross-entropy is not installed"
+
+
+# -- on the model (torch; torchao and cut-cross-entropy where installed) -------------------------------------------
+
+
+def test_float8_converts_every_eligible_linear_but_the_lm_head():
+    pytest.importorskip("torchao")
+    torch = pytest.importorskip("torch")
+    from nbhelpers.models.loading import build_model
+
+    model = build_model("qwen3-tiny")
+    model.model.layers[0].mlp.up_proj = torch.nn.Linear(model.config.hidden_size, 40, bias=False)  # 40 % 16 != 0
+    model.model.layers[0].mlp.down_proj = torch.nn.Linear(40, model.config.hidden_size, bias=False)
+    report = kernel_backend("float8").report
+    assert report(model) == {"float8_tensorwise": False}
+    float8.convert_linears(model, "tensorwise", emulate=True)  # emulated float8 matmuls: a CPU test only
+    names = {name: type(m).__name__ for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    assert names["lm_head"] == "Linear" and names["model.layers.0.mlp.up_proj"] == "Linear"
+    assert names["model.layers.0.self_attn.q_proj"] == names["model.layers.1.mlp.down_proj"] == "Float8Linear"
+    assert report(model) == {"float8_tensorwise": True}
+    assert kernel_backend("float8_rowwise").report(model) == {"float8_rowwise": False}  # another recipe's config
+
+
+def test_cce_forward_matches_eager_loss_and_gradients_on_a_cpu():
+    """CCE's torch.compile implementation (what runs on a CPU) in the patched forward, against the model's own loss:
+    transformers' shift, -100 ignored, a token-sum loss divided by num_items_in_batch; no logits in training."""
+    pytest.importorskip("cut_cross_entropy")
+    torch = pytest.importorskip("torch")
+    from nbhelpers.kernels.backends import apply_backend
+    from nbhelpers.models.loading import build_model
+
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 1000, (2, 24), generator=generator)
+    labels = ids.clone()
+    labels[:, :5] = -100
+
+    def step(kernels: str) -> tuple[float, float, object]:
+        model = build_model("qwen3-tiny")
+        model.train()
+        report = apply_backend(model, kernels, (), "cpu")
+        output = model(input_ids=ids, labels=labels, num_items_in_batch=torch.tensor(30), use_cache=False)
+        output.loss.backward()
+        norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None))
+        return float(output.loss), float(norm), (output.logits, report.get("cut_cross_entropy"))
+
+    eager, patched = step("eager"), step("cce")
+    assert eager[2] != (None, True) and patched[2] == (None, True)  # CCE returned no logits, and is reported
+    assert patched[0] == pytest.approx(eager[0], rel=kernel_backend("cce").cpu_tolerance.rel)
+    assert patched[1] == pytest.approx(eager[1], rel=kernel_backend("cce").cpu_tolerance.rel)
