@@ -100,7 +100,14 @@ FAMILIES: dict[str, ModelFamily] = {
             shape=ModelShape.from_config,
             tokenizer="qwen3",
             attention_implementations=("eager", "sdpa", "flex_attention", "flash_attention_2", "torch_varlen"),
-            kernel_backends=("eager", "liger", "compile", "liger+compile"),
+            kernel_backends=(
+                "eager",
+                "liger",
+                "compile",
+                "liger+compile",
+                "regional_compile",
+                "liger+regional_compile",
+            ),  # fmt: skip
             packing=("position_ids",),
         ),
         ModelFamily(
