@@ -12,7 +12,9 @@ length), the number of packed sequences and the longest sequence are symbolic fr
 of another length reuses the graph instead of recompiling (a size of 1, such as a packed batch's single row, is
 specialized, as Dynamo always does; duck sizing is off, so sizes that happen to match are not tied together).
 Liger 0.8.5 runs its kernels through a dispatcher wrapped in ``torch.compiler.disable``: with Liger, each layer's
-graph breaks around every Liger kernel (the pieces between are compiled and shared by the layers the same way). With ``torch_varlen``, a packed row's boundaries are worked out once per
+graph breaks around every Liger kernel (the pieces between are compiled and shared by the layers the same way).
+
+With ``torch_varlen``, a packed row's boundaries are worked out once per
 forward pass, outside the compiled layers (:func:`nbhelpers.kernels.varlen_attention.install_boundaries_hook`),
 and reach the attention as ``cu_seq_lens_q``/``max_length_q``, so the layer's graph has no data-dependent step.
 """

@@ -15,9 +15,9 @@ import torch.nn.functional as F
 from nbhelpers.kernels import varlen_attention
 from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.registry import cpu_tolerance, kernel_backend, model_setup_parts, training_kwargs
+from nbhelpers.measure.config import RunConfig
 from nbhelpers.models.loading import build_model
 from nbhelpers.planning.candidates import build_space
-from nbhelpers.measure.config import RunConfig
 
 BATCHES = ((48, 3), (40, 2))  # (tokens of one packed row, sequences in it): the second of another length
 
