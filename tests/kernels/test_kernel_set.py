@@ -28,11 +28,8 @@ def _h200_record() -> RunRecord:
         _row("kernels eager", "reference", {}),
         _row("kernels liger", "broken", {"liger-kernel": "0.8.5", "triton": "3.6.0"}, "probe failed: swiglu"),
         _row("kernels compile", "ok", {}),
-        _row(
-            "kernels fla",
-            "ok",
-            {"flash-linear-attention": "0.6.0", "triton": "3.6.0", "causal-conv1d": None, "tilelang": "0.1.15"},
-        ),  # fmt: skip
+        _row("kernels fla", "ok", {"flash-linear-attention": "0.6.0", "triton": "3.6.0", "causal-conv1d": None,
+                                   "tilelang": "0.1.15"}),  # fmt: skip
         _row("attention flash_attention_2", "absent", {"flash-attn": None}, "not installed: flash-attn"),
     ]
     gpu = {"name": "NVIDIA H200", "sm": "sm90", "capability": [9, 0], "cuda": "12.8", "driver": "570.1",
