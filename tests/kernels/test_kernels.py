@@ -136,6 +136,7 @@ def test_patch_report_frame_verdicts():
         "fla_delta_rule": "off",
         "fused_conv1d": "off",
         "fused_gated_norm": "off",
+        "regional_compile": "off",
     }
     assert frame.loc[frame["kernel"] == "rms_norm", "checked"].item() == KERNEL_CHECKS["rms_norm"]
     assert requested_kernels("liger+compile", ("rope",)) == ("rope", "compile")
