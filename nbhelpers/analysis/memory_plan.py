@@ -30,12 +30,13 @@ from nbhelpers.kernels.fla import FUSED_GATED_NORM
 from nbhelpers.kernels.registry import requested_kernels, uses_liger_switches
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.linears import OUTPUT_LAYER, targeted
+from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 from nbhelpers.models.shape import ModelShape
 from nbhelpers.validation import ConfigError, check_choice, check_int
 
 GIB = 2**30
 H200_USABLE_GIB = 139.0  # an H200 (141 GB) as torch reports it: about 139.8 GiB total, ~139 GiB allocatable
-WEIGHTS = ("fp32", "bf16")  # fp32: fp32 weights with bf16 autocast; bf16: bf16 weights
+WEIGHTS = ("fp32", "bf16", MASTER_WEIGHTS)  # fp32 + autocast; bf16 weights; bf16 weights + fp32 master and moments
 SHARDINGS = ("none", "fsdp2")
 CHECKPOINTINGS = ("none", "full", "every_k")
 # Bytes per logit element at the loss's peak: bf16 logits, their fp32 copy and fp32 log-probabilities, then
@@ -242,6 +243,13 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
             parameters=weights + adapter_copy, gradients=adapter_copy, optimizer=2 * adapter_copy, gathered=gathered,
             activations=activations, logits=logits, capacity_gib=float(s.capacity_gib),
         )  # fmt: skip
+    if s.weights == MASTER_WEIGHTS:  # bf16 weights; fp32 gradients at the step, fp32 master and moments
+        kept, share = PRECISIONS[MASTER_WEIGHTS], math.ceil(params / shards)
+        return MemoryPlan(
+            parameters=weights, gradients=share * kept.grad_bytes, optimizer=share * (kept.master_bytes +
+            kept.moment_bytes), gathered=gathered, activations=activations, logits=logits,
+            capacity_gib=float(s.capacity_gib),
+        )  # fmt: skip
     return MemoryPlan(
         parameters=weights, gradients=weights, optimizer=2 * weights, gathered=gathered,
         activations=activations, logits=logits, capacity_gib=float(s.capacity_gib),
@@ -267,10 +275,11 @@ def settings_from_config(config: Any, capacity_gib: float = H200_USABLE_GIB) -> 
     tokens = max(config.batch_size * config.max_length, config.effective_token_budget)  # positions at most
     adapter = config.adapter_settings  # an adapter's frozen base is bf16 on a GPU unless the step is fp32
     bf16 = config.dtype == "bf16" or (adapter.entry.frozen_base and config.dtype != "fp32")
+    weights = MASTER_WEIGHTS if config.dtype == MASTER_WEIGHTS else "bf16" if bf16 else "fp32"
     return MemorySettings(
         adapter=adapter.name, lora_rank=adapter.rank, lora_targets=adapter.targets,
         autocast=config.dtype in ("auto", "bf16-autocast"), cast_inputs=adapter.cast_inputs,
-        gpus=config.gpus, weights="bf16" if bf16 else "fp32", sharding=config.sharding,
+        gpus=config.gpus, weights=weights, sharding=config.sharding,
         checkpointing=config.activation_checkpointing, checkpoint_every=config.checkpoint_every,
         tokens_per_gpu=tokens, fused_norm_mlp={"rms_norm", "swiglu"} <= switches, loss=loss,
         fused_gated_norm=FUSED_GATED_NORM in requested_kernels(config.kernels, config.liger_kernels),

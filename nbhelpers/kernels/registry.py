@@ -50,6 +50,14 @@ from .liger import (
     probe_liger,
     requested_liger_kernels,
 )
+from .regional_compile import (
+    REGIONAL_BACKEND,
+    REGIONAL_CHECKS,
+    apply_regional_compile,
+    probe_regional_compile,
+    regional_compile_report,
+    requested_regional_compile,
+)
 from .spec import SAME_KERNELS_CPU, BackendUnavailable, CompiledCache, CurveTolerance, KernelBackend, Tolerance
 
 BASELINE_BACKEND = "eager"  # parity and speedups are measured against it
@@ -129,7 +137,7 @@ LIGER = KernelBackend(
     caches=("triton",),
     uses_liger_switches=True,
     cpu_tolerance=INTERPRETED_TRITON_CPU,
-    combines_with=(COMPILE_BACKEND, FLA_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND, CCE_BACKEND),
+    combines_with=(COMPILE_BACKEND, FLA_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND, CCE_BACKEND, REGIONAL_BACKEND),
     training_flag="use_liger_kernel",
     training_options=liger_kernel_config,
     training_options_comment="the Liger switches that were on",
@@ -145,12 +153,28 @@ COMPILE = KernelBackend(
     checks=COMPILE_CHECKS,
     requested=requested_compile,
     caches=("inductor", "triton"),
-    cpu_tolerance=Tolerance(
-        1e-5, "fp32 on CPU, torch.compile: Inductor may reorder sums (measured <= 1.2e-7)"
-    ),
+    cpu_tolerance=Tolerance(1e-5, "fp32 on CPU, torch.compile: Inductor may reorder sums (measured <= 1.2e-7)"),
     combines_with=(LIGER_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND, CCE_BACKEND),
     training_flag="torch_compile",
     probe=probe_compile,
+)
+REGIONAL = KernelBackend(
+    REGIONAL_BACKEND,
+    "torch.compile per decoder layer (one graph shared by every layer, dynamic lengths); the rest stays eager",
+    apply=apply_regional_compile,
+    report=regional_compile_report,
+    checks=REGIONAL_CHECKS,
+    requested=requested_regional_compile,
+    caches=("inductor", "triton"),
+    cpu_tolerance=Tolerance(
+        1e-5, "fp32 on CPU, Inductor per decoder layer: other sum order (measured <= 3.2e-7 on qwen3-tiny)"
+    ),
+    combines_with=(LIGER_BACKEND,),
+    model_setup_code=(
+        "from nbhelpers.kernels.regional_compile import compile_layers",
+        "compile_layers(model)  # every decoder layer compiled once (dynamic lengths); leave torch_compile off",
+    ),
+    probe=probe_regional_compile,
 )
 FLA = KernelBackend(
     FLA_BACKEND,
@@ -224,6 +248,7 @@ KERNEL_BACKEND_TABLE: dict[str, KernelBackend] = {
         EAGER, LIGER, COMPILE, compose(LIGER, COMPILE), FLA, compose(FLA, LIGER),
         FLOAT8, compose(FLOAT8, COMPILE), compose(LIGER, FLOAT8), FLOAT8_ROWWISE, compose(FLOAT8_ROWWISE, COMPILE),
         CCE, compose(LIGER, CCE), compose(CCE, COMPILE), compose(FLOAT8, CCE, COMPILE), compose(LIGER, FLOAT8, CCE),
+        REGIONAL, compose(LIGER, REGIONAL),
     )
 }  # fmt: skip
 ELEMENTARY_BACKENDS = tuple(b for b in KERNEL_BACKEND_TABLE.values() if not b.composite)

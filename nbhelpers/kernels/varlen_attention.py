@@ -17,6 +17,8 @@ import inspect
 from typing import Any
 
 VARLEN_ATTENTION = "torch_varlen"
+# What transformers passes an attention function for packed rows (its flash-attention path's names).
+BOUNDARY_KWARGS = ("cu_seq_lens_q", "max_length_q")
 
 
 def varlen_kernel() -> Any:
@@ -93,8 +95,11 @@ _last_layout: list[Any] = []  # [position_ids, attention_mask, batch, layout] of
 
 def _layout_of_this_forward(position_ids: Any, attention_mask: Any, batch: int, length: int) -> tuple[Any, Any, int]:
     """_token_layout, computed once per forward pass: every layer receives the same position_ids and mask."""
-    if _last_layout and _last_layout[0] is position_ids and _last_layout[1] is attention_mask and _last_layout[2] == (
-        batch, length
+    if (
+        _last_layout
+        and _last_layout[0] is position_ids
+        and _last_layout[1] is attention_mask
+        and _last_layout[2] == (batch, length)
     ):
         return _last_layout[3]
     layout = _token_layout(position_ids, attention_mask, batch, length)
@@ -162,6 +167,7 @@ def varlen_attention_forward(
     batch, heads, length, head_dim = query.shape
     kernel = varlen_kernel()
     (causal_name, causal_value), takes_gqa = _kernel_options(kernel)
+    given = kwargs.get(BOUNDARY_KWARGS[0])
     extra: dict[str, Any] = {causal_name: causal_value}
     if key.shape[1] != heads:  # grouped-query attention
         if takes_gqa:
@@ -170,7 +176,10 @@ def varlen_attention_forward(
             key = key.repeat_interleave(heads // key.shape[1], dim=1)
             value = value.repeat_interleave(heads // value.shape[1], dim=1)
     query, key, value = half_precision(query, key, value)
-    indices, cu_seqlens, longest = _layout_of_this_forward(position_ids, attention_mask, batch, length)
+    if given is not None and attention_mask is None:  # worked out before the layers (install_boundaries_hook)
+        indices, cu_seqlens, longest = None, given, kwargs[BOUNDARY_KWARGS[1]]
+    else:
+        indices, cu_seqlens, longest = _layout_of_this_forward(position_ids, attention_mask, batch, length)
 
     def tokens_first(t: Any) -> Any:
         flat = t.transpose(1, 2).reshape(batch * length, t.shape[1], head_dim)
@@ -184,6 +193,34 @@ def varlen_attention_forward(
         full = out.new_zeros(batch * length, heads, head_dim)
         out = full.index_copy(0, indices, out)
     return out.reshape(batch, length, heads, head_dim), None
+
+
+def boundary_kwargs(position_ids: Any) -> dict[str, Any]:
+    """The keyword arguments that hand an unpadded batch's sequence boundaries to every attention call, as
+    transformers' own flash-attention path takes them: ``cu_seq_lens_q/k`` and ``max_length_q/k``."""
+    cu_seqlens, longest = sequence_boundaries(position_ids.reshape(position_ids.shape[0], -1))
+    return dict(zip(BOUNDARY_KWARGS + ("cu_seq_lens_k", "max_length_k"), (cu_seqlens, longest) * 2))
+
+
+def _add_boundaries(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Forward pre-hook of the decoder stack: an unpadded torch_varlen batch gets its boundaries once, here."""
+    position_ids, mask = kwargs.get("position_ids"), kwargs.get("attention_mask")
+    unpadded = mask is None or (mask.dim() == 2 and bool(mask.all()))
+    implementation = getattr(getattr(module, "config", None), "_attn_implementation", "")
+    if implementation == VARLEN_ATTENTION and position_ids is not None and unpadded:
+        kwargs = kwargs | boundary_kwargs(position_ids) | {"attention_mask": None}
+    return args, kwargs
+
+
+def install_boundaries_hook(model: Any) -> bool:
+    """Work a torch_varlen batch's sequence boundaries out once per forward pass, before the decoder layers, and
+    pass them down as keyword arguments, so a compiled layer holds no data-dependent step (no graph break, no
+    recompile per batch). Padded batches keep the per-layer path. Whether the hook was installed (torch_varlen)."""
+    inner = getattr(model, getattr(model, "base_model_prefix", "model"), model)
+    if getattr(model.config, "_attn_implementation", "") != VARLEN_ATTENTION or getattr(inner, "_varlen_hook", None):
+        return False
+    inner._varlen_hook = inner.register_forward_pre_hook(_add_boundaries, with_kwargs=True)
+    return True
 
 
 def register() -> None:

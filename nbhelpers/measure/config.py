@@ -18,11 +18,12 @@ from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTEN
 from nbhelpers.kernels.liger import DEFAULT_LIGER_KERNELS, LIGER_KERNELS
 from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, switch_conflict, uses_liger_switches
 from nbhelpers.models.adapters import AdapterSettings
+from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
 
 from .engines import ENGINE_NAMES, ENGINES, WORKBOOK
 
-DTYPES = ("auto", "fp32", "bf16-autocast", "bf16")
+DTYPES = ("auto", *PRECISIONS)  # nbhelpers.models.precision: what each keeps per parameter
 TIMINGS = ("steps", "epoch")
 DEVICES = ("auto", "cpu", "cuda")
 SHARDINGS = ("none", "fsdp2")  # fsdp2: torch's fully_shard per decoder layer, bf16 parameters, fp32 reduction
@@ -166,6 +167,10 @@ class RunConfig:
         if self.lora_input_cast == "off" and self.dtype == "bf16":
             raise ConfigError("lora_input_cast", self.lora_input_cast, "'auto' or 'on' with dtype='bf16' (no autocast "
                               "casts the bf16 input for the fp32 adapters)")  # fmt: skip
+        if self.dtype == MASTER_WEIGHTS and (adapter.active or self.sharding != "none"):
+            raise ConfigError("dtype", self.dtype, "another dtype with an adapter or sharding (LoRA's adapters are "
+                              "fp32 already; under fsdp2, 'bf16-autocast' keeps fp32 sharded master parameters and "
+                              "gathers them in bf16)")  # fmt: skip
         if adapter.active and self.sharding != "none":
             raise ConfigError("adapter", self.adapter, "'none' with sharding (an adapter trains on one GPU for now)")
         fused_head = uses_liger_switches(self.kernels) and "fused_linear_cross_entropy" in self.liger_kernels

@@ -36,9 +36,11 @@ from nbhelpers.models.families import (
     unsupported,
 )
 from nbhelpers.models.loading import ResolvedModel, build_model, check_positions, count_parameters, resolve_model
+from nbhelpers.models.precision import MASTER_WEIGHTS
 
 from .config import RunConfig
 from .env import environment, peak_flops, resolve_device, sync_device
+from .master_weights import make_optimizer
 from .metrics import mfu, model_flops, step_time_stats
 from .parallel import Rank, full_value, global_loss_tokens, init_process_group, loss_scale, prepare_model
 from .phases import PhaseClock
@@ -370,9 +372,8 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     report = apply_backend(model, config.kernels, config.liger_kernels, device)
     model = wrap_model(model, config.adapter_settings)  # after the kernels: they run inside the adapted model
     parameters = parameter_counts(model)
-    optimizer = torch.optim.AdamW(
-        trainable_parameters(model), lr=config.learning_rate, fused=device == "cuda", foreach=device != "cuda"
-    )
+    master = dtype == MASTER_WEIGHTS  # bf16 weights stepped through fp32 master copies
+    optimizer = make_optimizer(trainable_parameters(model), master, config.learning_rate, device)
     step = make_step(model, optimizer, dtype, device, rank)
     phases.lap("build")
 

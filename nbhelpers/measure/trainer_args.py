@@ -103,8 +103,12 @@ def trainer_settings(config: Mapping[str, Any], device_type: str) -> Settings:
         kwargs.update(part[0])
         comments.update(part[1])
     dtype = resolved_dtype(config, device_type)
-    kwargs["bf16"] = dtype in ("bf16", "bf16-autocast")
+    kwargs["bf16"] = dtype in ("bf16", "bf16-autocast", "bf16-master")
     comments["bf16"] = f"dtype={dtype!r}" + (" (TRL's default is True)" if not kwargs["bf16"] else "")
+    if dtype == "bf16-master":  # the trainer has no fp32-master optimizer over a bf16 model
+        comments["bf16"] += (" -- no trainer equivalent of fp32 master weights over a bf16 model: this trains pure "
+                             "bf16 (AdamW state in bf16); for fp32 masters load fp32 weights (bf16 autocast) or use "
+                             "FSDP2 with mixed_precision bf16")  # fmt: skip
     if device_type == "cuda":
         kwargs["tf32"] = True
         comments["tf32"] = "as measured: TF32 matmuls outside autocast"

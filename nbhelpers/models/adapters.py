@@ -210,7 +210,7 @@ def bf16_weights(settings: AdapterSettings, compute_dtype: str, device: str) -> 
     """Whether the weights are built in bf16: for a bf16 step, and for an adapter's frozen base on CUDA (unless
     the step is fp32); a CPU keeps fp32 as for full fine-tuning."""
     frozen_bf16 = settings.entry.frozen_base and device.startswith("cuda") and compute_dtype != "fp32"
-    return compute_dtype == "bf16" or frozen_bf16
+    return compute_dtype in ("bf16", "bf16-master") or frozen_bf16
 
 
 def weights_dtype(settings: AdapterSettings, compute_dtype: str, device: str) -> Any:

@@ -4,7 +4,12 @@ Every value comes from a table (kernel backends from :mod:`nbhelpers.kernels.reg
 :mod:`nbhelpers.data.strategies`, attention implementations from :mod:`nbhelpers.kernels.attention`, what a
 model family supports from :mod:`nbhelpers.models.families`). A combination that cannot run here is left
 out before anything is measured, with the reason (:mod:`nbhelpers.planning.device`). The search over the
-candidates is :mod:`nbhelpers.tuning`'s.
+candidates is :mod:`nbhelpers.tuning`'s. Regional compile and its Liger composition are backends of the table, so
+they are candidates wherever their family and device allow them (the hybrid family does not offer them).
+
+The precision setting (``RunConfig.dtype``, e.g. ``bf16-master``) is not searched: it changes the numbers the
+step computes (another parity class), and a speedup divides records of one workload, whose dtype is part of it;
+the tuner keeps the workload's dtype, and a user compares dtypes as workloads of their own.
 """
 
 from __future__ import annotations

@@ -116,3 +116,22 @@ def test_plan_is_within_ten_percent_of_the_27b_lora_peaks_on_fla():
     frame = planned_vs_measured(records)
     assert len(frame) == 9
     assert frame["error"].abs().max() <= 0.10, frame[["label", "planned_gib", "measured_gib", "error"]]
+
+
+def test_bf16_weights_with_fp32_master_state_worked_by_hand():
+    # qwen3-tiny, counted by hand: per layer q 64x64 + k 64x32 + v 64x32 + o 64x64 + q/k norms 2x16 + MLP 3x64x192
+    # + two norms 2x64 = 49,312; two layers 98,624; tied embedding 151,936 x 64 = 9,723,904; final norm 64.
+    shape = model_shape(preset_config("qwen3-tiny"))
+    parameters = 2 * 49_312 + 9_723_904 + 64
+    assert shape.total_parameters == parameters == 9_822_592
+    master = plan_memory(shape, MemorySettings(weights="bf16-master", tokens_per_gpu=64))
+    assert master.parameters == 19_645_184  # bf16 weights: 2 bytes each
+    assert master.gradients == 39_290_368  # fp32 gradients at the step: 4 bytes each (the bf16 ones freed)
+    assert master.optimizer == 117_871_104  # fp32 master 4 + two fp32 moments 8 = 12 bytes each
+    pure = plan_memory(shape, MemorySettings(weights="bf16", tokens_per_gpu=64))
+    autocast = plan_memory(shape, MemorySettings(weights="fp32", tokens_per_gpu=64))
+    assert (pure.parameters, pure.gradients, pure.optimizer) == (19_645_184, 19_645_184, 39_290_368)  # 2+2+4
+    assert (autocast.parameters + autocast.gradients + autocast.optimizer) == 16 * parameters  # 4+4+8
+    assert master.activations == pure.activations and master.gathered == 0  # bf16 compute, no autocast cache
+    settings = settings_from_config(RunConfig(model="qwen3-tiny", dtype="bf16-master"))
+    assert settings.weights == "bf16-master"

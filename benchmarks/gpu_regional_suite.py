@@ -1,0 +1,80 @@
+"""Regional torch.compile and the bf16-master precision setting on one GPU, through nbhelpers.
+
+Usage: python benchmarks/gpu_regional_suite.py --out DIR [--model qwen3-1.7b] [--batch-size 8] [--max-length 2048]
+[--samples 32] [--steps 4] [--device auto]
+The workload is the GPU command's (scripts/run_workbook_gpu.sh, notebook 03): Qwen3-1.7B shape, random weights,
+batch 8 x 2048, 32 samples, epoch timing. Each configuration runs in its own subprocess; its record appends to
+DIR/regional.jsonl as it finishes, with its first-step loss and gradient norm judged against the first record (the
+padded eager baseline). Then regional compile's first step with a cold and with a warm (exported, re-imported)
+Inductor/Triton cache: DIR/startup.jsonl (the issue's goal: warm first step <= 15 s). Rehearse on a CPU with
+``--model qwen3-tiny --batch-size 2 --max-length 64 --samples 8 --steps 1 --device cpu``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from nbhelpers.analysis.parity import check_against_first
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.runner import run_configs
+from nbhelpers.measure.startup import cold_vs_warm
+from nbhelpers.measure.store import RunStore
+
+NO_FLCE = ("rope", "rms_norm", "swiglu", "cross_entropy")  # Liger without its fused linear cross-entropy
+
+
+def configurations(base: RunConfig, gpu: bool) -> list[RunConfig]:
+    """Baseline first (parity reference), then regional compile alone, with Liger, packed, and bf16-master."""
+    varlen = "torch_varlen" if gpu else "sdpa"  # PyTorch's varlen kernel is CUDA only
+    rows: list[dict[str, Any]] = [
+        {"label": "baseline: eager, static, sdpa"},
+        {"label": "regional compile, static, sdpa", "kernels": "regional_compile"},
+        {"label": "liger + regional compile, static, sdpa", "kernels": "liger+regional_compile"},
+        {"label": "liger (no fused CE), token budget, varlen (the tuner's pick)", "kernels": "liger",
+         "padding": "token_budget", "attn_implementation": varlen},
+        {"label": "regional compile, token budget, varlen", "kernels": "regional_compile", "padding": "token_budget",
+         "attn_implementation": varlen},
+        {"label": "liger + regional compile, token budget, varlen", "kernels": "liger+regional_compile",
+         "padding": "token_budget", "attn_implementation": varlen},
+        {"label": "liger + regional compile, token budget, varlen, bf16-master", "kernels": "liger+regional_compile",
+         "padding": "token_budget", "attn_implementation": varlen, "dtype": "bf16-master"},
+        {"label": "eager, static, sdpa, bf16-master", "dtype": "bf16-master"},
+    ]  # fmt: skip
+    return [base.replace(**row) for row in rows]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--model", default="qwen3-1.7b")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--max-length", type=int, default=2048)
+    parser.add_argument("--samples", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    gpu = args.device != "cpu"
+    base = RunConfig(
+        run_name="regional", model=args.model, batch_size=args.batch_size, max_length=args.max_length,
+        num_samples=args.samples, steps=args.steps, warmup=1, timing="epoch", min_timed_steps=args.steps,
+        padding="static", liger_kernels=NO_FLCE if gpu else ("cross_entropy",), device=args.device, timeout_s=900,
+    )  # fmt: skip
+    store = RunStore(out / "regional.jsonl")
+    for record in run_configs(configurations(base, gpu), store=store, annotate=check_against_first):
+        metrics = record.metrics
+        print(f"{record.config.get('label')}: {record.status} {metrics.get('real_tokens_per_s', 0):,.0f} tok/s, "
+              f"first step {metrics.get('first_step_s', 0):.1f} s, parity {metrics.get('parity', {})}")  # fmt: skip
+    startup = RunStore(out / "startup.jsonl")
+    packed = base.replace(kernels="liger+regional_compile", padding="token_budget", label="startup",
+                          attn_implementation="torch_varlen" if gpu else "sdpa")  # fmt: skip
+    for record in cold_vs_warm(packed, out / "startup"):
+        startup.append(record)
+        print(f"startup {record.metrics.get('cache', '')}: first step {record.metrics.get('first_step_s', 0):.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Regional torch.compile: parity with eager on qwen3-tiny (fp32), one graph for every layer and length, composing
+with torch_varlen packed rows and with Liger (Triton's interpreter), its table entry and refusals.
+
+PyTorch's varlen kernel is CUDA only: on a CPU it is replaced by a traceable stand-in (SDPA with a block-diagonal
+causal mask built from cu_seqlens), so what is tested is everything around the kernel, compiled.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo.utils as dynamo_utils
+import torch.nn.functional as F
+
+from nbhelpers.kernels import varlen_attention
+from nbhelpers.kernels.backends import apply_backend
+from nbhelpers.kernels.registry import cpu_tolerance, kernel_backend, model_setup_parts, training_kwargs
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.models.loading import build_model
+from nbhelpers.planning.candidates import build_space
+
+BATCHES = ((48, 3), (40, 2))  # (tokens of one packed row, sequences in it): the second of another length
+
+
+def standin_varlen(q, k, v, cu_q, cu_k, max_q, max_k, *, scale=None, window_size=(-1, -1), enable_gqa=False):
+    """torch >= 2.13's varlen signature, computed as SDPA with a block-diagonal causal mask (traceable)."""
+    assert window_size == (-1, 0)
+    n = q.shape[0]
+    sequence = torch.searchsorted(cu_q[1:], torch.arange(n), right=True)
+    position = torch.arange(n)
+    mask = (sequence[:, None] == sequence[None, :]) & (position[:, None] >= position[None, :])
+    out = F.scaled_dot_product_attention(*(t.transpose(0, 1) for t in (q, k, v)), attn_mask=mask, scale=scale,
+                                         enable_gqa=enable_gqa)  # fmt: skip
+    return out.transpose(0, 1)
+
+
+def packed_batch(length: int, sequences: int) -> dict[str, torch.Tensor]:
+    ids = torch.randint(0, 100, (1, length), generator=torch.Generator().manual_seed(length))
+    cuts = [length * i // sequences for i in range(sequences + 1)]
+    positions = torch.cat([torch.arange(cuts[i + 1] - cuts[i]) for i in range(sequences)])[None]
+    return {"input_ids": ids, "position_ids": positions, "labels": ids, "use_cache": False}
+
+
+def steps(kernels: str, switches: tuple[str, ...] = ()) -> tuple[list[tuple[float, float]], list[int]]:
+    """(loss, gradient norm) of each packed batch, and the new compiled graphs each batch made."""
+    model = build_model("qwen3-tiny", varlen_attention.VARLEN_ATTENTION, seed=0)
+    model.train()
+    apply_backend(model, kernels, switches, "cpu")
+    results, graphs = [], []
+    for length, sequences in BATCHES:
+        before = dynamo_utils.counters["stats"]["unique_graphs"]
+        loss = model(**packed_batch(length, sequences)).loss
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+        model.zero_grad(set_to_none=True)
+        results.append((float(loss.detach()), float(norm)))
+        graphs.append(dynamo_utils.counters["stats"]["unique_graphs"] - before)
+    return results, graphs
+
+
+@pytest.fixture(scope="module")
+def varlen_on_cpu():
+    patch = pytest.MonkeyPatch()
+    patch.setattr(varlen_attention, "varlen_kernel", lambda: standin_varlen)
+    patch.setattr(varlen_attention, "half_precision", lambda *tensors: tensors)  # fp32 on the CPU stand-in
+    varlen_attention.register()
+    yield
+    patch.undo()
+
+
+@pytest.fixture(scope="module")
+def eager_steps(varlen_on_cpu):
+    return steps("eager")[0]
+
+
+def close(ours, eager, kernels):
+    rel = cpu_tolerance(kernels).rel
+    for (loss, norm), (loss0, norm0) in zip(ours, eager, strict=True):
+        assert loss == pytest.approx(loss0, rel=rel) and norm == pytest.approx(norm0, rel=rel)
+
+
+def test_regional_compile_matches_eager_and_compiles_once(eager_steps):
+    torch._dynamo.reset()
+    ours, graphs = steps("regional_compile")
+    close(ours, eager_steps, "regional_compile")
+    assert graphs == [1, 0]  # one graph for both layers; the second length reuses it (no recompile)
+    assert dynamo_utils.counters["graph_break"] == {} or not any(
+        "varlen" in reason for reason in dynamo_utils.counters["graph_break"]
+    )
+
+
+LIGER_SCRIPT = """
+import json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"  # Liger's CPU switch: set before Triton is imported
+sys.path.insert(0, os.path.dirname(sys.argv[1]))
+import pytest
+from test_regional_compile import steps, standin_varlen
+from nbhelpers.kernels import varlen_attention
+varlen_attention.varlen_kernel = lambda: standin_varlen
+varlen_attention.half_precision = lambda *tensors: tensors
+varlen_attention.register()
+print(json.dumps([steps("eager")[0], *steps("liger+regional_compile", ("cross_entropy",))]))
+"""
+
+
+def test_composes_with_liger_in_triton_interpreter(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    script = [sys.executable, "-c", LIGER_SCRIPT, __file__]
+    result = subprocess.run(script, capture_output=True, text=True, timeout=600, check=True)
+    eager, ours, graphs = json.loads(result.stdout.strip().splitlines()[-1])
+    close(ours, eager, "liger+regional_compile")
+    assert graphs[1] == 0  # the second length reuses the layer's graph
+
+
+def test_report_names_every_layer():
+    model = build_model("qwen3-tiny")
+    report = apply_backend(model, "regional_compile", (), "cpu")
+    assert report["regional_compile"] and not report["compile"]
+    assert all(layer._compiled_call_impl is not None for layer in model.model.layers)
+
+
+def test_table_entry_exports_its_setup_and_no_trainer_flag():
+    backend = kernel_backend("liger+regional_compile")
+    assert backend.components == ("liger", "regional_compile") and "inductor" in backend.caches
+    kwargs, _ = training_kwargs("liger+regional_compile", ("rope",))
+    assert kwargs["use_liger_kernel"] is True and kwargs["torch_compile"] is False
+    assert [p.name for p in model_setup_parts("regional_compile")] == ["regional_compile"]
+
+
+def test_probe_passes_on_cpu():
+    results = kernel_backend("regional_compile").probe("cpu")
+    assert [r.status for r in results] == ["pass"] * len(results) and len(results) == 2
+
+
+def test_tuner_candidates_and_refusals():
+    workload = RunConfig(model="qwen3-tiny")
+    runnable, dropped = build_space(workload, ["regional_compile", "liger+regional_compile"], ["packed"], ["sdpa"])
+    assert [c.kernels for c in runnable] == ["regional_compile", "liger+regional_compile"]
+    hybrid = workload.replace(model="qwen3.5-tiny")  # the hybrid family is not offered it (its layers differ)
+    runnable, dropped = build_space(hybrid, ["regional_compile"], ["packed"], ["sdpa"])
+    assert not runnable and "regional_compile" in dropped[0][1]
