@@ -27,7 +27,7 @@ from nbhelpers.measure.store import RunRecord, RunStore
 
 calls = []
 
-def fake_run_config(config, isolate=True, notebook="", on_progress=None):
+def fake_run_config(config, isolate=True, notebook="", on_progress=None, extra_env=None):
     calls.append(config.name)
     if len(calls) == {kill_at}:
         os.kill(os.getpid(), signal.SIGKILL)  # as an out-of-memory killer or a closed Colab tab would

@@ -79,7 +79,7 @@ def fake_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Replace the measurement by a fake one; the names of the configurations it measured."""
     measured: list[str] = []
 
-    def fake_run(config, isolate=True, notebook="", on_progress=None):
+    def fake_run(config, isolate=True, notebook="", on_progress=None, extra_env=None):
         measured.append(config.name)
         return stored_record(tmp_path, config)
 
