@@ -4,8 +4,8 @@ As torchtune's ``compile_model`` and torchtitan's ``apply_compile`` do, each dec
 (``layer.compile``) instead of the whole model's. The layers run the same code on parameters of the same shapes,
 so Dynamo compiles the first layer once and every other layer reuses that graph (parameters are graph inputs);
 the embedding, the final norm, the lm head and the loss stay eager. Liger's patches (RoPE, RMSNorm, SwiGLU inside
-the layers; the cross-entropy outside) are applied first and are traced into the layer's graph, which is how the
-two compose where compiling the whole model does not.
+the layers; the cross-entropy outside) are applied first and run inside the compiled layers (between graph pieces,
+see below), which is how the two compose where compiling the whole model does not.
 
 Shapes: the layers compile with ``dynamic=True``. The number of tokens (a packed row's length, a padded batch's
 length), the number of packed sequences and the longest sequence are symbolic from the first compile, so a batch
