@@ -47,6 +47,7 @@ from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.families import NO_CHECKPOINT, hub_id
 
 from .exports import call_code, literal, sft_trainer_code, trainer_code
+from .start_cost import without_needless_compile
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Recommendation:
     candidates: int
     excluded: dict[str, int] = field(default_factory=dict)  # why other records were not eligible
     passed_over: list[dict[str, Any]] = field(default_factory=list)  # faster records without a parity pass
+    note: str = ""  # why a faster record that compiles at start was set aside (analysis.start_cost), or ''
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -120,10 +122,12 @@ class Recommendation:
             f"{fmt_rate(self.real_tokens_per_s)} real tok/s, "
             f"{fmt_speedup(self.speedup)} over {self.baseline_label}, peak memory "
             + (f"{fmt_gib(self.peak_memory_gib)} GiB" if self.peak_memory_gib is not None else "not measured")
-            + f", parity {self.parity}. Fastest of {self.candidates} eligible measured configuration(s)"
+            + f", parity {self.parity}. {'Chosen' if self.note else 'Fastest'} of {self.candidates} eligible "
+            "measured configuration(s)"
             + (f"; not eligible: {extra}" if extra else "")
             + "."
             + (f" Passed over though faster: {passed_over_text(self.passed_over)}." if self.passed_over else "")
+            + (f" {self.note[0].upper()}{self.note[1:]}." if self.note else "")
         )
 
     # -- keyword arguments ----------------------------------------------------------------------
@@ -245,6 +249,7 @@ class Recommendation:
                 "eligible_configurations": self.candidates,
                 "not_eligible": dict(self.excluded),
                 "passed_over": list(self.passed_over),
+                "note": self.note,
             },
             "config": self.config,
             "training_arguments": self.training_arguments_kwargs(),
@@ -288,7 +293,8 @@ def recommend(
     baseline_label: str | None = None,
     adapter: AdapterSettings | None = None,
 ) -> Recommendation:
-    """The fastest measured step record with a parity pass (ties: less memory) of one machine.
+    """The fastest measured step record with a parity pass (ties: less memory) of one machine; one that compiles
+    kernels at start only where the data say it is faster than every one that does not (:mod:`.start_cost`).
 
     Eligible: parity "pass", or the group's baseline itself (see :func:`eligible`); a faster record without
     a pass is listed in ``passed_over``. Records from several machines need ``machine=`` (or
@@ -325,7 +331,7 @@ def recommend(
             f"({excluded['failed']} failed, {excluded['failed parity']} failed parity, "
             f"{excluded['parity not checked']} parity not checked, {len(steps)} step records in all)"
         )
-    best = fastest(candidates)
+    best, start_note = without_needless_compile(fastest(candidates), candidates)
     base = nearest_baseline(best, baselines[group_key(best)], group_records(records)[group_key(best)])
     faster = sorted(
         (r for r in unverified if float(tokens_per_s(r)) > float(tokens_per_s(best))),
@@ -352,6 +358,7 @@ def recommend(
         candidates=len(candidates),
         excluded=excluded,
         passed_over=passed_over,
+        note=start_note,
     )
 
 
