@@ -1,10 +1,14 @@
 """Regional torch.compile and the bf16-master precision setting on one GPU, through nbhelpers.
 
-Usage: python benchmarks/gpu_regional_suite.py --out DIR [--model qwen3-1.7b] [--batch-size 8] [--max-length 2048]
-[--samples 32] [--steps 4] [--device auto]
+Usage: python benchmarks/gpu_regional_suite.py GROUP [GROUP ...] --out DIR [--model qwen3-1.7b] [--batch-size 8]
+[--max-length 2048] [--samples 32] [--steps 4] [--device auto]
+Groups (each fits one device call; each measures the baseline first, its parity reference):
+  regional   regional compile alone, with Liger, with token budget + torch_varlen, beside the tuner's pick;
+  precision  the bf16-master setting with eager kernels and with the fastest regional row;
+  startup    the first step of Liger + regional compile (token budget) on a cold, then a warm cache.
 The workload is the GPU command's (scripts/run_workbook_gpu.sh, notebook 03): Qwen3-1.7B shape, random weights,
 batch 8 x 2048, 32 samples, epoch timing. Each configuration runs in its own subprocess; its record appends to
-DIR/regional.jsonl as it finishes, with its first-step loss and gradient norm judged against the first record (the
+DIR/<group>.jsonl as it finishes, with its first-step loss and gradient norm judged against the first record (the
 padded eager baseline). Then regional compile's first step with a cold and with a warm (exported, re-imported)
 Inductor/Triton cache: DIR/startup.jsonl (the issue's goal: warm first step <= 15 s). Rehearse on a CPU with
 ``--model qwen3-tiny --batch-size 2 --max-length 64 --samples 8 --steps 1 --device cpu``.
@@ -23,6 +27,10 @@ from nbhelpers.measure.startup import cold_vs_warm
 from nbhelpers.measure.store import RunStore
 
 NO_FLCE = ("rope", "rms_norm", "swiglu", "cross_entropy")  # Liger without its fused linear cross-entropy
+
+
+GROUPS = ("regional", "precision", "startup")
+PRECISION_ROWS = 2  # the last rows of configurations(): the bf16-master setting
 
 
 def configurations(base: RunConfig, gpu: bool) -> list[RunConfig]:
@@ -45,8 +53,16 @@ def configurations(base: RunConfig, gpu: bool) -> list[RunConfig]:
     return [base.replace(**row) for row in rows]
 
 
+def group_configurations(group: str, base: RunConfig, gpu: bool) -> list[RunConfig]:
+    """The baseline, then the group's rows of :func:`configurations`."""
+    rows = configurations(base, gpu)
+    chosen = rows[1:-PRECISION_ROWS] if group == "regional" else rows[-PRECISION_ROWS:]
+    return [rows[0], *chosen]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("groups", nargs="+", choices=GROUPS)
     parser.add_argument("--out", required=True)
     parser.add_argument("--model", default="qwen3-1.7b")
     parser.add_argument("--batch-size", type=int, default=8)
@@ -63,17 +79,25 @@ def main() -> None:
         num_samples=args.samples, steps=args.steps, warmup=1, timing="epoch", min_timed_steps=args.steps,
         padding="static", liger_kernels=NO_FLCE if gpu else ("cross_entropy",), device=args.device, timeout_s=900,
     )  # fmt: skip
-    store = RunStore(out / "regional.jsonl")
-    for record in run_configs(configurations(base, gpu), store=store, annotate=check_against_first):
-        metrics = record.metrics
-        print(f"{record.config.get('label')}: {record.status} {metrics.get('real_tokens_per_s', 0):,.0f} tok/s, "
-              f"first step {metrics.get('first_step_s', 0):.1f} s, parity {metrics.get('parity', {})}")  # fmt: skip
-    startup = RunStore(out / "startup.jsonl")
-    packed = base.replace(kernels="liger+regional_compile", padding="token_budget", label="startup",
-                          attn_implementation="torch_varlen" if gpu else "sdpa")  # fmt: skip
-    for record in cold_vs_warm(packed, out / "startup"):
-        startup.append(record)
-        print(f"startup {record.metrics.get('cache', '')}: first step {record.metrics.get('first_step_s', 0):.1f} s")
+    for group in args.groups:
+        if group == "startup":
+            startup = RunStore(out / "startup.jsonl")
+            packed = base.replace(kernels="liger+regional_compile", padding="token_budget", label="startup",
+                                  attn_implementation="torch_varlen" if gpu else "sdpa")  # fmt: skip
+            for record in cold_vs_warm(packed, out / "startup"):
+                startup.append(record)
+                first = record.metrics.get("first_step_s")
+                print(f"[startup] {record.metrics.get('cache', '')}: {record.status} first step {first} s "
+                      f"{record.reason}", flush=True)  # fmt: skip
+            continue
+        store = RunStore(out / f"{group}.jsonl")
+        configs = group_configurations(group, base, gpu)
+        for record in run_configs(configs, store=store, annotate=check_against_first, progress=False):
+            metrics = record.metrics
+            print(f"[{group}] {record.config.get('label')}: {record.status} "
+                  f"{metrics.get('real_tokens_per_s', 0):,.0f} tok/s, "
+                  f"first step {metrics.get('first_step_s', 0):.1f} s, parity {metrics.get('parity', {})} "
+                  f"{record.reason}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Regional torch.compile and bf16-master on a lent H200, as a background job in calls made back to back: `start`
+# installs the Liger/tokenizer wheels made beforehand on the development machine and starts the named groups (all
+# three by default), then waits up to SECONDS; `collect` waits for the end and copies the records and console to $OUT.
+#   here, once:   bash ../shared/gpu/wheels.sh .whlmin min
+#   call 1:       bash benchmarks/gpu_regional_job.sh start 560 [GROUP ...]     (carry .whlmin)
+#   call 2:       bash benchmarks/gpu_regional_job.sh collect 580               (again while it says "still running")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+out=runs/regional_h200
+case "${1:-}" in
+  start)
+    seconds=${2:-540}
+    shift $(( $# >= 2 ? 2 : $# ))
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whlmin/*.whl
+    export NBHELPERS_KERNEL_CACHE=/tmp/nbh-kernel-cache  # one kernel cache for every configuration of the job
+    (( $# )) || set -- regional precision startup
+    bash benchmarks/device_job.sh start python3 benchmarks/gpu_regional_suite.py "$@" --out "$out"
+    bash benchmarks/device_job.sh wait "$seconds" || true
+    ;;
+  collect)
+    bash benchmarks/device_job.sh wait "${2:-200}" || true
+    bash benchmarks/device_job.sh collect "$out" regional.jsonl precision.jsonl startup.jsonl
+    ;;
+  *)
+    echo "usage: bash benchmarks/gpu_regional_job.sh start|collect [SECONDS] [GROUP ...]" >&2
+    exit 2
+    ;;
+esac
