@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create (or reuse) .venv and install the workbook with its test tools. Safe to run again.
 # On a machine without an NVIDIA GPU, torch comes from the CPU wheel index (no multi-GB CUDA build).
-# Overrides: PYTHON (interpreter), TORCH_SPEC (default torch==2.13.0), TORCH_CPU_INDEX.
+# Overrides: PYTHON (interpreter), TORCH_SPEC (default torch==2.13.0), TORCH_CPU_INDEX, EXTRAS (default test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -21,7 +21,7 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
     "$PY" -c "import torch" 2>/dev/null || { echo "torch did not install; set TORCH_SPEC / TORCH_CPU_INDEX" >&2; exit 1; }
   fi
 fi
-"$PY" -m pip install -q -e ".[test]" 2>&1 | grep -vE '^WARNING: Location|BuildBackendWarning|^\s' || true
+"$PY" -m pip install -q -e ".[${EXTRAS:-test}]" 2>&1 | grep -vE '^WARNING: Location|BuildBackendWarning|^\s' || true
 "$PY" -c "import nbhelpers, transformers, liger_kernel, papermill, holoviews" \
   || { echo "set-up is incomplete: see the messages above" >&2; exit 1; }
 "$PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (workbook)" >/dev/null
