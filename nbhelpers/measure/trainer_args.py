@@ -19,6 +19,7 @@ from nbhelpers.data.strategies import PaddingSettings, sft_config_settings
 from nbhelpers.kernels.attention import DEFAULT_ATTENTION
 from nbhelpers.kernels.registry import BASELINE_BACKEND, training_kwargs
 from nbhelpers.models.adapters import AdapterSettings, bf16_weights
+from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 
 OUTPUT_DIR = "outputs"
 Settings = tuple[dict[str, Any], dict[str, str]]  # keyword arguments, and a comment for some of them
@@ -103,9 +104,10 @@ def trainer_settings(config: Mapping[str, Any], device_type: str) -> Settings:
         kwargs.update(part[0])
         comments.update(part[1])
     dtype = resolved_dtype(config, device_type)
-    kwargs["bf16"] = dtype in ("bf16", "bf16-autocast", "bf16-master")
+    precision = PRECISIONS.get(dtype)
+    kwargs["bf16"] = precision is not None and (precision.bf16_weights or precision.autocast)
     comments["bf16"] = f"dtype={dtype!r}" + (" (TRL's default is True)" if not kwargs["bf16"] else "")
-    if dtype == "bf16-master":  # the trainer has no fp32-master optimizer over a bf16 model
+    if dtype == MASTER_WEIGHTS:  # the trainer has no fp32-master optimizer over a bf16 model
         comments["bf16"] += (" -- no trainer equivalent of fp32 master weights over a bf16 model: this trains pure "
                              "bf16 (AdamW state in bf16); for fp32 masters load fp32 weights (bf16 autocast) or use "
                              "FSDP2 with mixed_precision bf16")  # fmt: skip
