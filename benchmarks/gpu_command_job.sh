@@ -11,19 +11,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH WORKBOOK_PYTHON=python3
+pack() {
+  tail -30 /tmp/job/console.log
+  tar czf "$OUT/gpu-run.tgz" --exclude='*/traces/*' --exclude='*.tar.gz' runs/gpu /tmp/job/console.log
+  ls -la "$OUT"
+}
 case "${1:-}" in
   start)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
       .whlnb/*.whl .whltrl/*.whl
     python3 -m ipykernel install --user --name python3 > /dev/null
     bash benchmarks/device_job.sh start bash -c 'time bash scripts/run_workbook_gpu.sh'
-    bash benchmarks/device_job.sh wait "${2:-540}" || true
+    # A job that ends within this call is packed here: the next call may find a fresh machine.
+    if bash benchmarks/device_job.sh wait "${2:-540}"; then pack; fi
     ;;
   collect)
     bash benchmarks/device_job.sh wait "${2:-200}" || true
-    tail -30 /tmp/job/console.log
-    tar czf "$OUT/gpu-run.tgz" --exclude='*/traces/*' --exclude='*.tar.gz' runs/gpu /tmp/job/console.log
-    ls -la "$OUT"
+    pack
     ;;
   *)
     echo "usage: bash benchmarks/gpu_command_job.sh start|collect [SECONDS]" >&2
