@@ -19,6 +19,7 @@ from typing import Any
 from .config import RunConfig
 from .metrics import step_time_stats
 from .parallel import barrier, current_rank
+from .spread import spread_metrics
 from .store import RunRecord
 
 
@@ -163,7 +164,8 @@ def merge_rank_records(records: Sequence[RunRecord]) -> RunRecord:
         raise ValueError("the ranks timed different numbers of steps")
     times = [max(m["step_times_s"][i] for m in ms) for i in range(steps)]
     total_time = sum(times)
-    real = sum(sum(m["timed_real_tokens"]) for m in ms)
+    step_tokens = [sum(m["timed_real_tokens"][i] for m in ms) for i in range(steps)]  # the world's, per step
+    real = sum(step_tokens)
     positions = sum(m["positions_per_step"] * m["timed_batches"] for m in ms)
     flops = sum(sum(m["timed_flops"]) for m in ms)
     peak_flops = float(ms[0]["peak_flops"])
@@ -189,7 +191,7 @@ def merge_rank_records(records: Sequence[RunRecord]) -> RunRecord:
         "real_tokens_per_s_per_gpu": real / total_time / world,
         "positions_per_s": positions / total_time,
         "real_tokens_per_s_median_step": statistics.median(
-            sum(m["timed_real_tokens"][i] for m in ms) / t for i, t in enumerate(times)
+            tokens / t for tokens, t in zip(step_tokens, times)
         ),
         "model_flops_per_step": flops / steps,
         "mfu": flops / total_time / (peak_flops * world),
@@ -198,9 +200,11 @@ def merge_rank_records(records: Sequence[RunRecord]) -> RunRecord:
         "loss_first": first_loss,
         "losses": losses,
         "loss_tokens_first": sum(m["loss_tokens_first"] for m in ms),
-        "timed_real_tokens": [sum(m["timed_real_tokens"][i] for m in ms) for i in range(steps)],
+        "timed_real_tokens": step_tokens,
         "timed_loss_tokens": [sum(m["timed_loss_tokens"][i] for m in ms) for i in range(steps)],
         "timed_flops": [sum(m["timed_flops"][i] for m in ms) for i in range(steps)],
+        # the interval, the floor and what they rest on: the world's steps, not rank 0's
+        **spread_metrics(step_tokens, times),
         "world_size": world,
         "rank": "merged",
         "per_rank": per_rank,

@@ -39,6 +39,9 @@ def test_merge_takes_the_slowest_rank_per_step_and_weights_losses_by_tokens():
     assert merged["mfu"] == pytest.approx(4e9 / 3.5 / 2e10)
     assert merged["world_size"] == 2 and [r["rank"] for r in merged["per_rank"]] == [0, 1]
     assert merged["first_step_s"] == 2.0 and merged["real_tokens_per_step"] == 200
+    low, high = merged["real_tokens_per_s_interval"]  # the world's steps (150 / 1.5, 250 / 2.0), not rank 0's
+    assert low <= merged["real_tokens_per_s"] <= high and (low, high) == pytest.approx((100.0, 125.0))
+    assert merged["timed_steps"] == 2 and merged["timed_real_tokens_total"] == 400
     with pytest.raises(ValueError, match="different numbers of steps"):
         merge_rank_records([a, _rank_record(1, [1.0], [5], [1, 1], [1.0, 1.0], 1.0)])
 
