@@ -159,12 +159,29 @@ def _why_not_measured(stage: str, base: RunRecord, members: list[RunRecord], els
         return f"not measured: every record that {STAGE_WHAT[stage]} failed or failed parity ({reasons})"
     other = sorted({workload_of(r) for r in elsewhere if is_candidate(r) and _is_stage(r, base, stage)})
     text = f"not measured: no record in this workload {STAGE_WHAT[stage]}"
+    if stage == "kernels + padding" and (hint := _combination_hint(base, members)):
+        return f"{text}; {hint}"
     if other:
         return text + "; records of this kind exist in other workloads: " + " | ".join(other)
     workloads = sorted({workload_of(r) for r in elsewhere} - {workload_of(base)})
     if workloads:
         return text + "; other workloads in this run: " + " | ".join(workloads)
     return text
+
+
+def _combination_hint(base: RunRecord, members: list[RunRecord]) -> str:
+    """How to measure the missing combination: the fastest kernels-only change with the fastest padding-only one
+    (notebook 03 measures the padding with the kernels its KERNELS names); "" unless both were measured."""
+    candidates = [r for r in members if is_candidate(r) and r is not base]
+    kernels = fastest([r for r in candidates if _is_stage(r, base, "kernels only")])
+    padding = fastest([r for r in candidates if _is_stage(r, base, "padding only")])
+    if kernels is None or padding is None:
+        return ""
+    return (
+        f"the fastest kernels ({record_label(kernels)}) were not measured with the fastest padding "
+        f"({record_label(padding)}): set notebook 03's KERNELS to 'eager,{kernels.config.get('kernels')}' "
+        "to measure both"
+    )
 
 
 def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = None) -> Any:

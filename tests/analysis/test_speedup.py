@@ -94,3 +94,17 @@ def test_every_speedup_carries_its_interval_and_a_thin_record_is_marked(make_rec
     steps = format_waterfall(waterfall_steps([base, fast])).set_index("stage")
     assert steps.loc["kernels + padding", "speedup interval"] == "2.67-3.47x"
     assert steps.loc["kernels + padding", "thin"] == "thin"
+
+
+def test_a_missing_combination_says_which_kernels_to_measure_with_which_padding(make_record):
+    """Both single stages measured, their combination not: the note names the kernels to add to notebook 03."""
+    base = make_record("eager, static", 100.0, padding="static")
+    compiled = make_record("compile", 120.0, kernels="compile", padding="static")
+    packed = make_record("eager, packed", 150.0, padding="packed")
+    steps = waterfall_steps([base, compiled, packed]).set_index("stage")
+    assert steps.loc["kernels + padding", "label"] == "not measured"
+    assert steps.loc["kernels + padding", "note"] == (
+        "not measured: no record in this workload changes both the kernels (or attention) and the padding; "
+        "the fastest kernels (compile) were not measured with the fastest padding (eager, packed): "
+        "set notebook 03's KERNELS to 'eager,compile' to measure both"
+    )
