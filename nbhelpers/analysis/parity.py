@@ -32,15 +32,18 @@ PASS, FAIL, NOT_CHECKED, BASELINE = "pass", "fail", "not checked", "baseline"
 # Fields that fix the first batch and the initial weights: two records are comparable when these match.
 SAME_BATCH_FIELDS = (
     "model", "dataset", "prompt_field", "response_field", "use_chat_template", "num_samples", "batch_size",
-    "max_length", "seed", "dtype",
+    "max_length", "seed",
 )  # fmt: skip
+# The weights' precision (RunConfig.dtype) may differ: a preset's random weights come from one seeded draw in
+# either dtype (on a CPU, 98% of a bf16 draw's values equal the fp32 draw rounded to bf16), a checkpoint's are
+# the same numbers rounded, so such a pair is judged at the looser of the two records' tolerances.
 # Strategies whose first step holds the same sequences (Strategy.same_first_batch in the table): padded or
 # packed, the loss over them must be the same, so a packed row that leaks across sequences fails parity.
 PLAN_FIELDS = ("padding", "num_buckets", "token_budget")
 # Fields that fix the probe's sequences, their tokens and the initial weights (the batch shape does not
 # matter: the probe's losses are sums over tokens, the same however the sequences are grouped).
 PROBE_FIELDS = (
-    "model", "dataset", "prompt_field", "response_field", "use_chat_template", "max_length", "seed", "dtype",
+    "model", "dataset", "prompt_field", "response_field", "use_chat_template", "max_length", "seed",
 )  # fmt: skip
 PROBE, FIRST_BATCH = "probe", "first batch"
 
@@ -70,6 +73,21 @@ def tolerance_for(record: RunRecord) -> Tolerance:
         chosen = cpu_tolerance(kernels)
     lower = precision_tolerance(kernels)
     return lower if lower is not None and lower.rel > chosen.rel else chosen
+
+
+def _dtype_of(record: RunRecord) -> str:
+    return str(record.metrics.get("compute_dtype") or record.config.get("dtype", "fp32"))
+
+
+def pair_tolerance(record: RunRecord, baseline: RunRecord) -> Tolerance:
+    """The tolerance of a record against its baseline: the record's own, or, where the two ran at different
+    precisions (bf16-master against fp32 weights), the looser of the two, its basis saying so."""
+    own = tolerance_for(record)
+    if _dtype_of(record) == _dtype_of(baseline):
+        return own
+    looser = max(own, tolerance_for(baseline), key=lambda t: t.rel)
+    basis = f"precisions differ ({_dtype_of(record)} vs the baseline's {_dtype_of(baseline)}): {looser.basis}"
+    return Tolerance(looser.rel, basis)
 
 
 def rel_diff(value: float, reference: float) -> float:
@@ -181,7 +199,7 @@ def check_parity(record: RunRecord, baseline: RunRecord) -> dict[str, Any]:
     The probe when both records have one and probed the same workload (``method`` "probe"), else the
     first batch (``method`` "first batch"); see the module's docstring.
     """
-    tolerance = tolerance_for(record)
+    tolerance = pair_tolerance(record, baseline)
     verdict: dict[str, Any] = {
         "status": NOT_CHECKED,
         "loss_rel_diff": None,
@@ -279,8 +297,8 @@ def parity_against_eager(records: Iterable[RunRecord]) -> Any:
     """Records from many runs (shipped GPU results): each non-eager record against a comparable eager one.
 
     Comparable: same machine and the same probe workload (see PROBE_FIELDS) or the same first batch (see
-    SAME_BATCH_FIELDS); among several, the one with the same attention from the same source file is
-    preferred. No comparable eager record: not checked.
+    SAME_BATCH_FIELDS); among several, the one at the same precision, then with the same attention, then from
+    the same source file is preferred. No comparable eager record: not checked.
     """
     import pandas as pd
 
@@ -292,9 +310,10 @@ def parity_against_eager(records: Iterable[RunRecord]) -> Any:
             continue
         candidates = [e for e in eager if not probe_comparable(record, e) or not comparable(record, e)]
 
-        def preference(e: RunRecord, record: RunRecord = record) -> tuple[bool, bool]:
+        def preference(e: RunRecord, record: RunRecord = record) -> tuple[bool, bool, bool]:
+            same_precision = _dtype_of(e) == _dtype_of(record)
             same_attention = e.config.get("attn_implementation") == record.config.get("attn_implementation")
-            return same_attention, e.artifacts.get("source") == record.artifacts.get("source")
+            return same_precision, same_attention, e.artifacts.get("source") == record.artifacts.get("source")
 
         baseline = max(candidates, key=preference, default=None)
         row = {"machine": record.machine}

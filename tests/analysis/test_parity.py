@@ -249,3 +249,18 @@ def test_a_record_listed_twice_is_stored_once(tmp_path, make_record):
     stored = store_checked(store, [other, row, row], "eager")
     assert [r.record_id for r in stored] == [other.record_id, row.record_id]
     assert [r.record_id for r in store.load()] == [other.record_id, row.record_id]
+
+
+def test_a_precision_change_is_judged_against_fp32_weights_at_the_looser_tolerance(make_record):
+    """bf16 weights with fp32 master copies against the fp32-weights baseline: the same seeded weights rounded,
+    so the pair is compared (not "not checked") at bf16's tolerance, and the basis says the precisions differ."""
+    eager = _first_step(make_record("eager"), 12.0, 4.0)
+    close = _first_step(make_record("bf16-master", dtype="bf16-master"), 12.0 * (1 + 5e-3), 4.0 * (1 - 1e-2))
+    far = _first_step(make_record("bf16-master far", dtype="bf16-master"), 12.0, 4.0 * (1 + 5e-2))
+    for record in (close, far):
+        record.metrics["compute_dtype"] = "bf16-master"
+    table = parity_table([eager, close, far], "eager").set_index("backend")
+    assert table.loc["bf16-master", "status"] == "pass" and table.loc["bf16-master far", "status"] == "fail"
+    assert table.loc["bf16-master", "tolerance"] == 2e-2
+    same = _first_step(make_record("compile", kernels="compile"), 12.0 * (1 + 5e-3), 4.0)
+    assert parity_table([eager, same], "eager").set_index("backend").loc["compile", "status"] == "fail"
