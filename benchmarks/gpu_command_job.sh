@@ -24,7 +24,7 @@ case "${1:-}" in
     bash benchmarks/device_job.sh start bash -c 'time bash scripts/run_workbook_gpu.sh'
     # Packed at the end of this call whether or not the job has ended: the next call may find a fresh machine
     # (seen twice on 2026-12-02: a collect made after the machine's idle release found nothing).
-    bash benchmarks/device_job.sh wait "${2:-540}" || true
+    bash benchmarks/device_job.sh wait "${2:-580}" || true
     pack
     ;;
   collect)
