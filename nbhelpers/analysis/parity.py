@@ -60,12 +60,15 @@ def _device_type(record: RunRecord) -> str:
     return str(record.environment.get("device_type", "cpu"))
 
 
+def _dtype_of(record: RunRecord) -> str:
+    return str(record.metrics.get("compute_dtype") or record.config.get("dtype", "fp32"))
+
+
 def tolerance_for(record: RunRecord) -> Tolerance:
     """The tolerance a record's parity is judged by: bf16 anywhere, fp32 on a GPU, else the backend's own
     CPU tolerance (its entry in nbhelpers.kernels.registry); a lower-precision backend's (float8) where looser."""
     kernels = str(record.config.get("kernels", BASELINE_BACKEND))
-    dtype = str(record.metrics.get("compute_dtype") or record.config.get("dtype", "fp32"))
-    if "bf16" in dtype:
+    if "bf16" in _dtype_of(record):
         chosen = TOLERANCES[("any", "bf16")]
     elif _device_type(record) == "cuda":
         chosen = TOLERANCES[("cuda", "fp32")]
@@ -73,10 +76,6 @@ def tolerance_for(record: RunRecord) -> Tolerance:
         chosen = cpu_tolerance(kernels)
     lower = precision_tolerance(kernels)
     return lower if lower is not None and lower.rel > chosen.rel else chosen
-
-
-def _dtype_of(record: RunRecord) -> str:
-    return str(record.metrics.get("compute_dtype") or record.config.get("dtype", "fp32"))
 
 
 def pair_tolerance(record: RunRecord, baseline: RunRecord) -> Tolerance:

@@ -253,7 +253,7 @@ def test_a_record_listed_twice_is_stored_once(tmp_path, make_record):
 
 def test_a_precision_change_is_judged_against_fp32_weights_at_the_looser_tolerance(make_record):
     """bf16 weights with fp32 master copies against the fp32-weights baseline: the same seeded weights rounded,
-    so the pair is compared (not "not checked") at bf16's tolerance, and the basis says the precisions differ."""
+    so the pair is compared (not "not checked") at bf16's tolerance; one precision keeps its own tolerance."""
     eager = _first_step(make_record("eager"), 12.0, 4.0)
     close = _first_step(make_record("bf16-master", dtype="bf16-master"), 12.0 * (1 + 5e-3), 4.0 * (1 - 1e-2))
     far = _first_step(make_record("bf16-master far", dtype="bf16-master"), 12.0, 4.0 * (1 + 5e-2))
