@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Regional torch.compile and bf16-master on a lent H200, as a background job in calls made back to back: `start`
 # installs the Liger/tokenizer wheels made beforehand on the development machine and starts the named groups (all
-# three by default), then waits up to SECONDS; `collect` waits for the end and copies the records and console to $OUT.
+# three by default), waits up to SECONDS and copies what the records and console hold by then to $OUT (the next
+# call may find a fresh machine); only if it said "still running", `collect`, made at once, waits and copies again.
 #   here, once:   bash ../shared/gpu/wheels.sh .whlmin min
-#   call 1:       bash benchmarks/gpu_regional_job.sh start 560 [GROUP ...]     (carry .whlmin)
+#   call 1:       bash benchmarks/gpu_regional_job.sh start 540 [GROUP ...]     (carry .whlmin; timeout 600)
 #   call 2:       bash benchmarks/gpu_regional_job.sh collect 580               (again while it says "still running")
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ case "${1:-}" in
     (( $# )) || set -- regional precision startup
     bash benchmarks/device_job.sh start python3 benchmarks/gpu_regional_suite.py "$@" --out "$out"
     bash benchmarks/device_job.sh wait "$seconds" || true
+    bash benchmarks/device_job.sh collect "$out" regional.jsonl precision.jsonl startup.jsonl
     ;;
   collect)
     bash benchmarks/device_job.sh wait "${2:-200}" || true

@@ -3,7 +3,8 @@
 Usage: python benchmarks/gpu_regional_suite.py GROUP [GROUP ...] --out DIR [--model qwen3-1.7b] [--batch-size 8]
 [--max-length 2048] [--samples 32] [--steps 4] [--device auto]
 Groups (each fits one device call; each measures the baseline first, its parity reference):
-  regional   regional compile alone, with Liger, with token budget + torch_varlen, beside the tuner's pick;
+  regional   regional compile alone, with Liger (all but its fused linear CE; its cross-entropy only), with token
+             budget + torch_varlen, beside the tuner's pick;
   precision  the bf16-master setting with eager kernels and with the fastest regional row;
   startup    the first step of Liger + regional compile (token budget) on a cold, then a warm cache.
 The workload is the GPU command's (scripts/run_workbook_gpu.sh, notebook 03): Qwen3-1.7B shape, random weights,
@@ -46,6 +47,8 @@ def configurations(base: RunConfig, gpu: bool) -> list[RunConfig]:
          "attn_implementation": varlen},
         {"label": "liger + regional compile, token budget, varlen", "kernels": "liger+regional_compile",
          "padding": "token_budget", "attn_implementation": varlen},
+        {"label": "liger cross-entropy + regional compile, token budget, varlen", "kernels": "liger+regional_compile",
+         "padding": "token_budget", "attn_implementation": varlen, "liger_kernels": ("cross_entropy",)},
         {"label": "liger + regional compile, token budget, varlen, bf16-master", "kernels": "liger+regional_compile",
          "padding": "token_budget", "attn_implementation": varlen, "dtype": "bf16-master"},
         {"label": "eager, static, sdpa, bf16-master", "dtype": "bf16-master"},

@@ -11,8 +11,12 @@ Shapes: the layers compile with ``dynamic=True``. The number of tokens (a packed
 length), the number of packed sequences and the longest sequence are symbolic from the first compile, so a batch
 of another length reuses the graph instead of recompiling (a size of 1, such as a packed batch's single row, is
 specialized, as Dynamo always does; duck sizing is off, so sizes that happen to match are not tied together).
-Liger 0.8.5 runs its kernels through a dispatcher wrapped in ``torch.compiler.disable``: with Liger, each layer's
-graph breaks around every Liger kernel (the pieces between are compiled and shared by the layers the same way).
+Liger 0.8.5 runs some kernels (RoPE, cross-entropy) through a dispatcher wrapped in ``torch.compiler.disable``, but
+its RMSNorm and SwiGLU modules call their autograd Functions directly, and Dynamo cannot trace those (on an H200,
+torch 2.11: ``AssertionError`` in ``overwrite_tensor_vt_proxy`` at the first RMSNorm; on a CPU it traces into the
+Triton interpreter): :func:`opaque_liger_functions` makes each of them a call Dynamo leaves to eager autograd. So
+with Liger each layer's graph breaks around every Liger kernel (the pieces between are compiled and shared by the
+layers the same way).
 
 With ``torch_varlen``, a packed row's boundaries are worked out once per
 forward pass, outside the compiled layers (:func:`nbhelpers.kernels.varlen_attention.install_boundaries_hook`),
@@ -37,6 +41,41 @@ def decoder_layers_of(model: Any) -> list[Any]:
     return list(getattr(inner, "layers", []) or [])
 
 
+class OpaqueFunction:
+    """An autograd Function whose ``apply`` Dynamo does not trace (``torch.compiler.disable``): a graph break, the
+    Function's own forward and backward kernels run as in eager mode. Other attributes are the Function's."""
+
+    def __init__(self, function: Any) -> None:
+        import torch
+
+        self.function = function
+        self.apply = torch.compiler.disable(function.apply)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.function, name)
+
+
+LIGER_MODULES = "liger_kernel.transformers."  # the modules whose globals Liger's patched modules call
+
+
+def opaque_liger_functions() -> list[str]:
+    """Replace every autograd Function that an imported ``liger_kernel.transformers`` module holds as a global with
+    an :class:`OpaqueFunction` (process-wide: every configuration runs in its own process); the names replaced."""
+    import sys
+
+    import torch
+
+    replaced = []
+    for module_name, module in list(sys.modules.items()):
+        if not module_name.startswith(LIGER_MODULES) or module is None:
+            continue
+        for name, value in list(vars(module).items()):
+            if isinstance(value, type) and issubclass(value, torch.autograd.Function):
+                setattr(module, name, OpaqueFunction(value))
+                replaced.append(f"{module_name}.{name}")
+    return replaced
+
+
 def compile_layers(model: Any) -> int:
     """Compile every decoder layer's call in place (``nn.Module.compile``, dynamic shapes); how many layers."""
     from .varlen_attention import install_boundaries_hook
@@ -50,6 +89,7 @@ def compile_layers(model: Any) -> int:
     from torch.fx.experimental import _config as shape_config
 
     shape_config.use_duck_shape = False
+    opaque_liger_functions()  # with Liger applied first: its kernels run between the compiled pieces
     for layer in layers:
         layer.compile(**COMPILE_OPTIONS)
     return len(layers)

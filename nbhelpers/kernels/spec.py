@@ -118,6 +118,9 @@ class KernelBackend:
     curve: CurveTolerance = SAME_PRECISION_CURVE
     # Liger switches whose work it does itself (Cut Cross-Entropy computes the loss): with Liger they must be off.
     replaces_switches: tuple[str, ...] = ()
+    # Liger switches whose operators it compiles itself (regional compile fuses RoPE, RMSNorm and SwiGLU inside the
+    # layers): the grids' and the tuner's candidates leave them to it; a configuration may still name them.
+    compiled_switches: tuple[str, ...] = ()
     combines_with: tuple[str, ...] = ()  # elementary backends it may be composed with
     training_flag: str = ""  # TrainingArguments/SFTConfig boolean that turns it on in HF Trainer / TRL
     training_options: TrainingOptionsFunction | None = None  # extra keyword arguments exported when on

@@ -14,7 +14,14 @@ import torch.nn.functional as F
 
 from nbhelpers.kernels import varlen_attention
 from nbhelpers.kernels.backends import apply_backend
-from nbhelpers.kernels.registry import cpu_tolerance, kernel_backend, model_setup_parts, training_kwargs
+from nbhelpers.kernels.registry import (
+    cpu_tolerance,
+    kernel_backend,
+    liger_switches_for,
+    model_setup_parts,
+    switch_conflict,
+    training_kwargs,
+)  # fmt: skip
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.models.loading import build_model
 from nbhelpers.planning.candidates import build_space
@@ -142,3 +149,56 @@ def test_tuner_candidates_and_refusals():
     hybrid = workload.replace(model="qwen3.5-tiny")  # the hybrid family is not offered it (its layers differ)
     runnable, dropped = build_space(hybrid, ["regional_compile"], ["packed"], ["sdpa"])
     assert not runnable and "regional_compile" in dropped[0][1]
+
+
+def test_tuner_leaves_the_layers_liger_kernels_to_regional_compile():
+    """Inductor fuses RoPE, RMSNorm and SwiGLU inside the compiled layers (on an H200 Liger's own kernels there were
+    slower): the candidates beside regional compile take Liger's loss kernels only, Liger alone keeps every switch."""
+    workload = RunConfig(model="qwen3-tiny", liger_kernels=("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy"))
+    runnable, _ = build_space(workload, ["liger", "liger+regional_compile"], ["packed"], ["sdpa"])
+    sets = {(c.kernels, c.liger_kernels) for c in runnable}
+    assert sets == {
+        ("liger", ("rope", "rms_norm", "swiglu", "fused_linear_cross_entropy")),
+        ("liger", ("rope", "rms_norm", "swiglu", "cross_entropy")),
+        ("liger+regional_compile", ("fused_linear_cross_entropy",)),
+        ("liger+regional_compile", ("cross_entropy",)),
+    }
+    assert liger_switches_for("liger+regional_compile", ("rms_norm",)) == ("rms_norm",)  # nothing else: kept
+    assert not switch_conflict("liger+regional_compile", ("rms_norm", "cross_entropy"))  # a config may name them
+
+
+def test_liger_autograd_functions_run_eagerly_between_compiled_pieces(monkeypatch):
+    """Liger's RMSNorm and SwiGLU modules call their autograd Functions directly, which Dynamo cannot trace on a GPU:
+    once made opaque, the Function runs outside the trace (graph break) and its backward still reaches the input."""
+    import sys
+    import types
+
+    from nbhelpers.kernels.regional_compile import OpaqueFunction, opaque_liger_functions
+
+    traced: list[bool] = []
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            traced.append(torch.compiler.is_compiling())
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    fake = types.ModuleType("liger_kernel.transformers.fake_norm")
+    fake.Double = Double
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    assert f"{fake.__name__}.Double" in opaque_liger_functions()
+    assert isinstance(fake.Double, OpaqueFunction) and fake.Double.forward is Double.forward
+
+    def block(x):
+        return torch.sin(fake.Double.apply(torch.cos(x)))
+
+    torch._dynamo.reset()
+    x = torch.randn(8, requires_grad=True)
+    torch.compile(block)(x).sum().backward()
+    assert traced == [False]  # run eagerly, not traced
+    expected = torch.cos(2 * torch.cos(x.detach())) * 2 * -torch.sin(x.detach())
+    torch.testing.assert_close(x.grad, expected)
