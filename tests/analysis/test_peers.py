@@ -63,6 +63,17 @@ def test_export_gap_text_adds_what_trl_spent_between_its_steps(make_record):
     )
 
 
+def test_on_a_cpu_the_export_gap_is_shown_but_the_goal_is_left_to_a_gpu(make_record):
+    records = _records(make_record)
+    for record in records:
+        record.environment["device_type"] = "cpu"
+    records[-1].metrics["real_tokens_per_s"] = 130.0  # TRL's own LM head on a CPU: about a third of the loop
+    gap = export_gap(records, recommend(records))
+    assert not gap["goal_judged"] and not gap["within_goal"]
+    text = export_gap_text(gap)
+    assert "(32.5% of it)" in text and "goal is judged on a GPU" in text and "outside" not in text
+
+
 def test_export_gap_needs_the_same_settings(make_record):
     records = _records(make_record)
     records[-1].config["kernels"] = "eager"  # TRL measured with other kernels than the recommendation's

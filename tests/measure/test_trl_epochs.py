@@ -1,7 +1,9 @@
 """TRL's peer rows time as many epochs as the floor of timed steps needs, counted in TRL's own batches (its
-collator pads or packs in its own way), and a peer's floor is at least 16 timed steps."""
+collator pads or packs in its own way), and on a GPU the export row's floor is at least 16 timed steps."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -30,13 +32,15 @@ def test_a_trl_defaults_row_times_its_own_batches_to_the_floor_not_the_workbooks
     assert record.metrics["timed_steps"] == 8  # two timed epochs of TRL's 4 steps: the floor of 6, no more
 
 
-def test_the_export_row_rests_on_at_least_16_timed_steps_the_other_peers_on_the_workloads_floor():
+def test_on_a_gpu_the_export_row_rests_on_at_least_16_timed_steps_the_other_peers_on_the_workloads_floor():
     workload = RunConfig(run_name="r", label="pick", kernels="eager", padding="token_budget", min_timed_steps=10)
     rec = Recommendation(
-        label="pick", machine="m", run_name="r", record_id="x", config=workload.to_dict(), device_type="cpu",
+        label="pick", machine="m", run_name="r", record_id="x", config=workload.to_dict(), device_type="cuda",
         real_tokens_per_s=1.0, peak_memory_gib=None, mfu=None, speedup=1.0, baseline_label="b", parity="pass",
         candidates=1,
     )  # fmt: skip
     configs = peer_configs(rec, "trl,trl_defaults,trl_best")
     assert [c.engine for c in configs] == ["trl", "trl_defaults", "trl_best"]
     assert [c.min_timed_steps for c in configs] == [PEER_MIN_TIMED_STEPS, 10, 10] and PEER_MIN_TIMED_STEPS == 16
+    on_cpu = peer_configs(dataclasses.replace(rec, device_type="cpu"), "trl,trl_defaults")
+    assert [c.min_timed_steps for c in on_cpu] == [10, 10]  # the 5% goal is a GPU's: the workload's floor
