@@ -55,11 +55,22 @@ def shared_kernel_cache() -> dict[str, str]:
     return env
 
 
+# Set by libraries in this process for themselves on their first compile (Inductor's ptxas path; the OpenMP switches
+# seen on an H200 after the kernel doctor's probes): a child sets them again itself. Seen after the process started,
+# they would make every waiting spare worker's environment differ (three rows a GPU command ran fresh for it).
+LIBRARY_SELF_SETTINGS = ("TRITON_PTXAS_PATH", "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK")
+_SET_AT_START = frozenset(name for name in LIBRARY_SELF_SETTINGS if name in os.environ)  # the user's: kept
+
+
 def _without_inductor_leftovers(env: dict[str, str]) -> dict[str, str]:
-    """``env`` less what torch's Inductor wrote into this process's environment for itself when it first compiled
-    here (the kernel doctor's probes do): its private variables, and its default cache folder, which would shadow
-    the shared kernel cache in every later configuration and make the waiting spare worker's environment stale."""
-    kept = {name: value for name, value in env.items() if not name.startswith("_TORCHINDUCTOR_")}
+    """``env`` less what torch's Inductor (and the libraries of :data:`LIBRARY_SELF_SETTINGS`) wrote into this
+    process's environment for themselves when they first compiled here (the kernel doctor's probes do): private
+    variables, switches the process did not start with, and Inductor's default cache folder, which would shadow the
+    shared kernel cache in every later configuration and make the waiting spare worker's environment stale."""
+    kept = {
+        name: value for name, value in env.items()
+        if not name.startswith("_TORCHINDUCTOR_") and (name not in LIBRARY_SELF_SETTINGS or name in _SET_AT_START)
+    }  # fmt: skip
     if "TORCHINDUCTOR_CACHE_DIR" not in kept:  # set: then Inductor (or the user) is here, and importing it is free
         return kept
     try:

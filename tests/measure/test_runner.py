@@ -136,19 +136,27 @@ def test_what_inductor_set_in_this_process_does_not_reach_a_configurations_envir
 
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
+    from nbhelpers.measure import runner
     from nbhelpers.measure.runner import _child_env, shared_kernel_cache
 
+    monkeypatch.setattr(runner, "_SET_AT_START", frozenset())  # none of them set when this process started
+    for name in runner.LIBRARY_SELF_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NBHELPERS_RUNS", str(tmp_path))
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     monkeypatch.delenv("NBHELPERS_KERNEL_CACHE", raising=False)
     clean = _child_env(RunConfig(), None)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(default_cache_dir()))
     monkeypatch.setenv("_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR", "140627185159200")
+    monkeypatch.setenv("TRITON_PTXAS_PATH", "/site/torch/bin/ptxas")  # set by Inductor after this process started
+    monkeypatch.setenv("KMP_INIT_AT_FORK", "FALSE")
     after_a_compile = _child_env(RunConfig(), None)
     assert after_a_compile == clean
     assert after_a_compile["TORCHINDUCTOR_CACHE_DIR"] == shared_kernel_cache()["TORCHINDUCTOR_CACHE_DIR"]
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # set by the user: kept
     assert _child_env(RunConfig(), None)["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+    monkeypatch.setattr(runner, "_SET_AT_START", frozenset({"KMP_INIT_AT_FORK"}))  # the user's own, from the start
+    assert _child_env(RunConfig(), None)["KMP_INIT_AT_FORK"] == "FALSE"
 
 
 def test_each_configuration_leaves_one_line_saying_how_it_went(make_record):
