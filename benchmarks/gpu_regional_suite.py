@@ -1,8 +1,12 @@
 """Regional torch.compile and the bf16-master precision setting on one GPU, through nbhelpers.
 
 Usage: python benchmarks/gpu_regional_suite.py GROUP [GROUP ...] --out DIR [--model qwen3-1.7b] [--batch-size 8]
-[--max-length 2048] [--samples 32] [--steps 10] [--device auto]
+[--max-length 2048] [--samples 32] [--steps 10] [--dtype auto] [--device auto]
 Groups (each fits one device call; each measures the baseline first, its parity reference):
+  best       the tuner's pick beside Liger's cross-entropy (and its fused linear cross-entropy) + regional compile,
+             token budget + torch_varlen: for a larger model, e.g. ``best --model qwen3-8b --batch-size 4 --dtype
+             bf16`` (pure bf16 weights and AdamW moments: 8 bytes a parameter, 66 GB for Qwen3-8B; bf16-master's
+             18 bytes do not fit one H200), token budget batch x max length;
   regional   regional compile alone, with Liger (all but its fused linear CE; its cross-entropy only), with token
              budget + torch_varlen, beside the tuner's pick;
   precision  the bf16-master setting with eager kernels and with the fastest regional row (Liger's
@@ -33,8 +37,18 @@ NO_FLCE = ("rope", "rms_norm", "swiglu", "cross_entropy")  # Liger without its f
 LOSS_ONLY = ("cross_entropy",)  # Liger's switches beside regional compile in the grids and the tuner
 
 
-GROUPS = ("regional", "precision", "startup")
-PRECISION_ROWS = 2  # the last rows of configurations(): the bf16-master setting
+PICK = "liger (no fused CE), token budget, varlen (the tuner's pick)"
+CE_REGIONAL = "liger cross-entropy + regional compile, token budget, varlen"
+FLCE_REGIONAL = "liger fused linear cross-entropy + regional compile, token budget, varlen"
+GROUP_ROWS = {  # after the baseline, the rows of configurations() each group measures, by label
+    "best": (PICK, CE_REGIONAL, FLCE_REGIONAL),
+    "regional": (
+        "regional compile, static, sdpa", "liger + regional compile, static, sdpa", PICK,
+        "regional compile, token budget, varlen", "liger + regional compile, token budget, varlen", CE_REGIONAL,
+    ),
+    "precision": (f"{CE_REGIONAL}, bf16-master", "eager, static, sdpa, bf16-master"),
+}  # fmt: skip
+GROUPS = (*GROUP_ROWS, "startup")
 
 
 def configurations(base: RunConfig, gpu: bool) -> list[RunConfig]:
@@ -44,15 +58,17 @@ def configurations(base: RunConfig, gpu: bool) -> list[RunConfig]:
         {"label": "baseline: eager, static, sdpa"},
         {"label": "regional compile, static, sdpa", "kernels": "regional_compile"},
         {"label": "liger + regional compile, static, sdpa", "kernels": "liger+regional_compile"},
-        {"label": "liger (no fused CE), token budget, varlen (the tuner's pick)", "kernels": "liger",
+        {"label": PICK, "kernels": "liger",
          "padding": "token_budget", "attn_implementation": varlen},
         {"label": "regional compile, token budget, varlen", "kernels": "regional_compile", "padding": "token_budget",
          "attn_implementation": varlen},
         {"label": "liger + regional compile, token budget, varlen", "kernels": "liger+regional_compile",
          "padding": "token_budget", "attn_implementation": varlen},
-        {"label": "liger cross-entropy + regional compile, token budget, varlen", "kernels": "liger+regional_compile",
-         "padding": "token_budget", "attn_implementation": varlen, "liger_kernels": LOSS_ONLY},
-        {"label": "liger cross-entropy + regional compile, token budget, varlen, bf16-master",
+        {"label": CE_REGIONAL, "kernels": "liger+regional_compile", "padding": "token_budget",
+         "attn_implementation": varlen, "liger_kernels": LOSS_ONLY},
+        {"label": FLCE_REGIONAL, "kernels": "liger+regional_compile", "padding": "token_budget",
+         "attn_implementation": varlen, "liger_kernels": ("fused_linear_cross_entropy",)},
+        {"label": f"{CE_REGIONAL}, bf16-master",
          "kernels": "liger+regional_compile", "padding": "token_budget", "attn_implementation": varlen,
          "dtype": "bf16-master", "liger_kernels": LOSS_ONLY},
         {"label": "eager, static, sdpa, bf16-master", "dtype": "bf16-master"},
@@ -61,10 +77,10 @@ def configurations(base: RunConfig, gpu: bool) -> list[RunConfig]:
 
 
 def group_configurations(group: str, base: RunConfig, gpu: bool) -> list[RunConfig]:
-    """The baseline, then the group's rows of :func:`configurations`."""
+    """The baseline, then the group's rows of :func:`configurations` (:data:`GROUP_ROWS`)."""
     rows = configurations(base, gpu)
-    chosen = rows[1:-PRECISION_ROWS] if group == "regional" else rows[-PRECISION_ROWS:]
-    return [rows[0], *chosen]
+    by_label = {row.label: row for row in rows}
+    return [rows[0], *(by_label[label] for label in GROUP_ROWS[group])]
 
 
 def main() -> None:
@@ -76,6 +92,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=2048)
     parser.add_argument("--samples", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10)  # the workload floor: no thin record
+    parser.add_argument("--dtype", default="auto")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args()
     out = Path(args.out)
@@ -85,6 +102,7 @@ def main() -> None:
         run_name="regional", model=args.model, batch_size=args.batch_size, max_length=args.max_length,
         num_samples=args.samples, steps=args.steps, warmup=1, timing="epoch", min_timed_steps=args.steps,
         padding="static", liger_kernels=NO_FLCE if gpu else ("cross_entropy",), device=args.device, timeout_s=900,
+        dtype=args.dtype,
     )  # fmt: skip
     for group in args.groups:
         if group == "startup":
