@@ -123,6 +123,16 @@ def _kernel_environment(runs_root: Path) -> Iterator[None]:
 # Execution
 
 
+def _load_run(folder: Path) -> list[Any]:
+    """A run folder's records, its tuner's winner marked (what notebook 04's loader does), for a report."""
+    from nbhelpers.analysis.tuner_choice import mark_tuner_winner
+    from nbhelpers.measure.store import RunStore
+
+    records = RunStore(folder).load()
+    mark_tuner_winner(records, folder)
+    return records
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat()
 
@@ -426,10 +436,9 @@ def run_sweep(
         sweep_name=name,
     )
     if report:
-        from nbhelpers.measure.store import RunStore
         from nbhelpers.views.report import write_html_report
 
-        records = [r for point, _ in points for r in RunStore(sweep_dir / point).load()]
+        records = [r for point, _ in points for r in _load_run(sweep_dir / point)]
         result.report = write_html_report(records, sweep_dir / "report.html", title=f"Sweep {name}")
     return result
 
@@ -451,7 +460,6 @@ def run_all(
     records when 04 did not write it) and what ran. Nothing is skipped: each call measures afresh; what an
     earlier call killed mid-notebook wrote is set aside first (``interrupted-records.jsonl``), as the sweep does.
     """
-    from nbhelpers.measure.store import RunStore
     from nbhelpers.views.report import write_html_report
 
     check_run_name(run_name, "run_name")
@@ -472,5 +480,5 @@ def run_all(
         sweep_name=run_name,
     )
     if not report.exists() or report.stat().st_mtime < started:  # 04 missing or failed: report anyway
-        write_html_report(RunStore(out / run_name).load(), report)
+        write_html_report(_load_run(out / run_name), report)
     return report, result

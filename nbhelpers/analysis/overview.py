@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.analysis.records import STEP_KIND, group_key, record_label, run_name_of, step_records
+from nbhelpers.analysis.tuner_choice import mark_tuner_winner
 from nbhelpers.formatting import MISSING
 from nbhelpers.measure.store import RunRecord, RunStore, runs_root
 from nbhelpers.planning.lists import parse_list
@@ -64,7 +65,9 @@ def load_report_records(
     seen: set[str] = set()
     records: list[RunRecord] = []
     for store in stores:
-        for record in store.load():
+        loaded = store.load()
+        mark_tuner_winner(loaded, store.path.parent)  # the tuner's winner, as its tuned.json names it
+        for record in loaded:
             if record.record_id not in seen:
                 seen.add(record.record_id)
                 records.append(record)

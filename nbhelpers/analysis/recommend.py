@@ -48,6 +48,7 @@ from nbhelpers.models.families import NO_CHECKPOINT, hub_id
 
 from .exports import call_code, literal, sft_trainer_code, trainer_code
 from .start_cost import without_needless_compile
+from .tuner_choice import prefer_tuner_winner
 
 
 @dataclass
@@ -293,8 +294,9 @@ def recommend(
     baseline_label: str | None = None,
     adapter: AdapterSettings | None = None,
 ) -> Recommendation:
-    """The fastest measured step record with a parity pass (ties: less memory) of one machine; one that compiles
-    kernels at start only where the data say it is faster than every one that does not (:mod:`.start_cost`).
+    """The fastest measured step record with a parity pass (ties: less memory) of one machine, or the tuner's
+    winner where its interval reaches that record's (:mod:`.tuner_choice`); one that compiles kernels at start only
+    where the data say it is faster than every one that does not (:mod:`.start_cost`).
 
     Eligible: parity "pass", or the group's baseline itself (see :func:`eligible`); a faster record without
     a pass is listed in ``passed_over``. Records from several machines need ``machine=`` (or
@@ -331,7 +333,9 @@ def recommend(
             f"({excluded['failed']} failed, {excluded['failed parity']} failed parity, "
             f"{excluded['parity not checked']} parity not checked, {len(steps)} step records in all)"
         )
-    best, start_note = without_needless_compile(fastest(candidates), candidates)
+    best, tuner_note = prefer_tuner_winner(fastest(candidates), candidates)
+    best, start_note = without_needless_compile(best, candidates)
+    start_note = "; ".join(note for note in (tuner_note, start_note) if note)
     base = nearest_baseline(best, baselines[group_key(best)], group_records(records)[group_key(best)])
     faster = sorted(
         (r for r in unverified if float(tokens_per_s(r)) > float(tokens_per_s(best))),

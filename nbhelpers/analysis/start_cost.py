@@ -25,7 +25,7 @@ def compiles_at_start(record: RunRecord) -> bool:
     return backend is not None and bool(backend.caches)
 
 
-def _span(record: RunRecord) -> str:
+def span_text(record: RunRecord) -> str:
     low, high = rate_interval_of(record) or (tokens_per_s(record), tokens_per_s(record))
     return f"{fmt_rate(tokens_per_s(record))} [{fmt_rate(low)}-{fmt_rate(high)}] real tok/s"
 
@@ -46,10 +46,10 @@ def without_needless_compile(best: RunRecord, candidates: Sequence[RunRecord]) -
     first = best.metrics.get("first_step_s")
     cost = f", its first step {first:.1f} s" if isinstance(first, (int, float)) else ""
     return chosen, (
-        f"{record_label(best)} measured {_span(best)}, not measurably faster than {record_label(chosen)} "
-        f"({_span(chosen)}), and it compiles kernels at the start of every job{cost}: {record_label(chosen)} "
+        f"{record_label(best)} measured {span_text(best)}, not measurably faster than {record_label(chosen)} "
+        f"({span_text(chosen)}), and it compiles kernels at the start of every job{cost}: {record_label(chosen)} "
         "is recommended instead"
     )
 
 
-__all__ = ["compiles_at_start", "without_needless_compile"]
+__all__ = ["compiles_at_start", "span_text", "without_needless_compile"]

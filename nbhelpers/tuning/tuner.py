@@ -2,11 +2,10 @@
 
 1. The baseline (eager, static padding, default attention) at the workload's own timing, first, always
    (or an equal record of this machine already in the run's store): the reference for speedups and parity.
-2. Rung 0 measures every candidate for a few steps, each in its own subprocess; a rung drops a candidate
-   whose record failed, whose loss is not finite or whose parity against the baseline fails, then keeps
-   the fastest 1/eta by real tok/s; later rungs give the survivors eta times more steps.
-3. The last survivors are measured with the workload's own timing (kind "step", the notebooks' workload),
-   so notebook 04 compares the winner with the baseline; the winner's RunConfig goes to ``tuned.json``.
+2. Rung 0 measures every candidate for a few steps, each in its own subprocess; a rung drops a failed record,
+   a loss not finite, a parity failure, and what its interval shows slower than the leader; later rungs give
+   the survivors eta times more steps. 3. The last survivors are measured at the workload's own timing (kind
+   "step"), against the baseline (:mod:`.final_choice`); the winner's RunConfig goes to ``tuned.json``.
 
 No measurement starts when its estimated time (plus what the final measurement needs) would pass the
 budget: the candidates left are journaled as "not tried: budget". Rung records are stored with kind
@@ -29,11 +28,13 @@ import nbhelpers.tuning.halving as halving
 import nbhelpers.tuning.journal as journal
 from nbhelpers.analysis.parity import check_parity
 from nbhelpers.analysis.records import is_measured, rate_interval_of, tokens_per_s, workload_fields
+from nbhelpers.analysis.tuner_choice import TUNED_FILE
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.jsonl import append_line
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir, runs_root
 from nbhelpers.planning.candidates import Candidate, baseline_candidate
 
+from .final_choice import final_choice
 from .journal import BASELINE, DROPPED, KEPT, NOT_RUNNABLE, NOT_TRIED, WINNER, Decision, TuneResult, parity_of, ratio
 from .measuring import Measure, default_measure
 from .problems import problem_of
@@ -43,7 +44,7 @@ MAX_RUNGS = 6  # rungs of growing steps; candidates whose intervals keep overlap
 MEASURED = "measured"  # a stored record's tuner note: the decision itself is journaled
 TUNER_KIND = "tuner"  # kind of the rung records: kept in the store, outside the step tables
 JOURNAL_NAME = "tuner.jsonl"
-TUNED_NAME = "tuned.json"
+TUNED_NAME = TUNED_FILE  # the winner of a run folder's tuner (the report's loader reads it)
 
 
 @dataclass
@@ -343,12 +344,13 @@ class Tuner:
         contenders = [m.record for m in measured if not m.problem]
         if self.baseline is not None:
             contenders.append(self.baseline)
-        winner = max(contenders, key=lambda r: tokens_per_s(r) or 0.0, default=None)
+        lead = next((m.record for m in measured if m.candidate == finalists[0] and not m.problem), None)
+        winner, why = final_choice(contenders, lead)
         for m in measured:
             if m.problem:
                 decision, reason = DROPPED, m.problem
             elif m.record is winner:
-                decision, reason = WINNER, "fastest at the workload's timing"
+                decision, reason = WINNER, why or "fastest at the workload's timing"
             else:
                 name = winner.label if winner is not None else "the winner"
                 decision, reason = DROPPED, f"slower than {name} at the workload's timing"
@@ -405,9 +407,7 @@ class Tuner:
         return [m.candidate for m in ranked[: self.final_count]]
 
     def speedup_of(self, record: RunRecord) -> float | None:
-        if self.baseline is None:
-            return None
-        return 1.0 if record is self.baseline else ratio(record, self.baseline)
+        return None if self.baseline is None else 1.0 if record is self.baseline else ratio(record, self.baseline)
 
     def result(self, winner: RunRecord | None) -> TuneResult:
         tuned_path = None

@@ -178,3 +178,38 @@ def test_the_tuner_reads_auto_kernels_per_device(tmp_path, device, expected):
     tune(WORKLOAD, "auto", "static,packed", "sdpa", budget_s=10_000, device=device, measure=measure, clock=clock,
          store=RunStore(tmp_path / "t"), progress=False, machine=MACHINE, reuse_baseline=False)  # fmt: skip
     assert {c.kernels for c in measure.calls} == expected  # a CPU's auto list leaves Liger's interpreter out
+
+
+class NoisyFinal(SpreadMeasure):
+    """The rungs see packed rows 3x faster; at the workload's timing (one epoch) a noisy packed record reads below the
+    baseline's point estimate, its interval ``final_span`` (a fraction of the baseline's rate) around it."""
+
+    def __init__(self, clock, final_span):
+        super().__init__(clock, {("eager", "static", "sdpa"): 100.0, ("eager", "packed", "sdpa"): 300.0})
+        self.final_span = final_span
+
+    def __call__(self, config):
+        record = super().__call__(config)
+        if config.padding == "packed" and config.timing == "epoch":
+            low, high = self.final_span
+            record.metrics["real_tokens_per_s"] = (low + high) / 2 * 100.0
+            record.metrics["real_tokens_per_s_interval"] = [low * 100.0, high * 100.0]
+        return record
+
+
+@pytest.mark.parametrize(("final_span", "packed_wins"), [((0.85, 1.05), True), ((0.5, 0.7), False)])
+def test_the_final_keeps_the_rungs_leader_unless_the_workload_timing_shows_it_slower(tmp_path, final_span, packed_wins):
+    """A final that reads the rungs' leader below the baseline on noise (intervals overlapping: the baseline's is
+    [80, 120]) keeps it and says why; one that shows it slower (its interval below the baseline's) does not."""
+    clock = FakeClock()
+    space = [Candidate("eager", (), "packed", 0, "sdpa")]
+    result = Tuner(WORKLOAD, space, budget_s=10_000, measure=NoisyFinal(clock, final_span), clock=clock,
+                   store=RunStore(tmp_path / "t"), progress=False, machine=MACHINE, reuse_baseline=False).run()  # fmt: skip
+    final = next(d for d in result.decisions if d.stage == "final")
+    if packed_wins:
+        assert result.winner_label == "tuned: " + label("eager", "packed", "sdpa") and final.decision == "winner"
+        assert final.reason.startswith("the rungs' fastest, and at the workload's timing not shown slower than")
+        assert "[85, 105] real tok/s reaches [80, 120]" in final.reason
+    else:
+        assert result.winner.record_id == result.baseline.record_id and final.decision == "dropped"
+        assert final.reason.startswith("slower than")
