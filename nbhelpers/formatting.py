@@ -124,6 +124,8 @@ COLUMN_FORMATS: dict[str, Callable[[Any], str]] = {
     "step gain": fmt_speedup,
     "recommended vs this": fmt_speedup,
     "relative difference": lambda v: "" if is_missing(v) else f"{float(v):.2e}",
+    "recommended loss": lambda v: "" if is_missing(v) else f"{float(v):.5f}",
+    "baseline loss": lambda v: "" if is_missing(v) else f"{float(v):.5f}",
 }
 
 

@@ -30,7 +30,8 @@ body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem
        color: #222; line-height: 1.45; padding: 0 1rem; }
 h1 { margin-bottom: 0.2rem; }
 h2 { border-bottom: 2px solid #ddd; padding-bottom: 0.2rem; margin-top: 2.5rem; }
-table.nbh-table { border-collapse: collapse; font-size: 0.88rem; margin: 0.6rem 0 1.2rem; }
+table.nbh-table { border-collapse: collapse; font-size: 0.88rem; margin: 0.6rem 0 1.2rem; display: block;
+                  overflow-x: auto; max-width: 100%; }
 table.nbh-table th, table.nbh-table td { border: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: right; }
 table.nbh-table th { background: #f3f3f3; }
 table.nbh-table td:first-child, table.nbh-table td.text { text-align: left; }
@@ -273,7 +274,8 @@ def _convergence_section(result: Convergence | None) -> list[str]:
         parts.append("<p>Not measured (notebook 04's CONVERGENCE_STEPS).</p>")
         return parts
     parts.append(f'<p class="convergence">{html.escape(result.summary())}</p>')
-    parts.append(_html_table(format_table(result.frame()), "convergence"))
+    losses = result.frame().rename(columns={"recommended": "recommended loss", "baseline": "baseline loss"})
+    parts.append(_html_table(format_table(losses), "convergence"))
     return parts
 
 

@@ -176,6 +176,9 @@ def test_report_shows_peers_export_gap_and_convergence(make_record, tmp_path):
     assert "97.5% of it), both timed over their steps: within the 5% goal" in gap_text
     assert "TRL spent 0.10 s of its 2.00 s timed epoch (5.0%)" in gap_text
     assert soup.select_one("p.convergence").get_text().startswith("Convergence pass over 2 steps")
+    losses = soup.select("table.convergence tbody tr")[1]  # both curves' losses beside their difference
+    shown = {td["data-col"]: td.get_text() for td in losses.select("td[data-col]")}
+    assert (shown["recommended loss"], shown["baseline loss"]) == ("11.90000", "11.91000")
     records_labels = [td.get_text() for td in soup.select('table.records td[data-col="label"]')]
     assert "TRL defaults" in records_labels and "convergence baseline" not in records_labels  # not a timed step
 

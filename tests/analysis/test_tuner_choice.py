@@ -22,7 +22,8 @@ def _measured(make_record, label, rate, low, high, **kwargs):
 
 
 @pytest.mark.parametrize(("packed_span", "packed_wins"), [((627.0, 667.0), True), ((500.0, 560.0), False)])
-def test_the_winner_stands_over_a_faster_point_only_where_its_interval_reaches_it(make_record, packed_span, packed_wins):
+def test_the_winner_stands_over_a_faster_point_only_where_its_interval_reaches_it(make_record, packed_span,
+                                                                                   packed_wins):
     """The case a 2-core machine produced: static 683 [572-821] on 2 steps, the tuner's winner (packed) 648
     [627-667], the rungs having timed packed 770 [719-823] against static 540 [443-638] over 6 steps."""
     static = _measured(make_record, "eager static", 683.0, 572.0, 821.0)

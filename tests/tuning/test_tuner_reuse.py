@@ -203,8 +203,9 @@ def test_the_final_keeps_the_rungs_leader_unless_the_workload_timing_shows_it_sl
     [80, 120]) keeps it and says why; one that shows it slower (its interval below the baseline's) does not."""
     clock = FakeClock()
     space = [Candidate("eager", (), "packed", 0, "sdpa")]
-    result = Tuner(WORKLOAD, space, budget_s=10_000, measure=NoisyFinal(clock, final_span), clock=clock,
-                   store=RunStore(tmp_path / "t"), progress=False, machine=MACHINE, reuse_baseline=False).run()  # fmt: skip
+    measure = NoisyFinal(clock, final_span)
+    result = Tuner(WORKLOAD, space, budget_s=10_000, measure=measure, clock=clock, store=RunStore(tmp_path / "t"),
+                   progress=False, machine=MACHINE, reuse_baseline=False).run()  # fmt: skip
     final = next(d for d in result.decisions if d.stage == "final")
     if packed_wins:
         assert result.winner_label == "tuned: " + label("eager", "packed", "sdpa") and final.decision == "winner"
