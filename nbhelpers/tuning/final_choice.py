@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nbhelpers.analysis.records import rate_interval_of, record_label, tokens_per_s
+from nbhelpers.measure.spread import overlaps
 from nbhelpers.measure.store import RunRecord
 
 
@@ -17,7 +18,7 @@ def final_choice(contenders: list[RunRecord], rung_leader: RunRecord | None) -> 
     if rung_leader is None or fastest is None or fastest is rung_leader:
         return fastest, ""
     lead, top = rate_interval_of(rung_leader), rate_interval_of(fastest)
-    if lead is None or top is None or lead[1] < top[0]:
+    if lead is None or top is None or not overlaps(lead, top):
         return fastest, ""
     return rung_leader, (
         f"the rungs' fastest, and at the workload's timing not shown slower than {record_label(fastest)}: its "
