@@ -16,7 +16,7 @@ from typing import Any
 from nbhelpers.data.strategies import BASELINE_STRATEGY
 from nbhelpers.kernels.registry import BASELINE_BACKEND, uses_liger_switches
 from nbhelpers.measure.engines import WORKBOOK
-from nbhelpers.measure.spread import MIN_TIMED_STEPS, rate_interval, ratio_interval
+from nbhelpers.measure.spread import MIN_TIMED_STEPS, overlaps, rate_interval, ratio_interval
 from nbhelpers.measure.store import RunRecord
 
 STEP_KIND = "step"
@@ -142,6 +142,13 @@ def rate_interval_of(record: RunRecord) -> tuple[float, float] | None:
     ):  # fmt: skip
         return rate_interval(tokens, seconds)
     return None
+
+
+def rates_overlap(first: RunRecord, second: RunRecord) -> bool:
+    """Whether both records' intervals of real tok/s are known and share a point (the data do not say which is
+    faster)."""
+    one, other = rate_interval_of(first), rate_interval_of(second)
+    return one is not None and other is not None and overlaps(one, other)
 
 
 def timed_step_count(record: RunRecord) -> int | None:

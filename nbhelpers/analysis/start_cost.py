@@ -13,10 +13,9 @@ from collections.abc import Sequence
 
 from nbhelpers.formatting import fmt_rate
 from nbhelpers.kernels.registry import BASELINE_BACKEND, find_backend
-from nbhelpers.measure.spread import overlaps
 from nbhelpers.measure.store import RunRecord
 
-from .records import fastest, rate_interval_of, record_label, tokens_per_s
+from .records import fastest, rate_interval_of, rates_overlap, record_label, tokens_per_s
 
 
 def compiles_at_start(record: RunRecord) -> bool:
@@ -33,14 +32,9 @@ def span_text(record: RunRecord) -> str:
 def without_needless_compile(best: RunRecord, candidates: Sequence[RunRecord]) -> tuple[RunRecord, str]:
     """``best``, or the fastest of ``candidates`` that compiles nothing at start where ``best`` compiles and the two
     intervals overlap; with a sentence saying what was set aside and why ('' when ``best`` stands)."""
-    span = rate_interval_of(best)
-    if not compiles_at_start(best) or span is None:
+    if not compiles_at_start(best):
         return best, ""
-    plain = [
-        r for r in candidates
-        if not compiles_at_start(r) and (other := rate_interval_of(r)) is not None and overlaps(other, span)
-    ]  # fmt: skip
-    chosen = fastest(plain)
+    chosen = fastest([r for r in candidates if not compiles_at_start(r) and rates_overlap(r, best)])
     if chosen is None:
         return best, ""
     first = best.metrics.get("first_step_s")

@@ -13,10 +13,9 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from nbhelpers.measure.spread import overlaps
 from nbhelpers.measure.store import RunRecord
 
-from .records import fastest, rate_interval_of, record_label
+from .records import fastest, rates_overlap, record_label
 from .start_cost import span_text
 
 TUNED_FILE = "tuned.json"  # the tuner's winner in a run folder (nbhelpers.tuning.tuner writes it)
@@ -40,8 +39,7 @@ def prefer_tuner_winner(best: RunRecord, candidates: Sequence[RunRecord]) -> tup
     winner = fastest([r for r in candidates if r.metrics.get(TUNER_WINNER)])
     if winner is None or winner is best:
         return best, ""
-    span, other = rate_interval_of(best), rate_interval_of(winner)
-    if span is None or other is None or not overlaps(other, span):
+    if not rates_overlap(winner, best):
         return best, ""
     return winner, (
         f"{record_label(winner)} is the tuner's winner ({span_text(winner)}), not measurably slower than "

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from nbhelpers.analysis.records import rate_interval_of, record_label, tokens_per_s
-from nbhelpers.measure.spread import overlaps
+from nbhelpers.analysis.records import rate_interval_of, rates_overlap, record_label, tokens_per_s
 from nbhelpers.measure.store import RunRecord
 
 
@@ -17,9 +16,10 @@ def final_choice(contenders: list[RunRecord], rung_leader: RunRecord | None) -> 
     fastest = max(contenders, key=lambda r: tokens_per_s(r) or 0.0, default=None)
     if rung_leader is None or fastest is None or fastest is rung_leader:
         return fastest, ""
-    lead, top = rate_interval_of(rung_leader), rate_interval_of(fastest)
-    if lead is None or top is None or not overlaps(lead, top):
+    if not rates_overlap(rung_leader, fastest):
         return fastest, ""
+    lead, top = rate_interval_of(rung_leader), rate_interval_of(fastest)
+    assert lead is not None and top is not None  # both known: they overlap
     return rung_leader, (
         f"the rungs' fastest, and at the workload's timing not shown slower than {record_label(fastest)}: its "
         f"interval [{lead[0]:,.0f}, {lead[1]:,.0f}] real tok/s reaches [{top[0]:,.0f}, {top[1]:,.0f}]"
