@@ -1,9 +1,9 @@
 """Where a measurement is, told by the configuration's own process to the one that started it.
 
-The runner names a file in :data:`PROGRESS_VARIABLE`; the measuring process (rank 0 under torchrun) rewrites it
-with one line, ``phase<TAB>done<TAB>total``, after each step; the runner reads it while it waits, so a notebook's
-bar shows the configuration's name, its phase, its steps and the time spent. Without the variable nothing is
-written.
+The runner names a file in :data:`PROGRESS_VARIABLE`; the measuring process (rank 0 under torchrun) appends one
+line, ``phase<TAB>done<TAB>total``, after each step; the runner reads the new lines while it waits and once more
+when the process is done, so a notebook's bar shows the configuration's name, its phase, its steps and the time
+spent, and no phase is missed however fast it passes. Without the variable nothing is written.
 """
 
 from __future__ import annotations
@@ -29,21 +29,48 @@ def report_progress(phase: str, done: int, total: int) -> None:
     path = os.environ.get(PROGRESS_VARIABLE)
     if not path or os.environ.get("RANK", "0") != "0":
         return
-    staging = f"{path}.tmp"
     try:
-        Path(staging).write_text(f"{phase}\t{done}\t{total}\n", encoding="utf-8")
-        os.replace(staging, path)
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"{phase}\t{done}\t{total}\n")
     except OSError:  # progress is a courtesy: a full or vanished temp folder must not fail the measurement
         pass
 
 
-def read_progress(path: str | Path) -> Progress | None:
-    """The last progress a measuring process wrote to ``path``, None before the first (or for a torn line)."""
+def _parse(line: str) -> Progress | None:
+    """One ``phase<TAB>done<TAB>total`` line, None for one that is not."""
     try:
-        phase, done, total = Path(path).read_text(encoding="utf-8").rstrip("\n").split("\t")
+        phase, done, total = line.split("\t")
         return Progress(phase, int(done), int(total))
-    except (OSError, ValueError):
+    except ValueError:
         return None
 
 
-__all__ = ["PROGRESS_VARIABLE", "Progress", "read_progress", "report_progress"]
+class ProgressReader:
+    """Reads a progress file's lines as they come: each call to :meth:`new` returns the complete lines added
+    since the last call (a line still being written waits for the next call)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.offset = 0
+
+    def new(self) -> list[Progress]:
+        """The progress reported since the last call, oldest first."""
+        try:
+            with open(self.path, "rb") as log:
+                log.seek(self.offset)
+                added = log.read()
+        except OSError:
+            return []
+        complete = added[: added.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        lines = complete.decode("utf-8", errors="replace").splitlines()
+        return [progress for line in lines if (progress := _parse(line)) is not None]
+
+
+def read_progress(path: str | Path) -> Progress | None:
+    """The last complete progress line a measuring process wrote to ``path``, None before the first."""
+    reported = ProgressReader(path).new()
+    return reported[-1] if reported else None
+
+
+__all__ = ["PROGRESS_VARIABLE", "Progress", "ProgressReader", "read_progress", "report_progress"]

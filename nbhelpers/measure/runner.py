@@ -25,7 +25,7 @@ from nbhelpers.kernels.registry import kernel_backend
 from .config import RunConfig
 from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failure
 from .env import detect_platform
-from .progress import PROGRESS_VARIABLE, Progress, read_progress
+from .progress import PROGRESS_VARIABLE, Progress, ProgressReader
 from .spare import SparePool, die_with_parent, spares_wanted
 from .store import RunRecord, RunStore, runs_root
 from .worker import failed_record
@@ -215,19 +215,25 @@ def _wait(
     Done as soon as ``result_path`` exists: the worker's last act is to move its finished record there, so its
     exit (freeing the model, tearing down the CUDA context, seconds on a GPU) is not waited for."""
     deadline = time.monotonic() + timeout_s
-    last = None
+    reader = ProgressReader(progress_path)
+
+    def hand_on() -> None:
+        for progress in reader.new():
+            if on_progress is not None:
+                on_progress(progress)
+
     while True:
         try:
             child.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+            hand_on()
             return True
         except subprocess.TimeoutExpired:
-            if result_path is not None and result_path.exists():
+            finished = result_path is not None and result_path.exists()
+            hand_on()  # after the check: the lines written before the record was moved are all read
+            if finished:
                 return True
             if time.monotonic() >= deadline:
                 return False
-        if on_progress is not None and (now := read_progress(progress_path)) is not None and now != last:
-            on_progress(now)
-            last = now
 
 
 def _kill_group(child: subprocess.Popen) -> None:

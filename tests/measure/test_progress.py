@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.progress import PROGRESS_VARIABLE, Progress, read_progress, report_progress
+from nbhelpers.measure.progress import PROGRESS_VARIABLE, Progress, ProgressReader, read_progress, report_progress
 from nbhelpers.measure.runner import ConfigBar, run_isolated
 
 
@@ -20,6 +20,22 @@ def test_a_report_is_read_back_and_nothing_is_written_unasked(tmp_path, monkeypa
     assert read_progress(path) == Progress("timed pass 1", 3, 4)
     path.write_text("torn")
     assert read_progress(path) is None
+
+
+def test_the_reader_hands_on_every_line_once_and_waits_for_a_line_being_written(tmp_path, monkeypatch):
+    path = tmp_path / "progress.txt"
+    monkeypatch.setenv(PROGRESS_VARIABLE, str(path))
+    reader = ProgressReader(path)
+    assert reader.new() == []  # nothing written yet
+    for phase, done in [("untimed", 1), ("timed pass 1", 1), ("timed pass 1", 2)]:
+        report_progress(phase, done, 2)
+    assert reader.new() == [Progress("untimed", 1, 2), Progress("timed pass 1", 1, 2), Progress("timed pass 1", 2, 2)]
+    with open(path, "a", encoding="utf-8") as log:
+        log.write("parity pro")
+    assert reader.new() == []
+    with open(path, "a", encoding="utf-8") as log:
+        log.write("be\t0\t0\n")
+    assert reader.new() == [Progress("parity probe", 0, 0)]
 
 
 def test_a_subprocess_measurement_reports_its_phases_and_steps_as_it_goes(runs_root):
