@@ -1,10 +1,12 @@
 """Regional torch.compile and the bf16-master precision setting on one GPU, through nbhelpers.
 
 Usage: python benchmarks/gpu_regional_suite.py GROUP [GROUP ...] --out DIR [--model qwen3-1.7b] [--batch-size 8]
-[--max-length 2048] [--samples 32] [--steps 10] [--dtype auto] [--device auto]
+[--max-length 2048] [--samples 32] [--steps 10] [--dtype auto] [--device auto] [--profile]
 Groups (each fits one device call; each measures the baseline first, its parity reference):
   best       the tuner's pick beside Liger's cross-entropy (and its fused linear cross-entropy) + regional compile,
-             token budget + torch_varlen: for a larger model, e.g. ``best --model qwen3-8b --batch-size 4 --dtype
+             and float8 and Cut Cross-Entropy inside regional compile, token budget + torch_varlen (with
+             ``--profile`` each row's time by kernel category from a profiled step after its timed ones); for a
+             larger model, e.g. ``best --model qwen3-8b --batch-size 4 --dtype
              bf16`` (pure bf16 weights and AdamW moments: 8 bytes a parameter, 66 GB for Qwen3-8B; bf16-master's
              18 bytes do not fit one H200), token budget batch x max length;
   regional   regional compile alone, with Liger (all but its fused linear CE; its cross-entropy only), with token
@@ -40,8 +42,11 @@ LOSS_ONLY = ("cross_entropy",)  # Liger's switches beside regional compile in th
 PICK = "liger (no fused CE), token budget, varlen (the tuner's pick)"
 CE_REGIONAL = "liger cross-entropy + regional compile, token budget, varlen"
 FLCE_REGIONAL = "liger fused linear cross-entropy + regional compile, token budget, varlen"
+FLOAT8_REGIONAL = "liger cross-entropy + float8 + regional compile, token budget, varlen"
+CCE_REGIONAL = "cut cross-entropy + regional compile, token budget, varlen"
+FLOAT8_CCE_REGIONAL = "float8 + cut cross-entropy + regional compile, token budget, varlen"
 GROUP_ROWS = {  # after the baseline, the rows of configurations() each group measures, by label
-    "best": (PICK, CE_REGIONAL, FLCE_REGIONAL),
+    "best": (PICK, CE_REGIONAL, FLCE_REGIONAL, FLOAT8_REGIONAL, CCE_REGIONAL, FLOAT8_CCE_REGIONAL),
     "regional": (
         "regional compile, static, sdpa", "liger + regional compile, static, sdpa", PICK,
         "regional compile, token budget, varlen", "liger + regional compile, token budget, varlen", CE_REGIONAL,
@@ -68,6 +73,12 @@ def configurations(base: RunConfig, gpu: bool) -> list[RunConfig]:
          "attn_implementation": varlen, "liger_kernels": LOSS_ONLY},
         {"label": FLCE_REGIONAL, "kernels": "liger+regional_compile", "padding": "token_budget",
          "attn_implementation": varlen, "liger_kernels": ("fused_linear_cross_entropy",)},
+        {"label": FLOAT8_REGIONAL, "kernels": "liger+float8+regional_compile", "padding": "token_budget",
+         "attn_implementation": varlen, "liger_kernels": LOSS_ONLY},
+        {"label": CCE_REGIONAL, "kernels": "cce+regional_compile", "padding": "token_budget",
+         "attn_implementation": varlen},
+        {"label": FLOAT8_CCE_REGIONAL, "kernels": "float8+cce+regional_compile", "padding": "token_budget",
+         "attn_implementation": varlen},
         {"label": f"{CE_REGIONAL}, bf16-master",
          "kernels": "liger+regional_compile", "padding": "token_budget", "attn_implementation": varlen,
          "dtype": "bf16-master", "liger_kernels": LOSS_ONLY},
@@ -94,6 +105,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)  # the workload floor: no thin record
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--profile", action="store_true", help="profile one step of each row after its timed ones")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -102,13 +114,13 @@ def main() -> None:
         run_name="regional", model=args.model, batch_size=args.batch_size, max_length=args.max_length,
         num_samples=args.samples, steps=args.steps, warmup=1, timing="epoch", min_timed_steps=args.steps,
         padding="static", liger_kernels=NO_FLCE if gpu else ("cross_entropy",), device=args.device, timeout_s=900,
-        dtype=args.dtype,
+        dtype=args.dtype, profile=args.profile,
     )  # fmt: skip
     for group in args.groups:
         if group == "startup":
             startup = RunStore(out / "startup.jsonl")
             packed = base.replace(kernels="liger+regional_compile", padding="token_budget", label="startup",
-                                  liger_kernels=LOSS_ONLY,
+                                  liger_kernels=LOSS_ONLY, profile=False,
                                   attn_implementation="torch_varlen" if gpu else "sdpa")  # fmt: skip
             for record in cold_vs_warm(packed, out / "startup"):
                 startup.append(record)
@@ -124,6 +136,10 @@ def main() -> None:
                   f"{metrics.get('real_tokens_per_s', 0):,.0f} tok/s, "
                   f"first step {metrics.get('first_step_s', 0):.1f} s, parity {metrics.get('parity', {})} "
                   f"{record.reason}", flush=True)  # fmt: skip
+            if categories := metrics.get("trace_top_categories"):
+                shares = ", ".join(f"{c['category']} {c['share_of_time']:.0%}" for c in categories)
+                print(f"    kernel time by category: {shares}; {metrics.get('kernels_per_step', 0):,.0f} launches a "
+                      f"step, idle {metrics.get('trace_idle_share', 0):.0%}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

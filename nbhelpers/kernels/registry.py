@@ -170,7 +170,9 @@ REGIONAL = KernelBackend(
     cpu_tolerance=Tolerance(
         1e-5, "fp32 on CPU, Inductor per decoder layer: other sum order (measured <= 3.2e-7 on qwen3-tiny)"
     ),
-    combines_with=(LIGER_BACKEND,),
+    # float8's linear layers and Cut Cross-Entropy's loss are set up first; the layers are compiled with float8's
+    # casts inside them (as torchtitan compiles its float8 layers one by one).
+    combines_with=(LIGER_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND, CCE_BACKEND),
     # Measured on an H200 (Qwen3-1.7B, token budget, torch_varlen; benchmarks/gpu/regional/): with Liger's RoPE,
     # RMSNorm and SwiGLU between the compiled pieces 36,904 real tok/s, with its cross-entropy only 44,384.
     compiled_switches=("rope", "rms_norm", "swiglu"),
@@ -212,7 +214,7 @@ FLOAT8, FLOAT8_ROWWISE = (
         caches=("inductor", "triton"),
         precision=FLOAT8_PARITY,
         curve=FLOAT8_CURVE,
-        combines_with=(LIGER_BACKEND, COMPILE_BACKEND, CCE_BACKEND),
+        combines_with=(LIGER_BACKEND, COMPILE_BACKEND, CCE_BACKEND, REGIONAL_BACKEND),
         packages=("torchao",),
         model_setup_code=(
             "from nbhelpers.kernels.float8 import use_float8",
@@ -233,7 +235,7 @@ CCE = KernelBackend(
     requested=requested_cce,
     caches=("triton", "inductor"),
     cpu_tolerance=Tolerance(1e-5, "fp32 on CPU, CCE's torch.compile reference: Inductor may reorder sums"),
-    combines_with=(LIGER_BACKEND, COMPILE_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND),
+    combines_with=(LIGER_BACKEND, COMPILE_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND, REGIONAL_BACKEND),
     packages=("cut-cross-entropy",),
     optional_packages=("triton",),
     replaces_switches=REPLACED_LIGER_SWITCHES,
@@ -252,7 +254,8 @@ KERNEL_BACKEND_TABLE: dict[str, KernelBackend] = {
         EAGER, LIGER, COMPILE, compose(LIGER, COMPILE), FLA, compose(FLA, LIGER),
         FLOAT8, compose(FLOAT8, COMPILE), compose(LIGER, FLOAT8), FLOAT8_ROWWISE, compose(FLOAT8_ROWWISE, COMPILE),
         CCE, compose(LIGER, CCE), compose(CCE, COMPILE), compose(FLOAT8, CCE, COMPILE), compose(LIGER, FLOAT8, CCE),
-        REGIONAL, compose(LIGER, REGIONAL),
+        REGIONAL, compose(LIGER, REGIONAL), compose(FLOAT8, REGIONAL), compose(FLOAT8_ROWWISE, REGIONAL),
+        compose(LIGER, FLOAT8, REGIONAL), compose(CCE, REGIONAL), compose(FLOAT8, CCE, REGIONAL),
     )
 }  # fmt: skip
 ELEMENTARY_BACKENDS = tuple(b for b in KERNEL_BACKEND_TABLE.values() if not b.composite)

@@ -103,7 +103,9 @@ FAMILIES: dict[str, ModelFamily] = {
             kernel_backends=(
                 "eager", "liger", "compile", "liger+compile", "float8", "float8+compile", "liger+float8",
                 "float8_rowwise", "float8_rowwise+compile", "cce", "liger+cce", "cce+compile", "float8+cce+compile",
-                "liger+float8+cce", "regional_compile", "liger+regional_compile",
+                "liger+float8+cce", "regional_compile", "liger+regional_compile", "float8+regional_compile",
+                "float8_rowwise+regional_compile", "liger+float8+regional_compile", "cce+regional_compile",
+                "float8+cce+regional_compile",
             ),  # fmt: skip
             packing=("position_ids",),
         ),

@@ -48,10 +48,15 @@ def packed_batch(length: int, sequences: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "position_ids": positions, "labels": ids, "use_cache": False}
 
 
-def steps(kernels: str, switches: tuple[str, ...] = ()) -> tuple[list[tuple[float, float]], list[int]]:
-    """(loss, gradient norm) of each packed batch, and the new compiled graphs each batch made."""
+def steps(
+    kernels: str, switches: tuple[str, ...] = (), prepare=None
+) -> tuple[list[tuple[float, float]], list[int]]:
+    """(loss, gradient norm) of each packed batch, and the new compiled graphs each batch made; ``prepare(model)``
+    runs before the backend is applied."""
     model = build_model("qwen3-tiny", varlen_attention.VARLEN_ATTENTION, seed=0)
     model.train()
+    if prepare is not None:
+        prepare(model)
     apply_backend(model, kernels, switches, "cpu")
     results, graphs = [], []
     for length, sequences in BATCHES:
@@ -120,6 +125,43 @@ def test_composes_with_liger_in_triton_interpreter(tmp_path):
     eager, ours, graphs = json.loads(result.stdout.strip().splitlines()[-1])
     close(ours, eager, "liger+regional_compile")
     assert graphs[1] == 0  # the second length reuses the layer's graph
+
+
+def test_compiles_float8_layers_once_and_matches_their_eager_steps(varlen_on_cpu):
+    """float8 + regional compile: torchao's Float8Linear (emulated float8 matmuls: CPUs have none) inside the compiled
+    layers, one graph for every layer and length, the same losses and gradients as the same float8 layers in eager
+    mode (float8 itself is refused on a CPU, so its conversion is done here by hand, as the entry does on a GPU)."""
+    pytest.importorskip("torchao")
+    from nbhelpers.kernels import float8
+
+    def to_float8(model):
+        float8.convert_linears(model, "tensorwise", emulate=True)
+
+    eager_float8 = steps("eager", prepare=to_float8)[0]
+    torch._dynamo.reset()
+    ours, graphs = steps("regional_compile", prepare=to_float8)
+    close(ours, eager_float8, "regional_compile")
+    assert graphs == [1, 0]
+
+
+def test_composes_with_cut_cross_entropy_outside_the_layers(eager_steps):
+    """cce + regional compile: CCE's loss (its torch.compile reference on a CPU) after the compiled layers, the
+    same losses and gradients as eager within CCE's tolerance."""
+    pytest.importorskip("cut_cross_entropy")
+    torch._dynamo.reset()
+    ours, _ = steps("cce+regional_compile")
+    close(ours, eager_steps, "cce+regional_compile")
+
+
+def test_float8_and_cut_cross_entropy_compose_with_regional_compile_in_the_table():
+    assert kernel_backend("float8+regional_compile").components == ("float8", "regional_compile")
+    assert kernel_backend("liger+float8+regional_compile").components == ("liger", "float8", "regional_compile")
+    assert kernel_backend("float8+cce+regional_compile").precision == kernel_backend("float8").precision
+    assert liger_switches_for("liger+float8+regional_compile", ("rope", "cross_entropy")) == ("cross_entropy",)
+    runnable, dropped = build_space(RunConfig(model="qwen3-tiny"), ["float8+regional_compile", "cce+regional_compile"],
+                                    ["packed"], ["sdpa"])  # fmt: skip
+    assert [c.kernels for c in runnable] == ["cce+regional_compile"]  # float8 is refused on a CPU, with the reason
+    assert dropped[0][0].kernels == "float8+regional_compile" and "compute capability 8.9" in dropped[0][1]
 
 
 def test_report_names_every_layer():
