@@ -122,6 +122,8 @@ COLUMN_FORMATS: dict[str, Callable[[Any], str]] = {
     "padding fraction": functools.partial(fmt_percent, fixed=True),
     "reason": fmt_reason,
     "step gain": fmt_speedup,
+    "over baseline kernels": fmt_speedup,
+    "over its parts": fmt_speedup,
     "recommended vs this": fmt_speedup,
     "relative difference": lambda v: "" if is_missing(v) else f"{float(v):.2e}",
     "recommended loss": lambda v: "" if is_missing(v) else f"{float(v):.5f}",

@@ -117,7 +117,7 @@ def _parity_shown(record: RunRecord, repeats: list[RunRecord]) -> str:
     return BASELINE if status == NOT_CHECKED and any(r is record for r in repeats) else status
 
 
-def _kernel_settings(record: RunRecord) -> tuple[Any, ...]:
+def kernel_settings(record: RunRecord) -> tuple[Any, ...]:
     """What the kernels of a record are: backend, its Liger switches (only where it reads them), attention."""
     cfg = record.config
     kernels = cfg.get("kernels")
@@ -125,7 +125,7 @@ def _kernel_settings(record: RunRecord) -> tuple[Any, ...]:
     return kernels, switches, cfg.get("attn_implementation")
 
 
-def _padding_settings(record: RunRecord) -> tuple[Any, ...]:
+def padding_settings(record: RunRecord) -> tuple[Any, ...]:
     return tuple(record.config.get(f) for f in STRATEGY_FIELDS)
 
 
@@ -143,8 +143,8 @@ STAGE_WHAT = {
 
 def _is_stage(record: RunRecord, base: RunRecord, stage: str) -> bool:
     kernels, padding = STAGE_CHANGES[stage]
-    return (_kernel_settings(record) != _kernel_settings(base)) == kernels and (
-        _padding_settings(record) != _padding_settings(base)
+    return (kernel_settings(record) != kernel_settings(base)) == kernels and (
+        padding_settings(record) != padding_settings(base)
     ) == padding
 
 

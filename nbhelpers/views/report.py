@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.analysis.convergence import Convergence, convergence_of
+from nbhelpers.analysis.entry_gains import ENTRIES_TEXT, entry_gains
 from nbhelpers.analysis.overview import failed_configurations, peak_flops_sources
 from nbhelpers.analysis.peers import export_gap, export_gap_text, peer_table
 from nbhelpers.analysis.recommend import recommend
@@ -93,6 +94,7 @@ def write_html_report(
     path.parent.mkdir(parents=True, exist_ok=True)
     table = build_table(records, baseline_label)
     steps = waterfall_steps(records, baseline_label)
+    entries = entry_gains(records, baseline_label)
     baselines = choose_baselines(records, baseline_label)
     machines = machines_of(records)
 
@@ -137,6 +139,11 @@ def write_html_report(
             parts.append(_html_table(apart[["run", "configuration", "measurements", "records"]], "disagreements"))
         parts.append("<h3>Waterfall</h3>")
         parts.append(_html_table(format_waterfall(m_steps), "waterfall", machine))
+        m_entries = entries[entries["machine"] == machine]
+        if len(m_entries):
+            parts.append("<h3>What each kernel entry bought</h3>")
+            parts.append(f'<p class="entries">{html.escape(ENTRIES_TEXT)}</p>')
+            parts.append(_html_table(format_table(m_entries), "entries", machine))
         plots = report_plots.machine_plots(m_table, m_steps, machine)
         if plots is not None:
             key = f"plots_{index}"

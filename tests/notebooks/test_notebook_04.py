@@ -96,6 +96,8 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
         ("padding only", "packed", "2.25x"),
         ("kernels + padding", "not measured", "—"),
     ]
+    entries = [(r["run"], r["entry"], r["over baseline kernels"]) for r in _frame_rows(by_id["entries"])]
+    assert ("nb04", "eager", "1.00x") in entries  # the fastest padding (packed) measured with eager kernels only
     assert [(r["label"], r["reason"]) for r in _frame_rows(by_id["failed"])] == [("eager", "out of memory")]
     overview = _frame_rows(by_id["records"])
     assert [(r["run"], r["steps ok"], r["steps failed"], r["other records"]) for r in overview] == [

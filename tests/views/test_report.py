@@ -8,6 +8,7 @@ import re
 import pytest
 from bs4 import BeautifulSoup
 
+from nbhelpers.analysis.entry_gains import entry_gains
 from nbhelpers.analysis.speedup import build_table
 from nbhelpers.formatting import format_table
 from nbhelpers.measure.store import RunStore
@@ -83,6 +84,12 @@ def test_html_report_numbers_equal_the_records(h200_and_cpu_records, tmp_path):
         ("padding only", "pad to longest", "0.73x"),
         ("kernels + padding", "packed, flex", "2.37x"),
     ]
+    entries = _parse_tables(soup, "entries")  # what each kernel entry bought at the fastest padding
+    assert [(r["entry"], r["attention"], r["speedup"], r["over baseline kernels"]) for r in entries[GPU]] == [
+        ("eager", "flex_attention", "2.37x", "1.00x"),
+    ]
+    shown = format_table(entry_gains(loaded)).astype(str).values.tolist()
+    assert [list(r.values()) for r in entries[GPU] + entries[CPU]] == shown
     failed = sections[0].select("ul.failed-list li")
     assert len(failed) == 1 and "eager attention" in failed[0].get_text()
     assert "CUDA out of memory (20 GiB)" in failed[0].get_text()

@@ -1,0 +1,55 @@
+"""What each kernel entry bought at the best padding: gains over the baseline's kernels and over a composite's parts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from nbhelpers.analysis.entry_gains import entry_gains
+
+
+def budget(make_record, label, rate, kernels, attn="torch_varlen", **kw):
+    return make_record(label, rate, kernels=kernels, padding="token_budget", attn=attn, token_budget=16384,
+                       parity="pass", liger_kernels=["cross_entropy"], **kw)  # fmt: skip
+
+
+def test_each_entry_at_the_best_padding_over_the_baseline_kernels_and_its_parts(make_record):
+    records = [
+        make_record("baseline", 5000.0),
+        make_record("liger, static", 6000.0, kernels="liger", parity="pass"),  # another padding: not in the table
+        budget(make_record, "eager, budget", 20000.0, "eager"),
+        budget(make_record, "eager, budget, sdpa", 15000.0, "eager", attn="sdpa"),
+        budget(make_record, "liger, budget", 40000.0, "liger"),
+        budget(make_record, "regional, budget", 42000.0, "regional_compile"),
+        budget(make_record, "liger+regional, budget", 44100.0, "liger+regional_compile"),
+        budget(make_record, "liger+regional, budget, slower repeat", 43000.0, "liger+regional_compile"),
+    ]
+    table = entry_gains(records, "baseline")
+    assert table["entry"].tolist() == [
+        "eager", "eager", "liger (cross_entropy)", "regional_compile", "liger+regional_compile (cross_entropy)",
+    ]  # fmt: skip
+    assert table["attention"].tolist() == ["sdpa", "torch_varlen", "torch_varlen", "torch_varlen", "torch_varlen"]
+    assert set(table["padding"]) == {"token_budget, pad_to_multiple_of 8, token_budget 16384"}
+    top = table.iloc[-1]
+    assert top["real tok/s"] == 44100.0 and top["speedup"] == pytest.approx(44100 / 5000)
+    assert top["over baseline kernels"] == pytest.approx(44100 / 20000)  # the fastest eager record at that padding
+    assert top["over its parts"] == pytest.approx(44100 / 42000)  # regional compile, the faster of its two parts
+    assert math.isnan(table.iloc[2]["over its parts"]) and top["note"] == ""
+
+
+def test_a_reference_not_measured_leaves_the_gain_empty_and_says_why(make_record):
+    records = [
+        make_record("baseline", 5000.0),
+        budget(make_record, "liger+regional, budget", 44000.0, "liger+regional_compile"),
+        budget(make_record, "failed parity", 90000.0, "cce"),
+    ]
+    records[-1].metrics["parity"]["status"] = "fail"  # a failed parity check is never an entry
+    [row] = entry_gains(records, "baseline").to_dict("records")
+    assert row["entry"] == "liger+regional_compile (cross_entropy)" and math.isnan(row["over baseline kernels"])
+    assert math.isnan(row["over its parts"])
+    assert "baseline's kernels were not measured" in row["note"] and "liger, regional_compile" in row["note"]
+
+
+def test_no_candidate_no_rows(make_record):
+    assert entry_gains([make_record("baseline", None, status="failed", reason="OOM")]).empty
