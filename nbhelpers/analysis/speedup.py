@@ -141,6 +141,21 @@ STAGE_WHAT = {
 }
 
 
+# What a stage's step gain divides by: the first of these stages that was measured. A single change is over the
+# baseline; both changes are over the padding alone (what the kernels added to it), else over the kernels alone.
+STAGE_GAIN_BASIS = {
+    "baseline": ("baseline",),
+    "kernels only": ("baseline",),
+    "padding only": ("baseline",),
+    "kernels + padding": ("padding only", "kernels only", "baseline"),
+}
+
+
+def _gain_basis(stage: str, speedups: dict[str, float]) -> float:
+    """The speedup a stage's step gain divides by (:data:`STAGE_GAIN_BASIS`)."""
+    return next(speedups[basis] for basis in STAGE_GAIN_BASIS[stage] if basis in speedups)
+
+
 def _is_stage(record: RunRecord, base: RunRecord, stage: str) -> bool:
     kernels, padding = STAGE_CHANGES[stage]
     return (kernel_settings(record) != kernel_settings(base)) == kernels and (
@@ -192,9 +207,10 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
     its Liger switches, attention); "padding only" is the reverse; "kernels + padding" changes both. A stage
     with no such record is a row labelled "not measured" whose ``note`` says why (failed records of that
     kind, or the other workloads of the run that hold some). ``speedup`` is cumulative: each stage over the
-    measurement of the baseline's configuration nearest to it in time; ``step gain`` is one stage's speedup over
-    the previous measured stage's. A stage whose record (or its baseline) was measured apart beyond the spread
-    says so in ``note``.
+    measurement of the baseline's configuration nearest to it in time; ``step gain`` is a single change's speedup
+    (kernels only, padding only), and for both changes its speedup over the padding alone (what the kernels added
+    to it; over the kernels alone when the padding alone was not measured). A stage whose record (or its
+    baseline) was measured apart beyond the spread says so in ``note``.
     """
     import pandas as pd
 
@@ -213,7 +229,7 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
         stages: dict[str, RunRecord | None] = {"baseline": base}
         for stage in STAGE_CHANGES:
             stages[stage] = fastest([r for r in candidates if _is_stage(r, base, stage)])
-        previous = 1.0
+        speedups: dict[str, float] = {"baseline": 1.0}
         for stage, record in stages.items():
             row: dict[str, Any] = {"machine": key[0], "run": key[1], "workload": key[2], "stage": stage}
             if record is None:
@@ -237,12 +253,12 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
                         "real tok/s": tokens_per_s(record),
                         "speedup": ratio,
                         "speedup interval": speedup_interval(record, own),
-                        "step gain": ratio / previous,
+                        "step gain": ratio / _gain_basis(stage, speedups),
                         "thin": is_thin(record),
                         "note": "; ".join(dict.fromkeys(n for n in notes if n)),
                         "record_id": record.record_id,
                     }
                 )
-                previous = ratio
+                speedups[stage] = ratio
             rows.append(row)
     return pd.DataFrame(rows, columns=list(WATERFALL_COLUMNS))

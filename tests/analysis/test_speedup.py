@@ -41,6 +41,8 @@ def test_waterfall_uses_measured_records_only(h200_and_cpu_records):
     assert gpu.loc["kernels only", "label"] == "liger, static"  # "bad parity" is faster but failed parity
     assert gpu.loc["padding only", "label"] == "pad to longest"  # packed+flex also changed attention
     assert gpu.loc["padding only", "speedup"] == pytest.approx(4624 / 6367)
+    # a single change's step gain is its own speedup, not a ratio to the kernels-only stage before it
+    assert gpu.loc["padding only", "step gain"] == pytest.approx(4624 / 6367)
     assert gpu.loc["kernels + padding", "label"] == "packed, flex"  # padding and attention both changed
     assert gpu.loc["kernels + padding", "real tok/s"] == 15059.0
     assert gpu.loc["kernels + padding", "step gain"] == pytest.approx(15059 / 4624)
