@@ -144,7 +144,7 @@ def write_html_report(
             parts.append("<h3>What each kernel entry bought</h3>")
             parts.append(f'<p class="entries">{html.escape(ENTRIES_TEXT)}</p>')
             parts.append(_html_table(format_table(m_entries), "entries", machine))
-        plots = report_plots.machine_plots(m_table, m_steps, machine)
+        plots = report_plots.machine_plots(m_table, m_steps, machine, m_entries)
         if plots is not None:
             key = f"plots_{index}"
             models[key] = report_plots.to_bokeh(plots)

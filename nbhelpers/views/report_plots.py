@@ -1,7 +1,8 @@
-"""HoloViews (Bokeh) plots of the report: waterfall, throughput bars, memory bars, convergence curves.
+"""HoloViews (Bokeh) plots of the report: waterfall, what each kernel entry bought, throughput and memory bars,
+convergence curves.
 
-Every function takes the frames of :mod:`nbhelpers.views.report` (``build_table`` / ``waterfall_steps``)
-for ONE machine; plots never put two machines on one axis. HoloViews is imported lazily.
+Every function takes the frames of :mod:`nbhelpers.views.report` (``build_table`` / ``waterfall_steps`` /
+``entry_gains``) for ONE machine; plots never put two machines on one axis. HoloViews is imported lazily.
 """
 
 from __future__ import annotations
@@ -76,6 +77,36 @@ def waterfall_plot(steps: Any, title: str = "") -> Any:
     return (bars * labels).opts(ylim=(0, top * 1.18))
 
 
+def entries_plot(entries: Any, title: str = "") -> Any:
+    """Each kernel entry's gain over the baseline's kernels at the best padding (``entry_gains``), one workload;
+    None when no gain was measured."""
+    hv = holoviews()
+    rows = entries[entries["over baseline kernels"].notna()]
+    if rows.empty:
+        return None
+    pairs = zip(rows["entry"], rows["attention"], strict=True)
+    names = _unique([f"{entry} ({attention})" for entry, attention in pairs])
+    gains = [float(v) for v in rows["over baseline kernels"]]
+    data = {
+        "entry": names,
+        "gain": gains,
+        "tok_s": [float(v) for v in rows["real tok/s"]],
+        "color": [UP_COLOR if g > 1 else (BASE_COLOR if g == 1 else DOWN_COLOR) for g in gains],
+    }
+    bars = hv.Bars(data, kdims=["entry"], vdims=[hv.Dimension("gain", label="over the baseline's kernels"), "tok_s",
+                                                 "color"]).opts(  # fmt: skip
+        color="color", tools=["hover"], ylabel="x the baseline's kernels at this padding", xlabel="", xrotation=20,
+        width=900, height=340, title=title or "What each kernel entry bought at the best padding",
+    )  # fmt: skip
+    top = max(gains)
+    labels = hv.Labels(
+        {"entry": names, "y": [g + 0.04 * top for g in gains], "text": [f"{g:.2f}x" for g in gains]},
+        kdims=["entry", "y"],
+        vdims=["text"],
+    ).opts(text_font_size="11pt", text_baseline="bottom")
+    return (bars * labels).opts(ylim=(0, top * 1.18))
+
+
 def _bars(table: Any, column: str, ylabel: str, title: str, color: str = OK_COLOR) -> Any:
     hv = holoviews()
     rows = table[table["status"] == "ok"]
@@ -113,12 +144,14 @@ def memory_plot(table: Any) -> Any:
     return _bars(table, "peak memory GiB", "peak memory (GiB)", "Peak memory", color="#8a63b8")
 
 
-def machine_plots(table: Any, steps: Any, machine: str = "") -> Any:
-    """Waterfall(s), throughput and memory of one machine as one column, or None if nothing measured."""
+def machine_plots(table: Any, steps: Any, machine: str = "", entries: Any = None) -> Any:
+    """Waterfall(s), what each kernel entry bought (``entries``, where given), throughput and memory of one machine
+    as one column, or None if nothing measured."""
     hv = holoviews()
     if machine:
         table = table[table["machine"] == machine]
         steps = steps[steps["machine"] == machine]
+        entries = entries[entries["machine"] == machine] if entries is not None else None
     machines = set(table["machine"]) | set(steps["machine"])
     if len(machines) > 1:
         raise ValueError(f"machine_plots draws one machine at a time, got {sorted(machines)}")
@@ -127,6 +160,11 @@ def machine_plots(table: Any, steps: Any, machine: str = "") -> Any:
         plot = waterfall_plot(group, title=f"Waterfall, run {run}: {workload}")
         if plot is not None:
             plots.append(plot)
+        if entries is not None:
+            bought = entries[(entries["run"] == run) & (entries["workload"] == workload)]
+            plot = entries_plot(bought, title=f"What each kernel entry bought, run {run}: {workload}")
+            if plot is not None:
+                plots.append(plot)
     for plot in (throughput_plot(table), memory_plot(table)):
         if plot is not None:
             plots.append(plot)
@@ -135,15 +173,16 @@ def machine_plots(table: Any, steps: Any, machine: str = "") -> Any:
     return hv.Layout(plots).cols(1)
 
 
-def report_plots(table: Any, steps: Any) -> Any:
-    """Every machine's plots, one machine after another, for display in a notebook.
+def report_plots(table: Any, steps: Any, entries: Any = None) -> Any:
+    """Every machine's plots, one machine after another, for display in a notebook (``entries``: what each kernel
+    entry bought, drawn after each waterfall).
 
     The notebook loads the plotting extension once (``hv.extension("bokeh")``) before this.
     """
     hv = holoviews()
     layouts = []
     for machine in dict.fromkeys(table["machine"]):
-        plot = machine_plots(table, steps, machine)
+        plot = machine_plots(table, steps, machine, entries)
         if plot is not None:
             layouts.append(plot.relabel(machine) if hasattr(plot, "relabel") else plot)
     if not layouts:

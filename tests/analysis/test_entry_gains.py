@@ -53,3 +53,23 @@ def test_a_reference_not_measured_leaves_the_gain_empty_and_says_why(make_record
 
 def test_no_candidate_no_rows(make_record):
     assert entry_gains([make_record("baseline", None, status="failed", reason="OOM")]).empty
+
+
+def test_the_entries_are_drawn_after_the_waterfall_with_each_gain_written_on_its_bar(make_record):
+    from nbhelpers.analysis.speedup import build_table, waterfall_steps
+    from nbhelpers.views import report_plots
+
+    records = [
+        make_record("baseline", 5000.0),
+        budget(make_record, "eager, budget", 20000.0, "eager"),
+        budget(make_record, "liger+regional, budget", 44000.0, "liger+regional_compile"),
+    ]
+    entries = entry_gains(records, "baseline")
+    plot = report_plots.entries_plot(entries)
+    bars, labels = plot.Bars.I, plot.Labels.I
+    assert list(bars.data["entry"]) == ["eager (torch_varlen)", "liger+regional_compile (cross_entropy) (torch_varlen)"]
+    assert list(bars.data["gain"]) == [1.0, pytest.approx(2.2)] and list(labels.data["text"]) == ["1.00x", "2.20x"]
+    table, steps = build_table(records, "baseline"), waterfall_steps(records, "baseline")
+    column = report_plots.machine_plots(table, steps, entries=entries)
+    assert [type(p).__name__ for p in column] == ["Overlay", "Overlay", "Bars", "Bars"]  # waterfall, entries, ...
+    assert report_plots.entries_plot(entries.iloc[0:0]) is None
