@@ -4,7 +4,8 @@ The waterfall (:func:`nbhelpers.analysis.speedup.waterfall_steps`) says how much
 together; this table splits the kernels' part by entry. For each machine, run and workload it takes the fastest
 record's padding settings and lists the fastest record of each kernel setting (backend, its Liger switches,
 attention) measured at that padding, slowest first: its speedup over the workload's baseline (the measurement of
-the baseline's configuration nearest in time), its gain over the baseline's kernels at the same padding, and, for a
+the baseline's configuration nearest in time), its gain over the baseline's kernels at the same padding and
+attention (another attention where that was not measured, with a note), and, for a
 composite entry (``liger+regional_compile``), its gain over the fastest of its parts measured there with the same
 attention. Nothing is multiplied or assumed: a gain whose reference was not measured is empty, with a note.
 """
@@ -28,13 +29,14 @@ from nbhelpers.analysis.records import (
 )
 from nbhelpers.analysis.repeats import nearest_in_time, same_computation
 from nbhelpers.analysis.speedup import kernel_settings, padding_settings
-from nbhelpers.data.strategies import STRATEGY_FIELDS
+from nbhelpers.data.strategies import PaddingSettings
 from nbhelpers.kernels.registry import find_backend
 from nbhelpers.measure.store import RunRecord
 
 ENTRIES_TEXT = (
     "At the padding of each workload's fastest configuration, the fastest record of every kernel setting measured "
-    "there, slowest first: its speedup over the baseline, its gain over the baseline's kernels at the same padding, "
+    "there, slowest first: its speedup over the baseline, its gain over the baseline's kernels at the same padding "
+    "and attention, "
     "and for a composite entry (a+b) its gain over the faster of its parts measured there with the same attention. "
     "An empty gain means its reference was not measured (the note says which)."
 )
@@ -51,10 +53,8 @@ def _parts_of(record: RunRecord) -> tuple[str, ...]:
 
 
 def padding_label(record: RunRecord) -> str:
-    """The record's padding strategy with the settings it was given (``token_budget 16384``)."""
-    settings = dict(zip(STRATEGY_FIELDS, padding_settings(record), strict=True))
-    given = [f"{field} {value}" for field, value in settings.items() if field != "padding" and value]
-    return ", ".join([str(settings["padding"]), *given])
+    """The record's padding strategy with the settings it reads (``token budget, 16,384 tokens a step``)."""
+    return PaddingSettings.from_config(record.config).describe()
 
 
 def _gain(record: RunRecord, reference: RunRecord | None) -> float:
@@ -79,16 +79,20 @@ def entry_gains(records: Iterable[RunRecord], baseline_label: str | None = None)
         for record in at_padding:
             by_setting.setdefault(kernel_settings(record), []).append(record)
         entries = [fastest(group) for group in by_setting.values()]
-        baseline_kernels = fastest([r for r in at_padding if r.config.get("kernels") == base.config.get("kernels")])
+        baseline_kernels = [r for r in at_padding if r.config.get("kernels") == base.config.get("kernels")]
         for record in sorted(entries, key=tokens_per_s):
             own = nearest_in_time(record, repeats, base)
             parts = _parts_of(record)
-            same_attention = [r for r in at_padding if r.config.get("attn_implementation")
-                              == record.config.get("attn_implementation")]  # fmt: skip
+            attention = record.config.get("attn_implementation")
+            same_attention = [r for r in at_padding if r.config.get("attn_implementation") == attention]
             best_part = fastest([r for r in same_attention if r.config.get("kernels") in parts])
+            reference = fastest([r for r in baseline_kernels if r in same_attention]) or fastest(baseline_kernels)
             notes = []
-            if baseline_kernels is None:
+            if reference is None:
                 notes.append("the baseline's kernels were not measured at this padding")
+            elif reference.config.get("attn_implementation") != attention:
+                notes.append(f"over the baseline's kernels with {reference.config.get('attn_implementation')} "
+                             f"(not measured with {attention} at this padding)")  # fmt: skip
             if parts and best_part is None:
                 notes.append(f"none of its parts ({', '.join(parts)}) was measured at this padding and attention")
             rows.append({
@@ -96,7 +100,7 @@ def entry_gains(records: Iterable[RunRecord], baseline_label: str | None = None)
                 "entry": kernels_label(record), "attention": record.config.get("attn_implementation"),
                 "real tok/s": tokens_per_s(record), "speedup": speedup(record, own),
                 "speedup interval": speedup_interval(record, own),
-                "over baseline kernels": _gain(record, baseline_kernels),
+                "over baseline kernels": _gain(record, reference),
                 "over its parts": _gain(record, best_part) if parts else math.nan,
                 "parity": parity_status(record), "note": "; ".join(notes), "record_id": record.record_id,
             })  # fmt: skip

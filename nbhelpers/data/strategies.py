@@ -66,6 +66,15 @@ class PaddingSettings:
         """Tokens per step of token-budget batching."""
         return self.token_budget or self.batch_size * self.max_length
 
+    def describe(self) -> str:
+        """The strategy with the settings it reads, e.g. ``token budget, 16,384 tokens a step``."""
+        shown = {
+            "pad_to_multiple_of": f"to a multiple of {self.pad_to_multiple_of}",
+            "num_buckets": f"{self.num_buckets} buckets",
+            "token_budget": f"{self.effective_token_budget:,} tokens a step",
+        }
+        return ", ".join([self.entry.label, *(shown[field] for field in self.entry.reads)])
+
     def replace(self, **changes: Any) -> PaddingSettings:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
@@ -107,6 +116,7 @@ class Strategy:
     length_grouped: bool  # batches of similar lengths: HF Trainer's length-grouped sampling
     collator: str  # HF data collator for plain Trainer, formatted with the settings' fields
     trl: TrlSettings
+    reads: tuple[str, ...] = ()  # the PaddingSettings fields of the strategy's own choosing that its plan or rows read
 
     @property
     def packed(self) -> bool:
@@ -195,13 +205,13 @@ STRATEGIES: dict[str, Strategy] = {
             "multiple", "multiple", "pad to the longest row, rounded up to pad_to_multiple_of",
             plan_in_order, width_multiple, same_first_batch=True, length_grouped=False,
             collator=SEQ2SEQ + "pad_to_multiple_of={pad_to_multiple_of})",
-            trl=TrlSettings(pad_to_multiple_of="pad_to_multiple_of"),
+            trl=TrlSettings(pad_to_multiple_of="pad_to_multiple_of"), reads=("pad_to_multiple_of",),
         ),
         Strategy(
             "bucketed", "bucketed", "batches of similar lengths (num_buckets length quantiles), padded to the longest",
             plan_length_buckets, width_longest, same_first_batch=False, length_grouped=True,
             collator=SEQ2SEQ + 'padding="longest")  # with length-grouped sampling',
-            trl=TrlSettings(),
+            trl=TrlSettings(), reads=("num_buckets",),
         ),
         Strategy(
             "packed", "packed", "padding-free: the batch flattened into one row, position_ids restart per sequence",
@@ -214,6 +224,7 @@ STRATEGIES: dict[str, Strategy] = {
             plan_token_budget, None, same_first_batch=False, length_grouped=False,
             collator=FLATTENING + "  # with the token budget's batch sampler (StrategyTrainer)",
             trl=TrlSettings(packing=True, padding_free=True, note="sequences packed into rows of max_length"),
+            reads=("token_budget",),
         ),
     )
 }  # fmt: skip

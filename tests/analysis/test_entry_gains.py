@@ -30,10 +30,12 @@ def test_each_entry_at_the_best_padding_over_the_baseline_kernels_and_its_parts(
         "eager", "eager", "liger (cross_entropy)", "regional_compile", "liger+regional_compile (cross_entropy)",
     ]  # fmt: skip
     assert table["attention"].tolist() == ["sdpa", "torch_varlen", "torch_varlen", "torch_varlen", "torch_varlen"]
-    assert set(table["padding"]) == {"token_budget, pad_to_multiple_of 8, token_budget 16384"}
+    assert set(table["padding"]) == {"token budget, 16,384 tokens a step"}
+    gains = dict(zip(table["entry"] + " " + table["attention"], table["over baseline kernels"], strict=True))
+    assert gains["eager sdpa"] == 1.0 and gains["liger (cross_entropy) torch_varlen"] == pytest.approx(2.0)
     top = table.iloc[-1]
     assert top["real tok/s"] == 44100.0 and top["speedup"] == pytest.approx(44100 / 5000)
-    assert top["over baseline kernels"] == pytest.approx(44100 / 20000)  # the fastest eager record at that padding
+    assert top["over baseline kernels"] == pytest.approx(44100 / 20000)  # eager at that padding and attention
     assert top["over its parts"] == pytest.approx(44100 / 42000)  # regional compile, the faster of its two parts
     assert math.isnan(table.iloc[2]["over its parts"]) and top["note"] == ""
 
@@ -53,6 +55,17 @@ def test_a_reference_not_measured_leaves_the_gain_empty_and_says_why(make_record
 
 def test_no_candidate_no_rows(make_record):
     assert entry_gains([make_record("baseline", None, status="failed", reason="OOM")]).empty
+
+
+def test_another_attention_is_the_reference_only_where_the_same_one_was_not_measured(make_record):
+    records = [
+        make_record("baseline", 5000.0),
+        budget(make_record, "eager, budget, sdpa", 15000.0, "eager", attn="sdpa"),
+        budget(make_record, "liger, budget, varlen", 40000.0, "liger"),
+    ]
+    row = entry_gains(records, "baseline").set_index("entry").loc["liger (cross_entropy)"]
+    assert row["over baseline kernels"] == pytest.approx(40000 / 15000)
+    assert "with sdpa (not measured with torch_varlen" in row["note"]
 
 
 def test_the_entries_are_drawn_after_the_waterfall_with_each_gain_written_on_its_bar(make_record):
