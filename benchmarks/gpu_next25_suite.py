@@ -71,7 +71,8 @@ def alone(base: RunConfig) -> list[RunConfig]:
 def best(base: RunConfig) -> list[RunConfig]:
     padded = base.replace(padding="token_budget", token_budget=base.batch_size * base.max_length,
                           attn_implementation="torch_varlen")  # fmt: skip
-    configs = [padded.replace(label="liger (no fused linear CE), token budget, torch_varlen", kernels="liger",
+    configs = [padded.replace(label="eager, token budget, torch_varlen"),  # what each entry bought is over it
+               padded.replace(label="liger (no fused linear CE), token budget, torch_varlen", kernels="liger",
                               liger_kernels=NO_FLCE)]  # fmt: skip
     return configs + [
         padded.replace(label=f"{k}, token budget, torch_varlen", kernels=k, liger_kernels=liger_switches(k))

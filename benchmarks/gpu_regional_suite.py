@@ -3,12 +3,12 @@
 Usage: python benchmarks/gpu_regional_suite.py GROUP [GROUP ...] --out DIR [--model qwen3-1.7b] [--batch-size 8]
 [--max-length 2048] [--samples 32] [--steps 10] [--dtype auto] [--device auto] [--profile]
 Groups (each fits one device call; each measures the baseline first, its parity reference):
-  best       the tuner's pick beside Liger's cross-entropy (and its fused linear cross-entropy) + regional compile,
-             and float8 and Cut Cross-Entropy inside regional compile, token budget + torch_varlen (with
-             ``--profile`` each row's time by kernel category from a profiled step after its timed ones); for a
-             larger model, e.g. ``best --model qwen3-8b --batch-size 4 --dtype
-             bf16`` (pure bf16 weights and AdamW moments: 8 bytes a parameter, 66 GB for Qwen3-8B; bf16-master's
-             18 bytes do not fit one H200), token budget batch x max length;
+  best       at a token budget with torch_varlen: eager kernels (the reference of what each entry bought), the
+             tuner's pick, Liger's cross-entropy (and its fused linear cross-entropy) + regional compile, and
+             float8 and Cut Cross-Entropy inside regional compile (with ``--profile``, each row's time by kernel
+             category from a profiled step after its timed ones); for a larger model, e.g. ``best --model
+             qwen3-8b --batch-size 4 --dtype bf16`` (pure bf16 weights and AdamW moments: 8 bytes a parameter,
+             66 GB for Qwen3-8B; bf16-master's 18 bytes do not fit one H200), token budget batch x max length;
   regional   regional compile alone, with Liger (all but its fused linear CE; its cross-entropy only), with token
              budget + torch_varlen, beside the tuner's pick;
   precision  the bf16-master setting with eager kernels and with the fastest regional row (Liger's
@@ -45,8 +45,9 @@ FLCE_REGIONAL = "liger fused linear cross-entropy + regional compile, token budg
 FLOAT8_REGIONAL = "liger cross-entropy + float8 + regional compile, token budget, varlen"
 CCE_REGIONAL = "cut cross-entropy + regional compile, token budget, varlen"
 FLOAT8_CCE_REGIONAL = "float8 + cut cross-entropy + regional compile, token budget, varlen"
+EAGER_PACKED = "eager, token budget, varlen"  # the baseline's kernels at the best padding: what each entry bought
 GROUP_ROWS = {  # after the baseline, the rows of configurations() each group measures, by label
-    "best": (PICK, CE_REGIONAL, FLCE_REGIONAL, FLOAT8_REGIONAL, CCE_REGIONAL, FLOAT8_CCE_REGIONAL),
+    "best": (EAGER_PACKED, PICK, CE_REGIONAL, FLCE_REGIONAL, FLOAT8_REGIONAL, CCE_REGIONAL, FLOAT8_CCE_REGIONAL),
     "regional": (
         "regional compile, static, sdpa", "liger + regional compile, static, sdpa", PICK,
         "regional compile, token budget, varlen", "liger + regional compile, token budget, varlen", CE_REGIONAL,
@@ -63,6 +64,7 @@ def configurations(base: RunConfig, gpu: bool) -> list[RunConfig]:
         {"label": "baseline: eager, static, sdpa"},
         {"label": "regional compile, static, sdpa", "kernels": "regional_compile"},
         {"label": "liger + regional compile, static, sdpa", "kernels": "liger+regional_compile"},
+        {"label": EAGER_PACKED, "padding": "token_budget", "attn_implementation": varlen},
         {"label": PICK, "kernels": "liger",
          "padding": "token_budget", "attn_implementation": varlen},
         {"label": "regional compile, token budget, varlen", "kernels": "regional_compile", "padding": "token_budget",
