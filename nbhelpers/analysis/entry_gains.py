@@ -5,9 +5,9 @@ together; this table splits the kernels' part by entry. For each machine, run an
 record's padding settings and lists the fastest record of each kernel setting (backend, its Liger switches,
 attention) measured at that padding, slowest first: its speedup over the workload's baseline (the measurement of
 the baseline's configuration nearest in time), its gain over the baseline's kernels at the same padding and
-attention (another attention where that was not measured, with a note), and, for a
-composite entry (``liger+regional_compile``), its gain over the fastest of its parts measured there with the same
-attention. Nothing is multiplied or assumed: a gain whose reference was not measured is empty, with a note.
+attention (another attention where that was not measured, with a note), and, for a composite entry
+(``liger+regional_compile``), its gain over the fastest of its parts measured there with the same attention.
+Nothing is multiplied or assumed: a gain whose reference was not measured is empty, with a note.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from nbhelpers.measure.store import RunRecord
 ENTRIES_TEXT = (
     "At the padding of each workload's fastest configuration, the fastest record of every kernel setting measured "
     "there, slowest first: its speedup over the baseline, its gain over the baseline's kernels at the same padding "
-    "and attention, "
-    "and for a composite entry (a+b) its gain over the faster of its parts measured there with the same attention. "
+    "and attention, and for a composite entry (a+b) its gain over the faster of its parts measured there with the "
+    "same attention. "
     "An empty gain means its reference was not measured (the note says which)."
 )
 ENTRY_COLUMNS = (
@@ -86,7 +86,8 @@ def entry_gains(records: Iterable[RunRecord], baseline_label: str | None = None)
             attention = record.config.get("attn_implementation")
             same_attention = [r for r in at_padding if r.config.get("attn_implementation") == attention]
             best_part = fastest([r for r in same_attention if r.config.get("kernels") in parts])
-            reference = fastest([r for r in baseline_kernels if r in same_attention]) or fastest(baseline_kernels)
+            reference = fastest([r for r in baseline_kernels if r.config.get("attn_implementation") == attention])
+            reference = reference or fastest(baseline_kernels)
             notes = []
             if reference is None:
                 notes.append("the baseline's kernels were not measured at this padding")
@@ -97,7 +98,7 @@ def entry_gains(records: Iterable[RunRecord], baseline_label: str | None = None)
                 notes.append(f"none of its parts ({', '.join(parts)}) was measured at this padding and attention")
             rows.append({
                 "machine": key[0], "run": key[1], "workload": key[2], "padding": padding_label(best),
-                "entry": kernels_label(record), "attention": record.config.get("attn_implementation"),
+                "entry": kernels_label(record), "attention": attention,
                 "real tok/s": tokens_per_s(record), "speedup": speedup(record, own),
                 "speedup interval": speedup_interval(record, own),
                 "over baseline kernels": _gain(record, reference),
