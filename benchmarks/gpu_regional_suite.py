@@ -13,6 +13,8 @@ Groups (each fits one device call; each measures the baseline first, its parity 
              budget + torch_varlen, beside the tuner's pick;
   precision  the bf16-master setting with eager kernels and with the fastest regional row (Liger's
              cross-entropy + regional compile);
+  float8     Cut Cross-Entropy alone (static padding), and the two float8 rows of ``best`` (a packed row padded to a
+             multiple of 16 positions, as float8's matmuls need);
   startup    the first step of Liger's cross-entropy + regional compile (token budget) on a cold, then a warm
              cache.
 The workload is the GPU command's (scripts/run_workbook_gpu.sh, notebook 03): Qwen3-1.7B shape, random weights,
@@ -45,6 +47,7 @@ FLCE_REGIONAL = "liger fused linear cross-entropy + regional compile, token budg
 FLOAT8_REGIONAL = "liger cross-entropy + float8 + regional compile, token budget, varlen"
 CCE_REGIONAL = "cut cross-entropy + regional compile, token budget, varlen"
 FLOAT8_CCE_REGIONAL = "float8 + cut cross-entropy + regional compile, token budget, varlen"
+CCE_STATIC = "cut cross-entropy, static, sdpa"
 EAGER_PACKED = "eager, token budget, varlen"  # the baseline's kernels at the best padding: what each entry bought
 GROUP_ROWS = {  # after the baseline, the rows of configurations() each group measures, by label
     "best": (EAGER_PACKED, PICK, CE_REGIONAL, FLCE_REGIONAL, FLOAT8_REGIONAL, CCE_REGIONAL, FLOAT8_CCE_REGIONAL),
@@ -53,6 +56,7 @@ GROUP_ROWS = {  # after the baseline, the rows of configurations() each group me
         "regional compile, token budget, varlen", "liger + regional compile, token budget, varlen", CE_REGIONAL,
     ),
     "precision": (f"{CE_REGIONAL}, bf16-master", "eager, static, sdpa, bf16-master"),
+    "float8": (CCE_STATIC, FLOAT8_REGIONAL, FLOAT8_CCE_REGIONAL),  # float8's packed rows padded to a multiple of 16
 }  # fmt: skip
 GROUPS = (*GROUP_ROWS, "startup")
 
@@ -77,6 +81,7 @@ def configurations(base: RunConfig, gpu: bool) -> list[RunConfig]:
          "attn_implementation": varlen, "liger_kernels": ("fused_linear_cross_entropy",)},
         {"label": FLOAT8_REGIONAL, "kernels": "liger+float8+regional_compile", "padding": "token_budget",
          "attn_implementation": varlen, "liger_kernels": LOSS_ONLY},
+        {"label": CCE_STATIC, "kernels": "cce"},
         {"label": CCE_REGIONAL, "kernels": "cce+regional_compile", "padding": "token_budget",
          "attn_implementation": varlen},
         {"label": FLOAT8_CCE_REGIONAL, "kernels": "float8+cce+regional_compile", "padding": "token_budget",

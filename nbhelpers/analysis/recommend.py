@@ -41,6 +41,7 @@ from nbhelpers.kernels.attention import (
     keeps_packed_apart,
 )
 from nbhelpers.kernels.registry import BASELINE_BACKEND, model_setup_parts
+from nbhelpers.measure.padding import padding_settings_of
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.measure.trainer_args import model_init_settings, resolved_dtype, sft_settings, trainer_settings
 from nbhelpers.models.adapters import AdapterSettings
@@ -85,8 +86,9 @@ class Recommendation:
 
     @property
     def padding_settings(self) -> PaddingSettings:
-        """The measured padding setting (strategy, batch shape, multiple, buckets, budget, seed)."""
-        return PaddingSettings.from_config(self.config)
+        """The measured padding setting (strategy, batch shape, multiple, buckets, budget, seed, packed-row
+        multiple)."""
+        return padding_settings_of(self.config)
 
     @property
     def kernels(self) -> str:

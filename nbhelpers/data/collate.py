@@ -54,7 +54,7 @@ def collate(
             return_position_ids=True, separator_id=IGNORE_INDEX,
             return_flash_attn_kwargs=boundaries, return_seq_idx=boundaries,
         )  # fmt: skip
-        return dict(flat(rows, return_tensors="pt"))
+        return pad_packed_row(dict(flat(rows, return_tensors="pt")), settings.packed_row_multiple, pad_token_id)
     width = row_width([len(r["input_ids"]) for r in rows], settings)
     input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
     labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
@@ -65,6 +65,31 @@ def collate(
         labels[i, :n] = torch.tensor(row["labels"])
         attention_mask[i, :n] = 1
     return {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask}
+
+
+def pad_packed_row(batch: dict[str, Any], multiple: int, pad_token_id: int) -> dict[str, Any]:
+    """A packed row with its positions rounded up to ``multiple``: pad tokens at the end, labels -100 and
+    position ids 0 (each pad a one-token sequence, as :func:`trailing_padding` reads them); its boundaries, where
+    present, gain one sequence a pad."""
+    import torch
+
+    width = batch["input_ids"].shape[-1]
+    extra = -width % multiple
+    if not extra:
+        return batch
+    padded = dict(batch)
+    for key, fill in (("input_ids", pad_token_id), ("labels", IGNORE_INDEX), ("position_ids", 0)):
+        tail = torch.full((*batch[key].shape[:-1], extra), fill, dtype=batch[key].dtype)
+        padded[key] = torch.cat([batch[key], tail], dim=-1)
+    if "seq_idx" in batch:
+        first = int(batch["seq_idx"].max()) + 1
+        tail = torch.arange(first, first + extra, dtype=batch["seq_idx"].dtype).reshape(1, extra)
+        padded["seq_idx"] = torch.cat([batch["seq_idx"], tail], dim=-1)
+    for key in ("cu_seq_lens_q", "cu_seq_lens_k"):
+        if key in batch:
+            ends = torch.arange(width + 1, width + extra + 1, dtype=batch[key].dtype)
+            padded[key] = torch.cat([batch[key], ends])
+    return padded
 
 
 def _packed_rows(batch: dict[str, Any]) -> list[list[int]] | None:

@@ -10,6 +10,7 @@ Light at import (RunConfig reads :data:`KERNEL_BACKENDS`): torch and Liger load 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,6 +27,7 @@ from .cce import (
 from .compile import COMPILE_BACKEND, COMPILE_CHECKS, apply_compile, compile_report, probe_compile, requested_compile
 from .fla import FLA_BACKEND, FLA_CHECKS, apply_fla, fla_report, fla_status, probe_fla, requested_fla
 from .float8 import (
+    DIMENSION_MULTIPLE,
     FLOAT8_BACKEND,
     FLOAT8_CHECKS,
     FLOAT8_CURVE,
@@ -113,6 +115,7 @@ def compose(*parts: KernelBackend) -> KernelBackend:
         curve=max((p.curve for p in parts), key=lambda t: t.step_rtol),
         replaces_switches=tuple(dict.fromkeys(s for part in parts for s in part.replaces_switches)),
         compiled_switches=tuple(dict.fromkeys(s for part in parts for s in part.compiled_switches)),
+        token_multiple=math.lcm(*(p.token_multiple for p in parts)),
         parts=tuple(p.name for p in parts),
         packages=tuple(dict.fromkeys(package for part in parts for package in part.packages)),
         optional_packages=tuple(dict.fromkeys(package for part in parts for package in part.optional_packages)),
@@ -214,6 +217,7 @@ FLOAT8, FLOAT8_ROWWISE = (
         caches=("inductor", "triton"),
         precision=FLOAT8_PARITY,
         curve=FLOAT8_CURVE,
+        token_multiple=DIMENSION_MULTIPLE,
         combines_with=(LIGER_BACKEND, COMPILE_BACKEND, CCE_BACKEND, REGIONAL_BACKEND),
         packages=("torchao",),
         model_setup_code=(
@@ -300,6 +304,12 @@ def precision_tolerance(name: str) -> Tolerance | None:
     """A lower-precision backend's first-step parity tolerance (float8), None for one in the baseline's precision."""
     backend = find_backend(name)
     return backend.precision if backend is not None else None
+
+
+def token_multiple(name: str) -> int:
+    """Positions a packed row must be a multiple of under a backend (1 for a name the table lacks)."""
+    backend = find_backend(name)
+    return backend.token_multiple if backend is not None else 1
 
 
 def curve_tolerance(name: str) -> CurveTolerance:

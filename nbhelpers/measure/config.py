@@ -16,12 +16,18 @@ from nbhelpers.data.formats import FORMAT_NAMES
 from nbhelpers.data.strategies import PADDING_FIELDS, PADDING_STRATEGIES, PaddingSettings
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
 from nbhelpers.kernels.liger import DEFAULT_LIGER_KERNELS, LIGER_KERNELS
-from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, switch_conflict, uses_liger_switches
+from nbhelpers.kernels.registry import (
+    BASELINE_BACKEND,
+    KERNEL_BACKENDS,
+    switch_conflict,
+    uses_liger_switches,
+)
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
 
 from .engines import ENGINE_NAMES, ENGINES, WORKBOOK
+from .padding import padding_settings_of
 
 DTYPES = ("auto", *PRECISIONS)  # nbhelpers.models.precision: what each keeps per parameter
 TIMINGS = ("steps", "epoch")
@@ -205,8 +211,9 @@ class RunConfig:
 
     @property
     def padding_settings(self) -> PaddingSettings:
-        """The padding strategy and the parameters its plan and rows depend on."""
-        return PaddingSettings.from_config({key: getattr(self, key) for key in PADDING_FIELDS})
+        """The padding strategy and the parameters its plan and rows depend on, with the packed-row multiple
+        the kernel backend needs (float8: 16)."""
+        return padding_settings_of({key: getattr(self, key) for key in (*PADDING_FIELDS, "kernels")})
 
     @property
     def adapter_settings(self) -> AdapterSettings:

@@ -21,6 +21,8 @@ from nbhelpers.kernels.registry import BASELINE_BACKEND, training_kwargs
 from nbhelpers.models.adapters import AdapterSettings, bf16_weights
 from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 
+from .padding import padding_settings_of
+
 OUTPUT_DIR = "outputs"
 Settings = tuple[dict[str, Any], dict[str, str]]  # keyword arguments, and a comment for some of them
 
@@ -133,7 +135,7 @@ def model_init_settings(config: Mapping[str, Any], device_type: str) -> dict[str
 def sft_settings(config: Mapping[str, Any], device_type: str) -> Settings:
     """TRL SFTConfig keyword arguments of a measured configuration, with comments (see the module docstring)."""
     kwargs, comments = trainer_settings(config, device_type)
-    strategy_kwargs, strategy_comments = sft_config_settings(PaddingSettings.from_config(config))
+    strategy_kwargs, strategy_comments = sft_config_settings(padding_settings_of(config))
     kwargs.update(strategy_kwargs)
     comments.update(strategy_comments)
     liger = kwargs.get("liger_kernel_config")

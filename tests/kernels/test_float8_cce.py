@@ -101,6 +101,18 @@ def test_cce_is_refused_without_its_package_with_the_reason(monkeypatch):
     assert cce.cce_status("cpu") == "missing package: cut-cross-entropy is not installed"
 
 
+def test_float8_entries_ask_for_packed_rows_in_multiples_of_16_and_the_others_do_not():
+    from nbhelpers.kernels.registry import KERNEL_BACKENDS, token_multiple
+    from nbhelpers.measure.config import RunConfig
+
+    for name in KERNEL_BACKENDS:
+        assert token_multiple(name) == (16 if "float8" in name else 1), name
+    assert token_multiple("not-a-backend") == 1
+    packed = RunConfig(model="qwen3-tiny", kernels="liger+float8+regional_compile", padding="token_budget")
+    assert packed.padding_settings.packed_row_multiple == 16
+    assert packed.replace(kernels="cce+regional_compile").padding_settings.packed_row_multiple == 1
+
+
 # -- on the model (torch; torchao and cut-cross-entropy where installed) -------------------------------------------
 
 
