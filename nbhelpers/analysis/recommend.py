@@ -86,7 +86,7 @@ class Recommendation:
 
     @property
     def padding_settings(self) -> PaddingSettings:
-        """The measured padding setting (strategy, batch shape, multiple, buckets, budget, seed, packed-row
+        """The measured padding setting (strategy, batch shape, multiple, buckets, budget, seed, token
         multiple)."""
         return padding_settings_of(self.config)
 

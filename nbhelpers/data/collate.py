@@ -54,8 +54,9 @@ def collate(
             return_position_ids=True, separator_id=IGNORE_INDEX,
             return_flash_attn_kwargs=boundaries, return_seq_idx=boundaries,
         )  # fmt: skip
-        return pad_packed_row(dict(flat(rows, return_tensors="pt")), settings.packed_row_multiple, pad_token_id)
+        return pad_packed_row(dict(flat(rows, return_tensors="pt")), settings.token_multiple, pad_token_id)
     width = row_width([len(r["input_ids"]) for r in rows], settings)
+    width += -width % settings.token_multiple  # the kernels' multiple (float8: 16), past max_length if need be
     input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
     labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
     attention_mask = torch.zeros((len(rows), width), dtype=torch.long)

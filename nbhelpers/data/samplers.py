@@ -52,8 +52,8 @@ class StrategyCollator:
 
     Padded strategies return ``input_ids``, ``labels`` and ``attention_mask`` of shape (batch, width);
     packed ones (``Strategy.packed`` in the table) return one row of ``input_ids``, ``labels`` and
-    ``position_ids`` restarting at 0 per sequence, its end padded to ``packed_row_multiple`` positions (float8:
-    16). A strategy that groups lengths collates like its
+    ``position_ids`` restarting at 0 per sequence; rows are padded to ``token_multiple`` positions where a
+    kernel needs it (float8: 16). A strategy that groups lengths collates like its
     padding alone (the grouping is the sampler's job).
     """
 
@@ -64,11 +64,11 @@ class StrategyCollator:
         max_length: int,
         pad_to_multiple_of: int = 8,
         boundaries: bool = False,
-        packed_row_multiple: int = 1,
+        token_multiple: int = 1,
     ) -> None:
         self.settings = PaddingSettings(
             strategy, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of,
-            packed_row_multiple=packed_row_multiple,
+            token_multiple=token_multiple,
         )  # fmt: skip
         self.strategy = strategy
         self.pad_token_id = pad_token_id
@@ -145,6 +145,6 @@ def strategy_dataloader(
     sampler = StrategyBatchSampler(lengths, settings, shuffle)
     collator = StrategyCollator(
         settings.strategy, pad_token_id, settings.max_length, settings.pad_to_multiple_of,
-        packed_row_multiple=settings.packed_row_multiple,
+        token_multiple=settings.token_multiple,
     )  # fmt: skip
     return DataLoader(list(examples), batch_sampler=sampler, collate_fn=collator, **loader_kwargs)

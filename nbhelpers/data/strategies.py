@@ -46,9 +46,9 @@ class PaddingSettings:
     num_buckets: int = 4  # length quantiles of "bucketed"
     token_budget: int = 0  # tokens per step of "token_budget" (0 = batch_size * max_length)
     seed: int = 0  # order of the bucketed batches
-    # A packed row's positions rounded up to it, pads at its end (a kernel's need: float8 matmuls take multiples of
-    # 16); set from the kernel backend, not a strategy's choice.
-    packed_row_multiple: int = 1
+    # A step's rows rounded up to it, pads at the end (a packed row's length, a padded batch's width): a kernel's
+    # need (float8 matmuls take token counts in multiples of 16); set from the kernel backend, not by a strategy.
+    token_multiple: int = 1
 
     def __post_init__(self) -> None:
         check_choice("padding", self.strategy, PADDING_STRATEGIES)
@@ -58,7 +58,7 @@ class PaddingSettings:
         check_int("num_buckets", self.num_buckets, 1, 1 << 20)
         check_int("token_budget", self.token_budget, 0, 1 << 30)
         check_int("seed", self.seed, 0, (1 << 63) - 1)
-        check_int("packed_row_multiple", self.packed_row_multiple, 1, 1 << 16)
+        check_int("token_multiple", self.token_multiple, 1, 1 << 16)
 
     @property
     def entry(self) -> Strategy:
@@ -295,9 +295,9 @@ def sft_config_settings(settings: PaddingSettings) -> tuple[dict[str, Any], dict
         kwargs["packing_strategy"] = "bfd"
     kwargs["padding_free"] = trl.padding_free
     kwargs["pad_to_multiple_of"] = getattr(settings, trl.pad_to_multiple_of) if trl.pad_to_multiple_of else None
-    if trl.padding_free and settings.packed_row_multiple > 1:
-        kwargs["pad_to_multiple_of"] = settings.packed_row_multiple
-        comments["pad_to_multiple_of"] = "each packed row's positions as the kernels need them (float8: 16)"
+    if kwargs["pad_to_multiple_of"] is None and settings.token_multiple > 1:
+        kwargs["pad_to_multiple_of"] = settings.token_multiple
+        comments["pad_to_multiple_of"] = "rows padded to the multiple the kernels need (float8: 16)"
     if trl.note:
         carrier = "packing" if trl.packing else "padding_free" if trl.padding_free else "pad_to_multiple_of"
         comments[carrier] = f"padding={settings.strategy!r}: {trl.note}"

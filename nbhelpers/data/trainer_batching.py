@@ -47,7 +47,7 @@ def strategy_loader(
     sampler = StrategyBatchSampler(example_lengths(dataset), padding, shuffle)
     collator = StrategyCollator(
         padding.strategy, pad_token_id, padding.max_length, padding.pad_to_multiple_of, boundaries,
-        padding.packed_row_multiple,
+        padding.token_multiple,
     )  # fmt: skip
     return DataLoader(dataset, batch_sampler=sampler, collate_fn=collator, **loader_kwargs)
 

@@ -307,7 +307,7 @@ def precision_tolerance(name: str) -> Tolerance | None:
 
 
 def token_multiple(name: str) -> int:
-    """Positions a packed row must be a multiple of under a backend (1 for a name the table lacks)."""
+    """What a step's rows are padded to a multiple of under a backend (1 for a name the table lacks)."""
     backend = find_backend(name)
     return backend.token_multiple if backend is not None else 1
 

@@ -121,8 +121,8 @@ class KernelBackend:
     # Liger switches whose operators it compiles itself (regional compile fuses RoPE, RMSNorm and SwiGLU inside the
     # layers): the grids' and the tuner's candidates leave them to it; a configuration may still name them.
     compiled_switches: tuple[str, ...] = ()
-    # Positions a packed row must be a multiple of (float8 matmuls contract over the tokens in the weight gradient
-    # and need multiples of 16): the collator pads a packed row's end to it; 1 for no constraint.
+    # Token counts must be multiples of it (float8 matmuls contract over the tokens in the weight gradient and need
+    # multiples of 16): the collator pads a packed row's end, or a padded batch's width, to it; 1 for none.
     token_multiple: int = 1
     combines_with: tuple[str, ...] = ()  # elementary backends it may be composed with
     training_flag: str = ""  # TrainingArguments/SFTConfig boolean that turns it on in HF Trainer / TRL

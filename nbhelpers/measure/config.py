@@ -211,7 +211,7 @@ class RunConfig:
 
     @property
     def padding_settings(self) -> PaddingSettings:
-        """The padding strategy and the parameters its plan and rows depend on, with the packed-row multiple
+        """The padding strategy and the parameters its plan and rows depend on, with the token multiple
         the kernel backend needs (float8: 16)."""
         return padding_settings_of({key: getattr(self, key) for key in (*PADDING_FIELDS, "kernels")})
 

@@ -58,9 +58,9 @@ def test_packed_is_one_row_with_restarting_positions_and_no_cross_boundary_label
 
 
 @pytest.mark.parametrize("boundaries", [False, True])
-def test_a_packed_row_pads_its_end_to_the_kernels_multiple_without_a_token_counted(boundaries):
+def test_rows_pad_their_end_to_the_kernels_multiple_without_a_token_counted(boundaries):
     """float8 matmuls need the token count a multiple of 16: the pads are one-token sequences with no loss."""
-    settings = PaddingSettings("token_budget", batch_size=3, max_length=8, packed_row_multiple=16)
+    settings = PaddingSettings("token_budget", batch_size=3, max_length=8, token_multiple=16)
     batch = collate([dict(e) for e in EXAMPLES], settings, PAD, boundaries)
     assert batch["input_ids"].tolist() == [[11, 12, 13, 21, 22, 23, 24, 25, 31, 32] + [PAD] * 6]
     assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1, 2, 3, 4, 0, 1] + [0] * 6]
@@ -71,10 +71,12 @@ def test_a_packed_row_pads_its_end_to_the_kernels_multiple_without_a_token_count
     if boundaries:
         assert batch["cu_seq_lens_q"].tolist() == [0, 3, 8, 10, 11, 12, 13, 14, 15, 16]
         assert batch["seq_idx"].tolist() == [[0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8]]
-    exact = settings.replace(packed_row_multiple=5)  # 10 positions already a multiple: nothing added
+    exact = settings.replace(token_multiple=5)  # 10 positions already a multiple: nothing added
     assert collate([dict(e) for e in EXAMPLES], exact, PAD)["input_ids"].shape == (1, 10)
-    padded_rows = settings.replace(strategy="dynamic")  # padded rows: the multiple is the packed row's only
-    assert collate([dict(e) for e in EXAMPLES], padded_rows, PAD)["input_ids"].shape == (3, 5)
+    padded_rows = settings.replace(strategy="dynamic", token_multiple=4)  # a padded batch: its width rounded up
+    batch = collate([dict(e) for e in EXAMPLES], padded_rows, PAD)
+    assert batch["input_ids"].shape == (3, 8) and batch["attention_mask"].sum(dim=1).tolist() == [3, 5, 2]
+    assert count_tokens(batch).loss == 7
 
 
 def test_padding_a_packed_row_leaves_the_models_loss_as_it_was():
@@ -86,7 +88,7 @@ def test_padding_a_packed_row_leaves_the_models_loss_as_it_was():
     settings = PaddingSettings("token_budget", batch_size=3, max_length=8)
     losses = []
     for multiple in (1, 16):
-        batch = collate(rows, settings.replace(packed_row_multiple=multiple), PAD)
+        batch = collate(rows, settings.replace(token_multiple=multiple), PAD)
         with torch.no_grad():
             losses.append(float(model(**batch).loss))
     assert losses[0] == pytest.approx(losses[1], rel=1e-6)

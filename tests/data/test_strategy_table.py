@@ -243,6 +243,8 @@ def test_each_entry_has_its_label_description_collator_and_sft_settings(name):
     assert kwargs["max_length"] == (2048 if kwargs["packing"] else None if padding_free_alone else 256)
     expected_multiple = getattr(settings, entry.trl.pad_to_multiple_of) if entry.trl.pad_to_multiple_of else None
     assert kwargs["pad_to_multiple_of"] == expected_multiple  # written out: TRL's default is "auto"
+    float8 = sft_config_settings(settings.replace(token_multiple=16))[0]["pad_to_multiple_of"]
+    assert float8 == (expected_multiple or 16)  # the kernels' multiple where the strategy sets none
 
 
 def test_sft_settings_are_real_sft_config_fields_where_trl_is_installed():

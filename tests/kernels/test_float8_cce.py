@@ -109,8 +109,8 @@ def test_float8_entries_ask_for_packed_rows_in_multiples_of_16_and_the_others_do
         assert token_multiple(name) == (16 if "float8" in name else 1), name
     assert token_multiple("not-a-backend") == 1
     packed = RunConfig(model="qwen3-tiny", kernels="liger+float8+regional_compile", padding="token_budget")
-    assert packed.padding_settings.packed_row_multiple == 16
-    assert packed.replace(kernels="cce+regional_compile").padding_settings.packed_row_multiple == 1
+    assert packed.padding_settings.token_multiple == 16
+    assert packed.replace(kernels="cce+regional_compile").padding_settings.token_multiple == 1
 
 
 # -- on the model (torch; torchao and cut-cross-entropy where installed) -------------------------------------------

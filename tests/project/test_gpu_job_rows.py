@@ -38,7 +38,7 @@ def test_every_regional_group_starts_with_the_baseline_and_names_each_row_once(m
     assert best[suite.CCE_REGIONAL].attn_implementation == "torch_varlen"
     float8 = {c.label: c for c in suite.group_configurations("float8", base, gpu=True)}
     assert float8[suite.CCE_STATIC].kernels == "cce" and float8[suite.CCE_STATIC].padding == "static"
-    assert all(float8[label].padding_settings.packed_row_multiple == 16
+    assert all(float8[label].padding_settings.token_multiple == 16
                for label in (suite.FLOAT8_REGIONAL, suite.FLOAT8_CCE_REGIONAL))  # fmt: skip
 
 
