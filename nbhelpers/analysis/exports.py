@@ -72,7 +72,7 @@ def trainer_code(config: Mapping[str, Any]) -> str:
     """Runnable given ``model``, ``tokenizer``, ``training_args`` and ``train_dataset`` (rows of ``input_ids`` and
     ``labels``, prompt tokens -100): a Trainer whose batches are the measured strategy's plan (on the model
     wrapped by ``get_peft_model`` when an adapter was measured; the wrap changes ``model`` in place)."""
-    settings = padding_settings_of(config)  # float8's packed rows: multiples of 16
+    settings = padding_settings_of(config)  # with the kernels' token multiple (float8: 16)
     fields = ", ".join(f"{f.name}={literal(getattr(settings, f.name))}" for f in dataclasses.fields(settings))
     boundaries = settings.entry.packed and packs_with_boundaries(str(config.get("model", "")))
     imports, adapter = peft_config_code(config, "get_peft_model")

@@ -16,12 +16,7 @@ from nbhelpers.data.formats import FORMAT_NAMES
 from nbhelpers.data.strategies import PADDING_FIELDS, PADDING_STRATEGIES, PaddingSettings
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
 from nbhelpers.kernels.liger import DEFAULT_LIGER_KERNELS, LIGER_KERNELS
-from nbhelpers.kernels.registry import (
-    BASELINE_BACKEND,
-    KERNEL_BACKENDS,
-    switch_conflict,
-    uses_liger_switches,
-)
+from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, switch_conflict, uses_liger_switches
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
