@@ -22,11 +22,11 @@ case "${1:-}" in
     (( $# )) || set -- regional precision startup
     bash benchmarks/device_job.sh start python3 benchmarks/gpu_regional_suite.py "$@" --out "$out"
     bash benchmarks/device_job.sh wait "$seconds" || true
-    bash benchmarks/device_job.sh collect "$out" regional.jsonl precision.jsonl startup.jsonl best.jsonl
+    bash benchmarks/device_job.sh collect "$out" regional.jsonl precision.jsonl startup.jsonl best.jsonl float8.jsonl
     ;;
   collect)
     bash benchmarks/device_job.sh wait "${2:-200}" || true
-    bash benchmarks/device_job.sh collect "$out" regional.jsonl precision.jsonl startup.jsonl best.jsonl
+    bash benchmarks/device_job.sh collect "$out" regional.jsonl precision.jsonl startup.jsonl best.jsonl float8.jsonl
     ;;
   *)
     echo "usage: bash benchmarks/gpu_regional_job.sh start|collect [SECONDS] [GROUP ...]" >&2

@@ -56,3 +56,12 @@ def test_the_next25_rows_and_curve_name_entries_of_the_table():
     curve, reference = suite.curve_pair(base)
     assert curve.kernels == suite.CURVE_BACKEND and reference.kernels == "eager" and curve.steps == 50
     assert curve_tolerance(suite.CURVE_BACKEND) == kernel_backend("float8").curve
+
+
+def test_the_regional_job_collects_every_groups_records():
+    """A group whose file the job does not copy back loses its records when the machine is returned."""
+    import gpu_regional_suite as suite
+
+    script = (BENCHMARKS / "gpu_regional_job.sh").read_text()
+    for line in (line for line in script.splitlines() if "device_job.sh collect" in line):
+        assert {f"{group}.jsonl" for group in suite.GROUPS} <= set(line.split()), line
