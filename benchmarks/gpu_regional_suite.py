@@ -11,8 +11,8 @@ Groups (each fits one device call; each measures the baseline first, its parity 
              66 GB for Qwen3-8B; bf16-master's 18 bytes do not fit one H200), token budget batch x max length;
   regional   regional compile alone, with Liger (all but its fused linear CE; its cross-entropy only), with token
              budget + torch_varlen, beside the tuner's pick;
-  precision  the bf16-master setting with eager kernels and with the fastest regional row (Liger's
-             cross-entropy + regional compile);
+  precision  the bf16-master setting with eager kernels and with the fastest regional rows (Liger's
+             cross-entropy or Cut Cross-Entropy + regional compile);
   float8     Cut Cross-Entropy alone (static padding), and the two float8 rows of ``best`` (a packed row padded to a
              multiple of 16 positions, as float8's matmuls need);
   startup    the first step of Liger's cross-entropy + regional compile (token budget) on a cold, then a warm
@@ -55,7 +55,7 @@ GROUP_ROWS = {  # after the baseline, the rows of configurations() each group me
         "regional compile, static, sdpa", "liger + regional compile, static, sdpa", PICK,
         "regional compile, token budget, varlen", "liger + regional compile, token budget, varlen", CE_REGIONAL,
     ),
-    "precision": (f"{CE_REGIONAL}, bf16-master", "eager, static, sdpa, bf16-master"),
+    "precision": (f"{CE_REGIONAL}, bf16-master", f"{CCE_REGIONAL}, bf16-master", "eager, static, sdpa, bf16-master"),
     "float8": (FLOAT8_REGIONAL, FLOAT8_CCE_REGIONAL, CCE_STATIC),  # float8's packed rows padded to a multiple of 16
 }  # fmt: skip
 GROUPS = (*GROUP_ROWS, "startup")
@@ -89,6 +89,8 @@ def configurations(base: RunConfig, gpu: bool) -> list[RunConfig]:
         {"label": f"{CE_REGIONAL}, bf16-master",
          "kernels": "liger+regional_compile", "padding": "token_budget", "attn_implementation": varlen,
          "dtype": "bf16-master", "liger_kernels": LOSS_ONLY},
+        {"label": f"{CCE_REGIONAL}, bf16-master", "kernels": "cce+regional_compile", "padding": "token_budget",
+         "attn_implementation": varlen, "dtype": "bf16-master"},
         {"label": "eager, static, sdpa, bf16-master", "dtype": "bf16-master"},
     ]  # fmt: skip
     return [base.replace(**row) for row in rows]
