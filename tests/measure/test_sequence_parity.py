@@ -191,3 +191,21 @@ def test_the_worker_records_the_probe_and_parity_judges_token_budget_by_it(rows_
     verdict = budget.metrics["parity"]
     assert verdict["status"] == "pass" and verdict["method"] == "probe", verdict
     assert verdict["per_sequence_max_rel_diff"] <= TOLERANCE
+
+
+def test_the_probes_gradient_norm_of_bf16_weights_is_summed_in_fp32():
+    """A bf16 norm (8 mantissa bits) rounds relative differences below 0.4% away; the probe's is fp32's."""
+    import torch
+
+    from nbhelpers.measure.sequence_parity import gradient_norm
+
+    layer = torch.nn.Linear(64, 64, bias=True).to(torch.bfloat16)
+    assert gradient_norm(layer) == 0.0  # no gradients yet
+    torch.manual_seed(0)
+    layer.weight.grad = torch.randn(64, 64).to(torch.bfloat16)
+    layer.bias.grad = torch.randn(64).to(torch.bfloat16) * 1e-3
+    exact = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in layer.parameters()))
+    assert gradient_norm(layer) == pytest.approx(exact, rel=1e-6)
+    layer.weight.grad[0, 0] += 0.125  # a change of about 1e-4 of the norm: invisible at bf16's resolution
+    changed = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in layer.parameters()))
+    assert gradient_norm(layer) == pytest.approx(changed, rel=1e-6) and changed != exact
