@@ -3,7 +3,7 @@
 Usage: python benchmarks/gpu_next25_suite.py GROUP [GROUP ...] --out DIR [--model qwen3-1.7b]
 Groups:
   alone   eager, static padding, SDPA (the baseline, the parity reference of every group), then each new entry
-          alone at the same padding;
+          alone at the same padding (``--entries`` names some of them);
   best    each new entry with the best padding (token budget of batch x length, torch_varlen), beside today's pick
           (Liger without its fused linear cross-entropy) as the bar to beat;
   curve   50 steps of the float8 entry and of the baseline kernels on the same plan: the loss curves compared by
@@ -61,10 +61,10 @@ def liger_switches(kernels: str) -> tuple[str, ...]:
     return liger_switches_for(kernels, NO_FLCE) or NO_FLCE
 
 
-def alone(base: RunConfig) -> list[RunConfig]:
+def alone(base: RunConfig, entries: tuple[str, ...] = NEW_ALONE) -> list[RunConfig]:
     configs = [base.replace(label="baseline: eager, static, sdpa")]
     return configs + [
-        base.replace(label=f"{k}, static, sdpa", kernels=k, liger_kernels=liger_switches(k)) for k in NEW_ALONE
+        base.replace(label=f"{k}, static, sdpa", kernels=k, liger_kernels=liger_switches(k)) for k in entries
     ]
 
 
@@ -123,7 +123,11 @@ def main() -> None:
     parser.add_argument("--model", default="qwen3-1.7b")
     parser.add_argument("--batch-size", type=int, default=WORKLOAD["batch_size"])  # smaller for a CPU rehearsal
     parser.add_argument("--max-length", type=int, default=WORKLOAD["max_length"])
+    parser.add_argument("--entries", default=",".join(NEW_ALONE), help="the alone group's entries, comma-separated")
     args = parser.parse_args()
+    entries = tuple(e for e in args.entries.split(",") if e)
+    if unknown := [e for e in entries if e not in NEW_ALONE]:
+        parser.error(f"--entries: {', '.join(unknown)} not among {', '.join(NEW_ALONE)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     os.environ["NBHELPERS_RUNS"] = str(out)
@@ -143,7 +147,7 @@ def main() -> None:
                 store.append(record)
             curve_verdict(records, out)
             continue
-        configs = alone(base) if group == "alone" else best(base)
+        configs = alone(base, entries) if group == "alone" else best(base)
         if reference is None and group == "best":
             configs = alone(base)[:1] + configs  # measure the baseline first: the parity reference
         measured = measure_group(group, configs, out, measure, parity=True, reference=reference)

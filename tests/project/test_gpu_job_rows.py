@@ -65,3 +65,14 @@ def test_the_regional_job_collects_every_groups_records():
     script = (BENCHMARKS / "gpu_regional_job.sh").read_text()
     for line in (line for line in script.splitlines() if "device_job.sh collect" in line):
         assert {f"{group}.jsonl" for group in suite.GROUPS} <= set(line.split()), line
+
+
+def test_the_alone_group_measures_the_named_entries_after_its_baseline():
+    import gpu_next25_suite as suite
+
+    from nbhelpers.measure.config import RunConfig
+
+    base = RunConfig(model="qwen3-1.7b", padding="static")
+    rows = suite.alone(base, ("float8_rowwise+compile", "cce+compile"))
+    assert [c.kernels for c in rows] == ["eager", "float8_rowwise+compile", "cce+compile"]
+    assert [c.kernels for c in suite.alone(base)][1:] == list(suite.NEW_ALONE)
