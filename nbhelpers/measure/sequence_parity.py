@@ -194,7 +194,6 @@ def run_probe(
     before and after (also when it raises); nothing else of the model changes. ``broken`` mixes packed
     sequences on purpose; ``boundaries`` hands packed rows their cu_seqlens (a hybrid's family needs them).
     """
-
     plan = probe_plan(examples, settings)
     model.zero_grad(set_to_none=True)
     try:
