@@ -1,7 +1,9 @@
 """Convergence, not only the first step: the recommendation's loss curve against the baseline's, step by step.
 
 Like Liger's convergence tests, both run the same number of steps on the same samples from the same weights and
-seed, and their losses must stay within stated tolerances at every step and on average. Both follow the same
+seed, and their losses must stay within stated tolerances at every step and on average. Each step takes a batch
+neither curve has trained on yet, as far as the dataset holds them: a curve that cycles over a short plan learns
+it by heart, and near a loss of zero relative differences mean nothing. Both follow the same
 plan, so each step trains on the same samples: the baseline is the recommended configuration with the baseline
 kernels and attention, padded statically where the recommended strategy keeps dataset order (static's plan),
 else batched by the recommended strategy itself (its buckets or token budget; packed rows keep sequences apart).
@@ -19,6 +21,7 @@ from nbhelpers.kernels.attention import DEFAULT_ATTENTION
 from nbhelpers.kernels.registry import BASELINE_BACKEND, curve_tolerance
 from nbhelpers.kernels.spec import SAME_PRECISION_CURVE, CurveTolerance
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.curve_samples import samples_for_steps
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.validation import check_int
 
@@ -37,9 +40,11 @@ ROLES = ("recommended", "baseline")
 
 
 def convergence_configs(rec: Recommendation, steps: int) -> list[RunConfig]:
-    """The recommended configuration and its baseline, ``steps`` steps each after the first, no warm-up."""
+    """The recommended configuration and its baseline, ``steps`` steps each after the first, no warm-up, on
+    enough samples that no step repeats a batch where the dataset holds them (:func:`samples_for_steps`)."""
     check_int("CONVERGENCE_STEPS", steps, 1, 100_000)
     base = RunConfig.from_record(rec.config).replace(timing="steps", warmup=0, steps=steps, profile=False)
+    base = base.replace(num_samples=samples_for_steps(base, steps + 1))
     base = base.replace(extra={**base.extra, "parity_probe_samples": 0})  # the curves are the check here
     padding = BASELINE_STRATEGY if keeps_dataset_order(base.padding_settings) else base.padding
     baseline = base.replace(kernels=BASELINE_BACKEND, attn_implementation=DEFAULT_ATTENTION, padding=padding)

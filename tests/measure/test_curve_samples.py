@@ -1,0 +1,51 @@
+"""Loss curves on new batches: enough samples that no step of a curve trains on a batch twice, where the data
+holds them, and the whole data set (its plan then repeats) where it does not."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nbhelpers.analysis.convergence import convergence_configs
+from nbhelpers.analysis.recommend import recommend
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.curve_samples import plan_length, samples_for_steps
+
+STATIC = RunConfig(run_name="curve", model="qwen3-tiny", batch_size=2, max_length=128, num_samples=4, padding="static")
+
+
+def write_rows(path, count: int) -> str:
+    with open(path, "w", encoding="utf-8") as handle:
+        for i in range(count):
+            handle.write(json.dumps({"prompt": f"question {i} " * 3, "response": f"answer {i} " * 4}) + "\n")
+    return str(path)
+
+
+def test_samples_grow_until_the_plan_has_a_batch_for_every_step():
+    assert plan_length(STATIC, 4) == (2, 4)  # batch 2: two batches, the curve would repeat them
+    samples = samples_for_steps(STATIC, 11)
+    batches, given = plan_length(STATIC, samples)
+    assert batches >= 11 and given == samples
+    assert samples_for_steps(STATIC, 2) == STATIC.num_samples  # enough already: never fewer than asked
+
+
+def test_a_token_budget_plan_gets_new_batches_too():
+    budget = STATIC.replace(padding="token_budget", batch_size=4, num_samples=8)
+    samples = samples_for_steps(budget, 6)
+    assert plan_length(budget, samples)[0] >= 6 and samples > budget.num_samples
+
+
+def test_a_small_data_set_gives_all_it_has(tmp_path):
+    small = STATIC.replace(dataset=write_rows(tmp_path / "rows.jsonl", 10))
+    assert samples_for_steps(small, 50) == 10  # 5 batches of 2: the curve's plan repeats, as a second epoch would
+    with pytest.raises(ValueError, match="steps"):
+        samples_for_steps(small, 0)
+
+
+def test_the_convergence_pair_takes_the_same_grown_samples(make_record):
+    rec = recommend([make_record("tb", 100.0, padding="static", kernels="liger", model="qwen3-tiny",
+                                 batch_size=2, max_length=128, num_samples=4)])  # fmt: skip
+    mine, base = convergence_configs(rec, 12)
+    assert mine.num_samples == base.num_samples == samples_for_steps(mine.replace(num_samples=4), 13)
+    assert plan_length(mine, mine.num_samples)[0] >= 13
