@@ -160,3 +160,26 @@ def test_cce_forward_matches_eager_loss_and_gradients_on_a_cpu():
     assert eager[2] != (None, True) and patched[2] == (None, True)  # CCE returned no logits, and is reported
     assert patched[0] == pytest.approx(eager[0], rel=kernel_backend("cce").cpu_tolerance.rel)
     assert patched[1] == pytest.approx(eager[1], rel=kernel_backend("cce").cpu_tolerance.rel)
+
+
+def test_cce_asks_for_the_exact_gradient_in_training_and_in_the_doctors_probe(monkeypatch):
+    """CCE's default gradient filter drops every softmax entry below 2^-12, all of them at random initialisation:
+    the loss path and the probe both turn it off, so the probe checks the gradient that training gets."""
+    pytest.importorskip("cut_cross_entropy")
+    torch = pytest.importorskip("torch")
+    import cut_cross_entropy
+
+    calls: list[dict[str, object]] = []
+    real = cut_cross_entropy.linear_cross_entropy
+
+    def spy(*args: object, **kwargs: object) -> object:
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cut_cross_entropy, "linear_cross_entropy", spy)
+    hidden, weight = torch.randn(1, 6, 8, requires_grad=True), torch.randn(32, 8, requires_grad=True)
+    labels = torch.tensor([[-100, 3, 5, 7, 9, 11]])
+    cce.cut_loss(hidden, weight, labels, None, None, "torch_compile").backward()
+    cce.probe_cce("cpu")
+    assert len(calls) >= 2 and all("filter_eps" in kw and kw["filter_eps"] is None for kw in calls)
+    assert cce.CCE_FILTER_EPS is None
