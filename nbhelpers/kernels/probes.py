@@ -66,9 +66,13 @@ def compare_kernels(
     rtol: float,
     atol: float,
     seed: int = 0,
+    norm_rtol: float | None = None,
 ) -> ProbeResult:
     """Run ``fused`` and ``reference`` forward and backward on the same inputs; pass when the output and every
-    floating-point input's gradient agree within ``atol + rtol * |reference|``.
+    floating-point input's gradient agree within ``atol + rtol * |reference|`` and, with ``norm_rtol``, when each
+    row's (last dimension's) difference has a norm within ``norm_rtol`` of that row's norm in the reference: a
+    kernel that leaves out many small terms stays inside an elementwise ``atol`` but not inside this (at a
+    near-uniform softmax CCE's gradient filter zeroes whole rows of the lm head's gradient, each of them tiny).
 
     A tuple output is compared on its first element. The backward pass uses one seeded random upstream
     gradient for both sides, so a kernel whose backward is wrong fails even when its forward is right.
@@ -103,11 +107,23 @@ def compare_kernels(
         worst = max(worst, float(diff.max()) if diff.numel() else 0.0)
         if not torch.isfinite(got).all() or bool((diff > atol + rtol * want.abs()).any()):
             failures.append(f"{name}: max |diff| {float(diff.max()):.3g}")
+        elif norm_rtol is not None and (rows := _worst_row(diff, want)) > norm_rtol:
+            failures.append(f"{name}: a row's |diff| / |reference| {rows:.3g}")
+    bounds = f"rtol {rtol:g}, atol {atol:g}" + (f", norm_rtol {norm_rtol:g}" if norm_rtol is not None else "")
     if failures:
-        detail = f"outside rtol {rtol:g}, atol {atol:g}: " + "; ".join(failures)
-        return ProbeResult(kernel, FAIL, detail, worst, rtol, atol)
-    return ProbeResult(kernel, PASS, f"output and {len(pairs) - 1} gradients within rtol {rtol:g}, atol {atol:g}",
-                       worst, rtol, atol)  # fmt: skip
+        return ProbeResult(kernel, FAIL, f"outside {bounds}: " + "; ".join(failures), worst, rtol, atol)
+    return ProbeResult(kernel, PASS, f"output and {len(pairs) - 1} gradients within {bounds}", worst, rtol, atol)
+
+
+def _worst_row(diff: Any, want: Any) -> float:
+    """The largest ratio of a row's difference norm to its reference norm (rows along the last dimension; a row that
+    is zero in the reference must be zero in the kernel too)."""
+    import torch
+
+    last = want.shape[-1] if want.dim() else 1
+    diff_rows, want_rows = diff.reshape(-1, last).norm(dim=-1), want.reshape(-1, last).norm(dim=-1)
+    ratios = torch.where(want_rows > 0, diff_rows / want_rows.clamp(min=1e-30), diff_rows * torch.inf)
+    return float(torch.nan_to_num(ratios, nan=0.0).max()) if ratios.numel() else 0.0
 
 
 def rms_norm_reference(x: Any, weight: Any, eps: float = 1e-6) -> Any:

@@ -183,3 +183,54 @@ def test_cce_asks_for_the_exact_gradient_in_training_and_in_the_doctors_probe(mo
     cce.probe_cce("cpu")
     assert len(calls) >= 2 and all("filter_eps" in kw and kw["filter_eps"] is None for kw in calls)
     assert cce.CCE_FILTER_EPS is None
+
+
+def _filtered_linear_cross_entropy(eps: float):
+    """The lm head and cross-entropy whose backward drops every softmax entry below ``eps`` (CCE's filter, entry
+    by entry): what the doctor's probe must catch."""
+    torch = pytest.importorskip("torch")
+
+    class Filtered(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, h, w, y):
+            ctx.save_for_backward(h, w, y)
+            return cce.linear_cross_entropy_reference(h, w, y)
+
+        @staticmethod
+        def backward(ctx, upstream):
+            h, w, y = ctx.saved_tensors
+            keep = y != cce.IGNORE_INDEX
+            probs = torch.softmax((h @ w.t()).float(), dim=-1)
+            d = probs - torch.nn.functional.one_hot(y.clamp(min=0), w.shape[0]).float()
+            d = torch.where(d.abs() < eps, torch.zeros_like(d), d) * keep[:, None] / keep.sum() * upstream
+            return (d @ w.float()).to(h.dtype), (d.t() @ h.float()).to(w.dtype), None
+
+    return Filtered.apply
+
+
+def test_the_cce_probe_catches_a_gradient_filter_that_an_elementwise_bound_lets_through():
+    """In the probe's regime (near-uniform softmax over 16,384 entries) a filter at CCE's 2^-12 drops all but the
+    correct token's term: the GPU tolerances' elementwise bound passes it, their norm bound fails it, and the
+    exact gradient with bf16-rounded logits (what a bf16 kernel's rounding does) passes both."""
+    torch = pytest.importorskip("torch")
+    from nbhelpers.kernels.probes import FAIL, PASS, compare_kernels
+
+    inputs = cce.cce_probe_inputs("cpu", torch.float32)
+    rtol, atol, norm_rtol = cce.PROBE_TOLERANCE["cuda"]
+    filtered = _filtered_linear_cross_entropy(2.0**-12)
+    reference = cce.linear_cross_entropy_reference
+    elementwise = compare_kernels("filtered", filtered, reference, inputs, rtol, atol)
+    by_norm = compare_kernels("filtered", filtered, reference, inputs, rtol, atol, norm_rtol=norm_rtol)
+    assert elementwise.status == PASS and by_norm.status == FAIL and "row's |diff| / |reference|" in by_norm.detail
+
+    def bf16_logits(h, w, y):
+        return torch.nn.functional.cross_entropy((h @ w.t()).bfloat16().float(), y, ignore_index=cce.IGNORE_INDEX)
+
+    exact = compare_kernels("bf16 logits", bf16_logits, reference, inputs, rtol, atol, norm_rtol=norm_rtol)
+    assert exact.status == PASS, exact.detail
+
+
+def test_the_doctors_cce_probe_passes_on_a_cpu_with_the_norm_bound():
+    pytest.importorskip("cut_cross_entropy")
+    (result,) = cce.probe_cce("cpu")
+    assert result.status == "pass" and "norm_rtol" in result.detail, result.detail
