@@ -79,8 +79,8 @@ def compare_kernels(
     """
     import torch
 
-    if rtol < 0 or atol < 0:
-        raise ValueError(f"rtol={rtol}, atol={atol}: tolerances must be >= 0")
+    if rtol < 0 or atol < 0 or (norm_rtol is not None and norm_rtol < 0):
+        raise ValueError(f"rtol={rtol}, atol={atol}, norm_rtol={norm_rtol}: tolerances must be >= 0")
     ref_inputs, fused_inputs = _leaves(inputs), _leaves(inputs)
     ref_out = _first_tensor(reference(*ref_inputs))
     generator = torch.Generator(device="cpu").manual_seed(seed)

@@ -141,6 +141,8 @@ def test_probe_reports_a_kernel_that_raises_as_failed():
 def test_probe_refuses_a_negative_tolerance():
     with pytest.raises(ValueError, match="rtol=-1"):
         compare_kernels("rms", rms_norm_reference, rms_norm_reference, _inputs(), -1, 0)
+    with pytest.raises(ValueError, match="norm_rtol=-0.1"):
+        compare_kernels("rms", rms_norm_reference, rms_norm_reference, _inputs(), 0, 0, norm_rtol=-0.1)
 
 
 # ---------------------------------------------------------------------------------------------- verdicts on a CPU
