@@ -23,9 +23,9 @@ def write_rows(path, count: int) -> str:
 
 
 def test_samples_grow_until_the_plan_has_a_batch_for_every_step():
-    assert plan_length(STATIC, 4) == (2, 4)  # batch 2: two batches, the curve would repeat them
+    assert plan_length(STATIC, 4) == (2, 4, None)  # batch 2: two batches, the curve would repeat them
     samples = samples_for_steps(STATIC, 11)
-    batches, given = plan_length(STATIC, samples)
+    batches, given, _ = plan_length(STATIC, samples)
     assert batches >= 11 and given == samples
     assert samples_for_steps(STATIC, 2) == STATIC.num_samples  # enough already: never fewer than asked
 
@@ -34,6 +34,20 @@ def test_a_token_budget_plan_gets_new_batches_too():
     budget = STATIC.replace(padding="token_budget", batch_size=4, num_samples=8)
     samples = samples_for_steps(budget, 6)
     assert plan_length(budget, samples)[0] >= 6 and samples > budget.num_samples
+
+
+def test_growth_stops_short_of_a_batch_without_loss_tokens(tmp_path):
+    """Row 5's prompt fills max_length, so its batch (batch size 1) has no loss token: a curve that took it would
+    step on a NaN loss, so the samples stay where every batch the curve steps on can learn."""
+    path = tmp_path / "rows.jsonl"
+    with open(path, "w", encoding="utf-8") as handle:
+        for i in range(20):
+            prompt = "word " * (200 if i == 5 else 3)
+            handle.write(json.dumps({"prompt": prompt, "response": f"answer {i} " * 4}) + "\n")
+    one = STATIC.replace(dataset=str(path), batch_size=1, max_length=48, num_samples=2)
+    assert plan_length(one, 20)[2] == 5  # the sixth batch has nothing to learn
+    samples = samples_for_steps(one, 12)
+    assert one.num_samples <= samples <= 5 and plan_length(one, samples)[2] is None
 
 
 def test_a_small_data_set_gives_all_it_has(tmp_path):
