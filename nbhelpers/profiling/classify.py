@@ -3,9 +3,9 @@
 The categories (:data:`CATEGORIES`) are those of the design's kernel-level observability section.
 Decisions where a name could fit two categories:
 
-- **Triton/Liger** holds every Liger kernel and every torch.compile (Inductor) generated Triton kernel
-  (``triton_poi_fused_*``, ``triton_red_fused_*``, ``triton_per_fused_*``, ...), whatever it computes:
-  the category shows how much of a step already runs in fused Triton code. Two exceptions keep
+- **Triton/Liger** holds every Liger kernel, Cut Cross-Entropy's kernels and every torch.compile (Inductor)
+  generated Triton kernel (``triton_poi_fused_*``, ``triton_red_fused_*``, ``triton_per_fused_*``, ...),
+  whatever it computes: the category shows how much of a step already runs in fused Triton code. Two exceptions keep
   compute-bound templates with their kind: Triton attention templates (``triton_tem_fused_flex_attention*``)
   are "attention" and Triton GEMM templates (``triton_tem_fused_mm*``, ``*_addmm*``, ``*_bmm*``) are "GEMM".
 - **elementwise** holds pointwise kernels and the memory-bound kernels that read and write each element
@@ -68,6 +68,7 @@ _LIGER = (
     r"|^_layer_norm_\w*kernel|^_group_norm_\w*kernel|^_poly_norm\w*|^_dyt_\w*|^_swiglu_\w*|^_geglu_\w*"
     r"|^element_mul_kernel|^_fused_linear_cross_entropy\w*|^_cross_entropy\w*kernel|^_kldiv_kernel\w*"
     r"|^_jsd_kernel\w*|^_tvd_kernel\w*|^_selective_log_softmax\w*|^_softmax_\w*kernel|^_sparsemax\w*"
+    r"|^_cce_\w*kernel|^_indexed_neg_dot_forward_kernel"  # Cut Cross-Entropy's Triton kernels
 )
 
 # flash-linear-attention's Gated DeltaNet kernels (fla/ops/gated_delta_rule, fla/ops/common, fla/ops/utils,

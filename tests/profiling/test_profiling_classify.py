@@ -102,6 +102,10 @@ KERNELS = [
     ("element_mul_kernel", "Triton/Liger"),
     ("_fused_linear_cross_entropy_forward", "Triton/Liger"),
     ("_layer_norm_forward_kernel", "Triton/Liger"),
+    # Cut Cross-Entropy (cut_cross_entropy 25.1.1)
+    ("_cce_lse_forward_kernel", "Triton/Liger"),
+    ("_cce_backward_kernel", "Triton/Liger"),
+    ("_indexed_neg_dot_forward_kernel", "Triton/Liger"),
     # Inductor generated Triton kernels
     ("triton_poi_fused_add_mul_0", "Triton/Liger"),
     ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1", "Triton/Liger"),
