@@ -208,26 +208,72 @@ def _filtered_linear_cross_entropy(eps: float):
     return Filtered.apply
 
 
+def _bf16_summed_linear_cross_entropy(block: int = 128):
+    """The lm head and cross-entropy whose hidden-state gradient adds each block of ``block`` vocabulary entries
+    into a bf16 sum (cut-cross-entropy 25.1.1's backward, whose gradient buffer has the hidden states' dtype)."""
+    torch = pytest.importorskip("torch")
+
+    class Bf16Summed(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, h, w, y):
+            ctx.save_for_backward(h, w, y)
+            return cce.linear_cross_entropy_reference(h, w, y)
+
+        @staticmethod
+        def backward(ctx, upstream):
+            h, w, y = ctx.saved_tensors
+            keep = y != cce.IGNORE_INDEX
+            probs = torch.softmax((h @ w.t()).float(), dim=-1)
+            d = probs - torch.nn.functional.one_hot(y.clamp(min=0), w.shape[0]).float()
+            d = d * keep[:, None] / keep.sum() * upstream
+            summed = torch.zeros(h.shape, dtype=torch.bfloat16)
+            for start in range(0, w.shape[0], block):
+                summed = (summed.float() + d[:, start : start + block] @ w[start : start + block].float()).bfloat16()
+            return summed.to(h.dtype), (d.t() @ h.float()).to(w.dtype), None
+
+    return Bf16Summed.apply
+
+
+def _probe(fn, inputs, norm: bool = True):
+    from nbhelpers.kernels.probes import compare_kernels
+
+    rtol, atol, norm_rtol = cce.PROBE_TOLERANCE["cuda"]
+    reference = cce.after_final_norm(cce.linear_cross_entropy_reference)
+    return compare_kernels("probe", cce.after_final_norm(fn), reference, inputs, rtol, atol,
+                           norm_rtol=norm_rtol if norm else None)
+
+
 def test_the_cce_probe_catches_a_gradient_filter_that_an_elementwise_bound_lets_through():
     """In the probe's regime (near-uniform softmax over 16,384 entries) a filter at CCE's 2^-12 drops all but the
     correct token's term: the GPU tolerances' elementwise bound passes it, their norm bound fails it, and the
     exact gradient with bf16-rounded logits (what a bf16 kernel's rounding does) passes both."""
     torch = pytest.importorskip("torch")
-    from nbhelpers.kernels.probes import FAIL, PASS, compare_kernels
+    from nbhelpers.kernels.probes import FAIL, PASS
 
     inputs = cce.cce_probe_inputs("cpu", torch.float32)
-    rtol, atol, norm_rtol = cce.PROBE_TOLERANCE["cuda"]
     filtered = _filtered_linear_cross_entropy(2.0**-12)
-    reference = cce.linear_cross_entropy_reference
-    elementwise = compare_kernels("filtered", filtered, reference, inputs, rtol, atol)
-    by_norm = compare_kernels("filtered", filtered, reference, inputs, rtol, atol, norm_rtol=norm_rtol)
+    elementwise, by_norm = _probe(filtered, inputs, norm=False), _probe(filtered, inputs)
     assert elementwise.status == PASS and by_norm.status == FAIL and "row's |diff| / |reference|" in by_norm.detail
 
     def bf16_logits(h, w, y):
         return torch.nn.functional.cross_entropy((h @ w.t()).bfloat16().float(), y, ignore_index=cce.IGNORE_INDEX)
 
-    exact = compare_kernels("bf16 logits", bf16_logits, reference, inputs, rtol, atol, norm_rtol=norm_rtol)
+    exact = _probe(bf16_logits, inputs)
     assert exact.status == PASS, exact.detail
+
+
+def test_the_cce_probe_catches_hidden_state_gradients_summed_in_bf16():
+    """Summed block by block in bf16, the small softmax terms of each token's gradient round away: each token's
+    gradient stays within 2% of the reference, but the final norm weight's, which adds them over 2,048 tokens, does
+    not, and the probe fails on that gradient (input 1)."""
+    torch = pytest.importorskip("torch")
+    from nbhelpers.kernels.probes import FAIL
+
+    inputs = cce.cce_probe_inputs("cpu", torch.float32)
+    result = _probe(_bf16_summed_linear_cross_entropy(), inputs)
+    assert result.status == FAIL, result.detail
+    assert "gradient of input 1: a row's |diff| / |reference|" in result.detail
+    assert "gradient of input 0" not in result.detail and "gradient of input 2" not in result.detail
 
 
 def test_the_doctors_cce_probe_passes_on_a_cpu_with_the_norm_bound():
