@@ -34,6 +34,7 @@ LORA_RANK=${LORA_RANK:-16}                             # with ADAPTER=lora: rank
 LORA_ALPHA=${LORA_ALPHA:-32}
 LORA_TARGETS=${LORA_TARGETS:-all-linear}
 ACTIVATION_CHECKPOINTING=${ACTIVATION_CHECKPOINTING:-none}  # none, full or every_k (layers recomputed: less memory)
+DTYPE=${DTYPE:-auto}                                   # notebooks 01-03: auto (fp32 weights + bf16 autocast), bf16-master, ...
 BACKENDS=${BACKENDS:-eager,liger}                      # notebook 02
 STRATEGIES=${STRATEGIES:-static,packed,token_budget}   # notebook 03
 ATTENTION=${ATTENTION:-sdpa,torch_varlen}              # notebook 03
@@ -48,6 +49,7 @@ exec "$PY" -m nbhelpers.cli run-all --run-name "$RUN_NAME" \
   -p "TIMING=epoch" \
   -p "ADAPTER=$ADAPTER" -p "LORA_RANK=$LORA_RANK" -p "LORA_ALPHA=$LORA_ALPHA" -p "LORA_TARGETS=$LORA_TARGETS" \
   -p "ACTIVATION_CHECKPOINTING=$ACTIVATION_CHECKPOINTING" \
+  -p "01:DTYPE=$DTYPE" -p "02:DTYPE=$DTYPE" -p "03:DTYPE=$DTYPE" \
   -p "02:BACKENDS=$BACKENDS" \
   -p "03:STRATEGIES=$STRATEGIES" -p "03:ATTENTION=$ATTENTION" -p "03:KERNELS=$KERNELS" \
   -p "03:TUNE_BUDGET_S=$TUNE_BUDGET_S" \

@@ -19,7 +19,7 @@ PARAMETERS = {
     "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int",
     "TIMING": "str", "PADDING": "str",
     "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str",
-    "ACTIVATION_CHECKPOINTING": "str",
+    "ACTIVATION_CHECKPOINTING": "str", "DTYPE": "str",
     "TRACE_SOURCE": "str",
 }  # fmt: skip
 TINY = {"BATCH_SIZE": 2, "MAX_LENGTH": 64, "NUM_SAMPLES": 8, "STEPS": 2, "WARMUP": 1}
@@ -115,3 +115,13 @@ def test_notebook_01_trains_lora_on_the_tiny_hybrid(runs_root, kernel_env, tmp_p
     assert f"lora-r4 on all-linear: {trained:,} trained" in outputs_text(cells["run"])
     fit = outputs_text(cells["lora-fit"])
     assert "qwen3.5-tiny with LoRA r4 (all-linear)" in fit and "largest_token_budget" in fit
+
+
+@pytest.mark.slow
+def test_notebook_01_runs_its_baseline_with_bf16_weights_and_fp32_master_state(runs_root, kernel_env, tmp_path):
+    """DTYPE reaches the measured step: the record is the bf16-master workload's baseline."""
+    parameters = {"RUN_NAME": "nb01master", "DTYPE": "bf16-master", **TINY, "STEPS": 1, "WARMUP": 0}
+    execute(NOTEBOOK, tmp_path / "01.ipynb", parameters)
+    [record] = RunStore.for_run("nb01master").load()
+    assert (record.kind, record.status, record.config["dtype"]) == ("step", "ok", "bf16-master")
+    assert record.metrics["kernels_per_step"] > 0

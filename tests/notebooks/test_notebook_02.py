@@ -20,7 +20,7 @@ PARAMETERS = {
     "BACKENDS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int",
     "STEPS": "int", "WARMUP": "int", "TIMING": "str", "PADDING": "str",
     "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str",
-    "ACTIVATION_CHECKPOINTING": "str",
+    "ACTIVATION_CHECKPOINTING": "str", "DTYPE": "str",
     "MEASURE_STARTUP": "bool",
     "DOCTOR_PROBES": "bool", "GPU_RESULTS": "str",
 }  # fmt: skip
