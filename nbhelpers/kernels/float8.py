@@ -149,10 +149,10 @@ def requested_float8_for(backend: str) -> Any:
 
 
 FLOAT8_PROBE_SHAPE = (32, 256)  # tokens, features of the doctor's float8 probe
-# rtol, atol, norm_rtol: float8's rounding passes (each row of output and gradients within 8.4% by norm, the weight
-# gradient's entries, sums over 32 tokens about 5.7 in scale, within 1.9 of bf16's), a wrong scale (rows 100%
-# off) or a transposed operand (entries 5.7 off) fails. Measured on an H200 (2026-12-03, torchao 0.18.0): the
-# earlier bounds (rtol 0.125, atol 0.5) failed both recipes on the weight gradient (1.88 and 1.75 apart).
+# rtol, atol, norm_rtol: float8's rounding passes (emulated on a CPU: each row of output and gradients within 8.4%
+# by norm, the weight gradient's entries, sums over 32 tokens about 5.7 in scale, within 1.9 of bf16's), a wrong
+# scale (rows 100% off) or a transposed operand (entries 5.7 off) fails. Measured on an H200 (2026-12-03, torchao
+# 0.18.0): the earlier bounds (rtol 0.125, atol 0.5) failed both recipes on the weight gradient (1.88 and 1.75 apart).
 FLOAT8_PROBE_TOLERANCE = (0.25, 3.0, 0.25)
 
 

@@ -185,12 +185,12 @@ def test_cce_asks_for_the_exact_gradient_in_training_and_in_the_doctors_probe(mo
     assert cce.CCE_FILTER_EPS is None
 
 
-def _filtered_linear_cross_entropy(eps: float):
-    """The lm head and cross-entropy whose backward drops every softmax entry below ``eps`` (CCE's filter, entry
-    by entry): what the doctor's probe must catch."""
+def _linear_cross_entropy_with(keep_term=None, hidden_gradient=None):
+    """The lm head and cross-entropy with a backward of its own: ``keep_term(d)`` zeroes softmax terms before they
+    are used (a filter), ``hidden_gradient(d, w)`` sums the hidden states' gradient (default: one fp32 matmul)."""
     torch = pytest.importorskip("torch")
 
-    class Filtered(torch.autograd.Function):
+    class HeadLoss(torch.autograd.Function):
         @staticmethod
         def forward(ctx, h, w, y):
             ctx.save_for_backward(h, w, y)
@@ -202,36 +202,32 @@ def _filtered_linear_cross_entropy(eps: float):
             keep = y != cce.IGNORE_INDEX
             probs = torch.softmax((h @ w.t()).float(), dim=-1)
             d = probs - torch.nn.functional.one_hot(y.clamp(min=0), w.shape[0]).float()
-            d = torch.where(d.abs() < eps, torch.zeros_like(d), d) * keep[:, None] / keep.sum() * upstream
-            return (d @ w.float()).to(h.dtype), (d.t() @ h.float()).to(w.dtype), None
+            d = (d if keep_term is None else keep_term(d)) * keep[:, None] / keep.sum() * upstream
+            grad_h = d @ w.float() if hidden_gradient is None else hidden_gradient(d, w)
+            return grad_h.to(h.dtype), (d.t() @ h.float()).to(w.dtype), None
 
-    return Filtered.apply
+    return HeadLoss.apply
+
+
+def _filtered_linear_cross_entropy(eps: float):
+    """A backward that drops every softmax entry below ``eps`` (CCE's filter, entry by entry): what the doctor's
+    probe must catch."""
+    torch = pytest.importorskip("torch")
+    return _linear_cross_entropy_with(keep_term=lambda d: torch.where(d.abs() < eps, torch.zeros_like(d), d))
 
 
 def _bf16_summed_linear_cross_entropy(block: int = 128):
-    """The lm head and cross-entropy whose hidden-state gradient adds each block of ``block`` vocabulary entries
-    into a bf16 sum (cut-cross-entropy 25.1.1's backward, whose gradient buffer has the hidden states' dtype)."""
+    """A backward that adds each block of ``block`` vocabulary entries' share of the hidden-state gradient into a
+    bf16 sum (cut-cross-entropy 25.1.1's backward, whose gradient buffer has the hidden states' dtype)."""
     torch = pytest.importorskip("torch")
 
-    class Bf16Summed(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, h, w, y):
-            ctx.save_for_backward(h, w, y)
-            return cce.linear_cross_entropy_reference(h, w, y)
+    def summed_in_bf16(d, w):
+        summed = torch.zeros(d.shape[0], w.shape[1], dtype=torch.bfloat16)
+        for start in range(0, w.shape[0], block):
+            summed = (summed.float() + d[:, start : start + block] @ w[start : start + block].float()).bfloat16()
+        return summed
 
-        @staticmethod
-        def backward(ctx, upstream):
-            h, w, y = ctx.saved_tensors
-            keep = y != cce.IGNORE_INDEX
-            probs = torch.softmax((h @ w.t()).float(), dim=-1)
-            d = probs - torch.nn.functional.one_hot(y.clamp(min=0), w.shape[0]).float()
-            d = d * keep[:, None] / keep.sum() * upstream
-            summed = torch.zeros(h.shape, dtype=torch.bfloat16)
-            for start in range(0, w.shape[0], block):
-                summed = (summed.float() + d[:, start : start + block] @ w[start : start + block].float()).bfloat16()
-            return summed.to(h.dtype), (d.t() @ h.float()).to(w.dtype), None
-
-    return Bf16Summed.apply
+    return _linear_cross_entropy_with(hidden_gradient=summed_in_bf16)
 
 
 def _probe(fn, inputs, norm: bool = True):
