@@ -135,6 +135,7 @@ def requested_cce(switches: tuple[str, ...]) -> tuple[str, ...]:
 PROBE_SHAPE = (2048, 256, 16384)  # tokens, hidden size, vocabulary of the doctor's probe
 PROBE_HEAD_STD = 0.02  # a fresh lm head's scale: Qwen's initializer_range
 PROBE_TOLERANCE = {"cuda": (2e-2, 2e-2, 2e-2), "cpu": (1e-4, 1e-5, 1e-4)}  # rtol, atol, norm_rtol (bf16 / fp32)
+PROBE_INPUTS = ("the hidden states", "the final norm's weight", "the lm head", "the labels")  # as failures name them
 
 
 def cce_probe_inputs(device: str, dtype: Any) -> list[Any]:
@@ -194,4 +195,5 @@ def probe_cce(device: str) -> list[Any]:
     rtol, atol, norm_rtol = PROBE_TOLERANCE[device]
     name = f"linear_cross_entropy ({impl})"
     reference = after_final_norm(linear_cross_entropy_reference)
-    return [compare_kernels(name, after_final_norm(fused), reference, inputs, rtol, atol, norm_rtol=norm_rtol)]
+    return [compare_kernels(name, after_final_norm(fused), reference, inputs, rtol, atol, norm_rtol=norm_rtol,
+                            input_names=PROBE_INPUTS)]  # fmt: skip

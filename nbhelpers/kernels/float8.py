@@ -191,6 +191,6 @@ def probe_float8_for(backend: str) -> ProbeFunction:
 
         rtol, atol, norm_rtol = FLOAT8_PROBE_TOLERANCE
         return [compare_kernels(f"float8 linear ({recipe})", fused, torch.nn.functional.linear, [x, weight],
-                                rtol, atol, norm_rtol=norm_rtol)]  # fmt: skip
+                                rtol, atol, norm_rtol=norm_rtol, input_names=("the input", "the weight"))]  # fmt: skip
 
     return probe

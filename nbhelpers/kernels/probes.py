@@ -67,6 +67,7 @@ def compare_kernels(
     atol: float,
     seed: int = 0,
     norm_rtol: float | None = None,
+    input_names: Sequence[str] = (),
 ) -> ProbeResult:
     """Run ``fused`` and ``reference`` forward and backward on the same inputs; pass when the output and every
     floating-point input's gradient agree within ``atol + rtol * |reference|`` and, with ``norm_rtol``, when each
@@ -74,13 +75,17 @@ def compare_kernels(
     kernel that leaves out many small terms stays inside an elementwise ``atol`` but not inside this (at a
     near-uniform softmax CCE's gradient filter zeroes whole rows of the lm head's gradient, each of them tiny).
 
-    A tuple output is compared on its first element. The backward pass uses one seeded random upstream
-    gradient for both sides, so a kernel whose backward is wrong fails even when its forward is right.
+    ``input_names`` name the inputs in a failure's detail ("gradient of the lm head"); unnamed ones are numbered
+    ("gradient of input 2"). A tuple output is compared on its first element. The backward pass uses one seeded
+    random upstream gradient for both sides, so a kernel whose backward is wrong fails even when its forward is
+    right.
     """
     import torch
 
     if rtol < 0 or atol < 0 or (norm_rtol is not None and norm_rtol < 0):
         raise ValueError(f"rtol={rtol}, atol={atol}, norm_rtol={norm_rtol}: tolerances must be >= 0")
+    if len(input_names) > len(inputs):
+        raise ValueError(f"input_names={list(input_names)}: more names than the {len(inputs)} inputs")
     ref_inputs, fused_inputs = _leaves(inputs), _leaves(inputs)
     ref_out = _first_tensor(reference(*ref_inputs))
     generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -93,7 +98,7 @@ def compare_kernels(
         return ProbeResult(kernel, FAIL, f"the fused kernel raised {type(error).__name__}: {error}"[:500])
     pairs = [("output", fused_out, ref_out)]
     pairs += [
-        (f"gradient of input {i}", f.grad, r.grad)
+        (f"gradient of {input_names[i] if i < len(input_names) else f'input {i}'}", f.grad, r.grad)
         for i, (f, r) in enumerate(zip(fused_inputs, ref_inputs))
         if isinstance(r, torch.Tensor) and r.grad is not None
     ]

@@ -128,6 +128,9 @@ def test_probe_catches_a_wrong_backward_with_a_right_forward():
     result = compare_kernels("rms", _WrongBackward.apply, rms_norm_reference, _inputs(), 1e-4, 1e-5)
     assert result.status == FAIL
     assert "gradient of input 0" in result.detail and "output" not in result.detail
+    named = compare_kernels("rms", _WrongBackward.apply, rms_norm_reference, _inputs(), 1e-4, 1e-5,
+                            input_names=("the activations",))  # fmt: skip
+    assert "gradient of the activations" in named.detail and "input 0" not in named.detail
 
 
 def test_probe_reports_a_kernel_that_raises_as_failed():
@@ -143,6 +146,8 @@ def test_probe_refuses_a_negative_tolerance():
         compare_kernels("rms", rms_norm_reference, rms_norm_reference, _inputs(), -1, 0)
     with pytest.raises(ValueError, match="norm_rtol=-0.1"):
         compare_kernels("rms", rms_norm_reference, rms_norm_reference, _inputs(), 0, 0, norm_rtol=-0.1)
+    with pytest.raises(ValueError, match="more names than the 2 inputs"):
+        compare_kernels("rms", rms_norm_reference, rms_norm_reference, _inputs(), 0, 0, input_names=("a", "b", "c"))
 
 
 # ---------------------------------------------------------------------------------------------- verdicts on a CPU

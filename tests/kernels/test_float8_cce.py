@@ -236,7 +236,7 @@ def _probe(fn, inputs, norm: bool = True):
     rtol, atol, norm_rtol = cce.PROBE_TOLERANCE["cuda"]
     reference = cce.after_final_norm(cce.linear_cross_entropy_reference)
     return compare_kernels("probe", cce.after_final_norm(fn), reference, inputs, rtol, atol,
-                           norm_rtol=norm_rtol if norm else None)
+                           norm_rtol=norm_rtol if norm else None, input_names=cce.PROBE_INPUTS)
 
 
 def test_the_cce_probe_catches_a_gradient_filter_that_an_elementwise_bound_lets_through():
@@ -261,15 +261,15 @@ def test_the_cce_probe_catches_a_gradient_filter_that_an_elementwise_bound_lets_
 def test_the_cce_probe_catches_hidden_state_gradients_summed_in_bf16():
     """Summed block by block in bf16, the small softmax terms of each token's gradient round away: each token's
     gradient stays within 2% of the reference, but the final norm weight's, which adds them over 2,048 tokens, does
-    not, and the probe fails on that gradient (input 1)."""
+    not, and the probe fails on that gradient."""
     torch = pytest.importorskip("torch")
     from nbhelpers.kernels.probes import FAIL
 
     inputs = cce.cce_probe_inputs("cpu", torch.float32)
     result = _probe(_bf16_summed_linear_cross_entropy(), inputs)
     assert result.status == FAIL, result.detail
-    assert "gradient of input 1: a row's |diff| / |reference|" in result.detail
-    assert "gradient of input 0" not in result.detail and "gradient of input 2" not in result.detail
+    assert "gradient of the final norm's weight: a row's |diff| / |reference|" in result.detail
+    assert "gradient of the hidden states" not in result.detail and "gradient of the lm head" not in result.detail
 
 
 def test_the_doctors_cce_probe_passes_on_a_cpu_with_the_norm_bound():
