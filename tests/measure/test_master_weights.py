@@ -23,6 +23,21 @@ def test_small_updates_accumulate_in_the_fp32_master():
     assert weight.grad is None and master.grad is None
 
 
+def test_every_parameter_gets_its_master_back_in_bf16_whatever_its_shape():
+    """The foreach copy-back: parameters of several shapes, one of them without a gradient (left as it was)."""
+    generator = torch.Generator().manual_seed(0)
+    shapes = [(3, 5), (7,), (2, 2, 2)]
+    params = [torch.nn.Parameter(torch.randn(s, generator=generator).bfloat16()) for s in shapes]
+    before = [p.detach().clone() for p in params]
+    optimizer = MasterWeightsAdamW(params, lr=0.1, weight_decay=0.0)  # moves past bf16's spacing below 8
+    params[0].grad, params[2].grad = torch.ones_like(params[0]), -torch.ones_like(params[2])
+    optimizer.step()
+    for param, master in zip(params, optimizer.masters, strict=True):
+        assert param.dtype == torch.bfloat16 and torch.equal(param.detach(), master.detach().to(torch.bfloat16))
+    assert torch.equal(params[1].detach(), before[1])
+    assert (params[0].detach() < before[0]).all() and (params[2].detach() > before[2]).all()
+
+
 def test_the_setting_picks_its_optimizer_and_bytes():
     params = [torch.nn.Parameter(torch.ones(2))]
     assert isinstance(make_optimizer(params, True, 1e-3, "cpu"), MasterWeightsAdamW)
