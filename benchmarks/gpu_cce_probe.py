@@ -37,7 +37,8 @@ def main() -> None:
     checks = {
         "cce probe (the doctor's)": cce.probe_cce(args.device)[0],
         "reference vs fp32": compare_kernels(
-            "reference", reference, fp32_reference, inputs, rtol, atol, norm_rtol=norm_rtol
+            "reference", reference, fp32_reference, inputs, rtol, atol, norm_rtol=norm_rtol,
+            input_names=cce.PROBE_INPUTS,
         ),
     }
     with args.out.open("a", encoding="utf-8") as out:
