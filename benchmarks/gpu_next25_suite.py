@@ -37,6 +37,7 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.curve_samples import samples_for_steps
 from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.measure.worker import failed_record
+from nbhelpers.models.families import MODEL_PRESETS
 from nbhelpers.planning.device import refusal
 
 NOTEBOOK = "benchmarks/gpu_next25_suite.py"
@@ -126,11 +127,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("groups", nargs="+", choices=("alone", "best", "curve"))
     parser.add_argument("--out", required=True)
-    parser.add_argument("--model", default="qwen3-1.7b")
+    parser.add_argument("--model", default="qwen3-1.7b", choices=tuple(MODEL_PRESETS), metavar="PRESET")
     parser.add_argument("--batch-size", type=int, default=WORKLOAD["batch_size"])  # smaller for a CPU rehearsal
     parser.add_argument("--max-length", type=int, default=WORKLOAD["max_length"])
     parser.add_argument("--entries", default=",".join(NEW_ALONE), help="the alone group's entries, comma-separated")
+    parser.add_argument("--timeout-s", type=int, default=WORKLOAD["timeout_s"],
+                        help="each configuration's limit; whole-model compile on empty caches compiles twice (the "
+                             "timed model and the parity probe's rebuilt one)")  # fmt: skip
     args = parser.parse_args()
+    if args.timeout_s <= 0:
+        parser.error(f"--timeout-s: {args.timeout_s} is not a positive number of seconds")
     entries = tuple(e for e in args.entries.split(",") if e)
     if unknown := [e for e in entries if e not in NEW_ALONE]:
         parser.error(f"--entries: {', '.join(unknown)} not among {', '.join(NEW_ALONE)}")
@@ -139,7 +145,7 @@ def main() -> None:
     os.environ["NBHELPERS_RUNS"] = str(out)
     cache = Path(os.environ.get("NBHELPERS_KERNEL_CACHE", "/tmp/nbh-kernel-cache"))
     env = {"TRITON_CACHE_DIR": str(cache / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor")}
-    shape = {"batch_size": args.batch_size, "max_length": args.max_length}
+    shape = {"batch_size": args.batch_size, "max_length": args.max_length, "timeout_s": args.timeout_s}
     base = RunConfig(model=args.model, **(WORKLOAD | shape))
     measure = partial(measure_here, device=resolve_device("auto"), extra_env=env)
     reference = None  # the baseline record: every group's parity reference

@@ -36,6 +36,7 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.runner import run_configs
 from nbhelpers.measure.startup import cold_vs_warm
 from nbhelpers.measure.store import RunStore
+from nbhelpers.models.families import MODEL_PRESETS
 
 NO_FLCE = ("rope", "rms_norm", "swiglu", "cross_entropy")  # Liger without its fused linear cross-entropy
 LOSS_ONLY = ("cross_entropy",)  # Liger's switches beside regional compile in the grids and the tuner
@@ -107,7 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("groups", nargs="+", choices=GROUPS)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--model", default="qwen3-1.7b")
+    parser.add_argument("--model", default="qwen3-1.7b", choices=tuple(MODEL_PRESETS), metavar="PRESET")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-length", type=int, default=2048)
     parser.add_argument("--samples", type=int, default=32)
