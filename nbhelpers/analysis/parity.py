@@ -12,7 +12,8 @@ Two methods, the first that both records allow:
   hold the same sequences.
 
 A configuration passes when every relative difference is within a tolerance chosen by device and
-compute dtype (see :data:`TOLERANCES`).
+compute dtype (see :data:`TOLERANCES`), and the probe's few named parameters' gradient norms within
+:data:`PARAMETER_GRADIENT` (or that tolerance, where looser).
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ TOLERANCES: dict[tuple[str, str], Tolerance] = {
     ("cuda", "fp32"): Tolerance(1e-3, "fp32 weights on GPU: TF32 matmuls are allowed"),
     ("any", "bf16"): Tolerance(2e-2, "bf16 compute: 8 mantissa bits, sums in another order"),
 }
+
+
+# One parameter's gradient norm (the probe's fingerprint of a few named tensors) has its own, looser bound: a small
+# tensor such as the final norm's weight sums one term per token, so rounding that leans one way shows there while
+# the totals above stay within their tolerance. Of the rows stored from an H200 (benchmarks/gpu), the 173 without
+# Cut Cross-Entropy read at most 4.5% (the 2B hybrid's reference path, packed against padded, bf16; float8 rows at
+# most 1.4%); CCE's bf16 sums of the hidden-state gradient read 10.0-10.5% on the 1.7B's final norm (15 rows).
+# The bound is the larger of this and the pair's tolerance.
+PARAMETER_GRADIENT = Tolerance(7.5e-2, "one parameter's gradient norm: rows without a biased kernel read up to 4.5%")
 
 
 def _device_type(record: RunRecord) -> str:
@@ -157,11 +167,16 @@ def _judge_probe(record: RunRecord, baseline: RunRecord, tolerance: Tolerance) -
         notes.append(f"{len(sums)} sequences compared one by one")
     else:
         notes.append("per-sequence losses not compared")
+    ok = all(d <= tolerance.rel for d in diffs)
     fingerprint, base_fingerprint = probe.get("param_grad_norms") or {}, base.get("param_grad_norms") or {}
     shared = [n for n in fingerprint if n in base_fingerprint]
     if shared and _finite([*fingerprint.values(), *base_fingerprint.values()]):
-        out["param_grad_max_rel_diff"] = max(rel_diff(fingerprint[n], base_fingerprint[n]) for n in shared)
-    ok = all(d <= tolerance.rel for d in diffs)
+        worst = max(shared, key=lambda n: rel_diff(fingerprint[n], base_fingerprint[n]))
+        out["param_grad_max_rel_diff"] = diff = rel_diff(fingerprint[worst], base_fingerprint[worst])
+        bound = max(PARAMETER_GRADIENT.rel, tolerance.rel)
+        if diff > bound:
+            ok = False
+            notes.append(f"the gradient of {worst} is {diff:.1%} off the baseline's (one parameter's bound {bound:g})")
     return out | {"status": PASS if ok else FAIL, "note": "; ".join(dict.fromkeys(notes))}
 
 

@@ -264,3 +264,44 @@ def test_a_precision_change_is_judged_against_fp32_weights_at_the_looser_toleran
     assert table.loc["bf16-master", "tolerance"] == 2e-2
     same = _first_step(make_record("compile", kernels="compile"), 12.0 * (1 + 5e-3), 4.0)
     assert parity_table([eager, same], "eager").set_index("backend").loc["compile", "status"] == "fail"
+
+
+def test_one_parameters_gradient_off_fails_even_when_the_totals_pass(make_record):
+    """A loss whose gradient leans one way on a small tensor (Cut Cross-Entropy's bf16 sums moved the final norm's
+    gradient 10% on an H200) keeps the total loss and gradient norm within tolerance; its named parameter fails."""
+    from nbhelpers.analysis.parity import PARAMETER_GRADIENT, check_parity
+
+    sums = [60.0, 84.0, 108.0]
+    static = _probed(make_record, "static", "static", sums)
+    static.metrics["parity_probe"]["param_grad_norms"] = {"model.embed_tokens.weight": 5.0, "model.norm.weight": 2.0}
+
+    def with_norm_gradient(label: str, norm: float):
+        record = _probed(make_record, label, "packed", sums)
+        record.metrics["parity_probe"]["param_grad_norms"] = {
+            "model.embed_tokens.weight": 5.0,
+            "model.norm.weight": norm,
+        }
+        return check_parity(record, static)
+
+    biased = with_norm_gradient("biased", 2.0 * 1.10)
+    assert biased["status"] == "fail"
+    assert biased["loss_rel_diff"] == 0.0 and biased["grad_norm_rel_diff"] == 0.0  # the totals alone would pass
+    assert biased["param_grad_max_rel_diff"] == pytest.approx(0.10)
+    assert "the gradient of model.norm.weight is 10.0% off" in biased["note"]
+    within = with_norm_gradient("rounding", 2.0 * (1 + PARAMETER_GRADIENT.rel * 0.6))  # 4.5%: the largest seen exact
+    assert within["status"] == "pass" and within["param_grad_max_rel_diff"] == pytest.approx(0.045)
+    assert "model.norm.weight" not in within["note"]
+
+
+def test_one_parameters_bound_is_never_tighter_than_the_pairs_tolerance(make_record):
+    from nbhelpers.analysis.parity import PARAMETER_GRADIENT, _judge_probe
+    from nbhelpers.kernels.spec import Tolerance
+
+    sums = [60.0, 84.0, 108.0]
+    base = _probed(make_record, "static", "static", sums)
+    off = _probed(make_record, "off", "packed", sums)
+    off.metrics["parity_probe"]["param_grad_norms"] = {"model.embed_tokens.weight": 5.0 * 1.09}
+    loose = Tolerance(0.1, "a lower precision's own")
+    assert _judge_probe(off, base, loose)["status"] == "pass"  # 9% is within a 0.1 tolerance
+    assert _judge_probe(off, base, Tolerance(0.02, "bf16"))["status"] == "fail"  # and beyond 7.5% under bf16's
+    assert PARAMETER_GRADIENT.rel > 0.045  # above the largest difference an exact row showed on an H200
