@@ -171,8 +171,9 @@ def _judge_probe(record: RunRecord, baseline: RunRecord, tolerance: Tolerance) -
     fingerprint, base_fingerprint = probe.get("param_grad_norms") or {}, base.get("param_grad_norms") or {}
     shared = [n for n in fingerprint if n in base_fingerprint]
     if shared and _finite([*fingerprint.values(), *base_fingerprint.values()]):
-        worst = max(shared, key=lambda n: rel_diff(fingerprint[n], base_fingerprint[n]))
-        out["param_grad_max_rel_diff"] = diff = rel_diff(fingerprint[worst], base_fingerprint[worst])
+        by_name = {n: rel_diff(fingerprint[n], base_fingerprint[n]) for n in shared}
+        worst = max(by_name, key=by_name.__getitem__)
+        out["param_grad_max_rel_diff"] = diff = by_name[worst]
         bound = max(PARAMETER_GRADIENT.rel, tolerance.rel)
         if diff > bound:
             ok = False
