@@ -5,8 +5,11 @@ the Gated DeltaNet forward: ``torch_chunk_gated_delta_rule``, ``torch_recurrent_
 ``causal_conv1d_fn`` and ``causal_conv1d_update``. At import, ``use_kernel_func_from_hub_with_fallback``
 binds each to a wrapper that calls flash-linear-attention / causal-conv1d when importable and the PyTorch
 reference otherwise (only a warning says which); ``use_kernelized_func`` merely lists them for the hub's
-``kernelize``. The forward looks the names up at call time, so rebinding the module globals changes what
-every layer runs; :func:`layer_paths` reads it back off the live module, layer by layer.
+``kernelize``. Where the ``kernels`` package is installed (a dependency of transformers from 5.25), that
+wrapper is itself wrapped in a callable ``nn.Module`` the hub can replace; from 5.25 the wrapper also refuses
+a packed row's boundaries when it would fall back to the reference. The forward looks the names up at call
+time, so rebinding the module globals changes what every layer runs; :func:`layer_paths` reads it back off the
+live module, layer by layer.
 
 The reference path (:func:`use_reference`) is transformers' PyTorch code, which knows no sequence boundaries;
 here it runs the delta rule and the convolution once per sequence when a packed row carries its boundaries
@@ -66,9 +69,24 @@ def bind(modeling: Any, hook: str, function: Any) -> None:
     setattr(modeling, hook, function)
 
 
+def _closure_value(function: Any, name: str) -> Any | None:
+    """The callable a function closes over under ``name``, or None."""
+    names = getattr(getattr(function, "__code__", None), "co_freevars", ())
+    for free, cell in zip(names, getattr(function, "__closure__", None) or ()):
+        if free == name and callable(cell.cell_contents):
+            return cell.cell_contents
+    return None
+
+
+def hub_function(hook_object: Any) -> Any:
+    """The function a ``kernels`` hub module made from a function calls (its class's ``forward`` closes over
+    it); any other object as it is."""
+    return _closure_value(getattr(type(hook_object), "forward", None), "func") or hook_object
+
+
 def reference_function(modeling: Any, hook: str) -> Callable[..., Any]:
-    """transformers' PyTorch reference behind a hook (the function its import-time wrapper wraps)."""
-    return inspect.unwrap(original(modeling, hook))
+    """transformers' PyTorch reference behind a hook (the function its import-time wrappers wrap)."""
+    return inspect.unwrap(hub_function(original(modeling, hook)))
 
 
 def _accepted(function: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -190,11 +208,8 @@ def _bare(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def _package_implementation(function: Any) -> Any:
     """The function a transformers kernel-hook wrapper calls (found in its closure), else the function."""
-    names = getattr(getattr(function, "__code__", None), "co_freevars", ())
-    for name, cell in zip(names, getattr(function, "__closure__", None) or ()):
-        if name == "implementation" and callable(cell.cell_contents):
-            return cell.cell_contents
-    return function
+    function = hub_function(function)
+    return _closure_value(function, "implementation") or function
 
 
 def describe_hook(function: Any, part: str) -> tuple[str, str]:

@@ -161,6 +161,37 @@ def test_a_transformers_wrapper_is_read_through_its_closure():
     )  # fmt: skip
 
 
+def test_a_hub_module_around_the_wrapper_is_read_through():
+    """transformers 5.25 with ``kernels`` installed wraps each hook's wrapper in a callable nn.Module."""
+    kernels = pytest.importorskip("kernels")
+
+    def wrapper_around(implementation):
+        def wrapped(*args, **kwargs):
+            return implementation(*args, **kwargs)
+
+        return wrapped
+
+    fake = type(sys)("fla.ops.fake")
+    exec("def chunk_gated_delta_rule(*a, **k):\n    return None", fake.__dict__)
+    hub_module = kernels.use_kernel_forward_from_hub("FakeDeltaRule")(wrapper_around(fake.chunk_gated_delta_rule))
+    assert isinstance(hub_module, torch.nn.Module)
+    assert paths.describe_hook(hub_module, "delta_rule") == (paths.FLA_DELTA_RULE, paths.KEEPS_APART)
+    assert paths.hub_function(paths.describe_hook) is paths.describe_hook  # a plain function is itself
+
+
+def test_the_reference_behind_the_installed_hooks_is_transformers_own_function():
+    """Whatever this transformers binds at import, the reference found behind it is its plain PyTorch code,
+    which runs a packed row sequence by sequence once bound."""
+    model = tiny_hybrid()
+    modeling = paths.hybrid_modeling(model)
+    for hook in paths.HYBRID_HOOKS:
+        reference = paths.reference_function(modeling, hook)
+        assert not isinstance(reference, torch.nn.Module), hook
+        assert reference.__module__ == modeling.__name__, (hook, reference.__module__)
+    assert paths.use_reference(model)
+    assert paths.runs_reference(model)
+
+
 def test_a_dense_model_has_no_hybrid_report():
     from nbhelpers.models.loading import build_model
 
