@@ -11,8 +11,10 @@ configuration can be compared with the static baseline sequence by sequence.
 When it runs: after the timed steps, on a model rebuilt with the same seed, the same kernels and the same
 attention (:func:`parity_probe`, called by the worker). The timed measurement is untouched (its compile
 caches, shapes seen, peak memory and first-step time are recorded before the probe starts), and no
-optimizer step has touched the rebuilt weights. The cost is one more model build (and, for compiled
-backends, possibly a recompile for the probe's shapes) plus a forward and backward over a few sequences.
+optimizer step has touched the rebuilt weights. The cost is one more model build plus a forward and backward
+over a few sequences. A compiled backend's padded batches are filled up to the timed step's ``batch_size`` rows
+with rows that carry no labels (:func:`filled_rows`), so the probe reuses the graph the timed steps compiled
+rather than compiling another for a smaller batch: the filler adds exact zeros to the loss and the gradients.
 
 Where the model returns no logits (Liger's fused linear cross-entropy in training mode), only the total
 and the gradients are recorded, and the probe says so.
@@ -32,6 +34,7 @@ from nbhelpers.data.loading import IGNORE_INDEX, Example
 from nbhelpers.data.strategies import PaddingSettings, plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
+from nbhelpers.kernels.registry import kernel_backend
 from nbhelpers.models.adapters import wrap_model
 from nbhelpers.models.loading import resolve_model
 
@@ -60,6 +63,21 @@ def probe_size(config: RunConfig) -> int:
 def probe_plan(examples: Sequence[Example], settings: PaddingSettings) -> list[list[int]]:
     """The strategy's batches of these examples (indices into ``examples``), planned on this set alone."""
     return plan_batches([len(e["input_ids"]) for e in examples], settings)
+
+
+def filled_rows(batch: dict[str, Any], rows: int) -> dict[str, Any]:
+    """A padded batch grown to ``rows`` rows with copies of its first row whose labels are all ignored (so they
+    add nothing to a token-sum loss or its gradients); a batch that has the rows already is returned as it is."""
+    import torch
+
+    missing = rows - batch["input_ids"].shape[0]
+    if missing <= 0:
+        return batch
+    grown = {}
+    for key, tensor in batch.items():
+        extra = tensor[:1].expand(missing, *tensor.shape[1:])
+        grown[key] = torch.cat([tensor, torch.full_like(extra, IGNORE_INDEX) if key == "labels" else extra])
+    return grown
 
 
 def _row_sequence_ids(batch: dict[str, Any], packed: bool) -> Any:
@@ -136,6 +154,7 @@ def _accumulate(
     device: str,
     broken: str,
     boundaries: bool = False,
+    fill_rows: int = 0,
 ) -> tuple[float, list[float] | None, list[int] | None]:
     """Forward + backward of every batch of the plan (gradients add up): total loss, per-sequence sums, tokens."""
     import torch
@@ -144,7 +163,10 @@ def _accumulate(
     counts: list[int] = [0] * len(examples)
     total, has_logits = 0.0, True
     for indices in plan:
-        batch = to_device(collate([examples[i] for i in indices], settings, pad_token_id, boundaries), device)
+        batch = collate([examples[i] for i in indices], settings, pad_token_id, boundaries)
+        if fill_rows and not settings.entry.packed:
+            batch = filled_rows(batch, fill_rows)
+        batch = to_device(batch, device)
         inputs = _broken(batch, broken) if broken else batch
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bf16-autocast"):
             output = model(**inputs, num_items_in_batch=1)
@@ -186,19 +208,21 @@ def run_probe(
     device: str = "cpu",
     broken: str = "",
     boundaries: bool = False,
+    fill_rows: int = 0,
 ) -> dict[str, Any]:
     """Forward + backward of ``examples`` batched as ``settings`` does, with a token-sum loss.
 
     Returns the per-sequence summed losses and loss-token counts (None without logits), the total loss,
     the gradient norm of the total and a few named parameters' gradient norms. Gradients are reset
     before and after (also when it raises); nothing else of the model changes. ``broken`` mixes packed
-    sequences on purpose; ``boundaries`` hands packed rows their cu_seqlens (a hybrid's family needs them).
+    sequences on purpose; ``boundaries`` hands packed rows their cu_seqlens (a hybrid's family needs them);
+    ``fill_rows`` grows each padded batch to that many rows (:func:`filled_rows`; 0: as planned).
     """
     plan = probe_plan(examples, settings)
     model.zero_grad(set_to_none=True)
     try:
         total, sums, counts = _accumulate(
-            model, examples, plan, settings, pad_token_id, dtype, device, broken, boundaries
+            model, examples, plan, settings, pad_token_id, dtype, device, broken, boundaries, fill_rows
         )
         grad_norm = gradient_norm(model)
         named = dict(model.named_parameters())
@@ -218,6 +242,7 @@ def run_probe(
         "param_grad_norms": fingerprint,
         "note": "" if sums is not None else NO_LOGITS_NOTE,
         "broken": broken,
+        "filled_to_rows": 0 if settings.entry.packed else fill_rows,
     }
 
 
@@ -227,6 +252,12 @@ def _free_device_memory(device: str) -> None:
         import torch
 
         torch.cuda.empty_cache()
+
+
+def probe_fill_rows(config: RunConfig) -> int:
+    """Rows the probe fills a padded batch to: the timed step's ``batch_size`` for a backend that compiles with
+    torch.compile (so the probe meets the shape it compiled), 0 for any other."""
+    return config.padding_settings.batch_size if "inductor" in kernel_backend(config.kernels).caches else 0
 
 
 def parity_probe(config: RunConfig) -> dict[str, Any] | None:
@@ -254,8 +285,9 @@ def parity_probe(config: RunConfig) -> dict[str, Any] | None:
     model = wrap_model(model, config.adapter_settings)  # the same adapted model as the timed step's
     torch.manual_seed(config.seed)
     result = run_probe(
-        model, examples, config.padding_settings, tokenizer.pad_token_id, dtype, device, "", resolved.boundaries
-    )
+        model, examples, config.padding_settings, tokenizer.pad_token_id, dtype, device, "", resolved.boundaries,
+        probe_fill_rows(config),
+    )  # fmt: skip
     del model
     _free_device_memory(device)
     return {

@@ -16,7 +16,7 @@ from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.registry import cpu_tolerance
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.env import safe_environment
-from nbhelpers.measure.sequence_parity import NO_LOGITS_NOTE, probe_size, run_probe
+from nbhelpers.measure.sequence_parity import NO_LOGITS_NOTE, filled_rows, probe_fill_rows, probe_size, run_probe
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.models.loading import build_model, model_source
 
@@ -160,6 +160,39 @@ def test_a_model_that_ignores_the_token_sum_is_refused(setup):
     with pytest.raises(RuntimeError, match="ignored num_items_in_batch"):
         run_probe(_Wrapped(model, mean=True), examples, SETTINGS["static"], pad)
     assert all(p.grad is None for p in model.parameters())  # the next probe starts from clean gradients
+
+
+def test_rows_that_fill_a_batch_to_the_timed_shape_change_nothing(setup, probes):
+    """Four rows a batch, the second batch filled from two rows to four: the probe reads the same, and the filler
+    rows carry no labels."""
+    model, examples, pad = setup
+    settings = PaddingSettings("static", batch_size=4, max_length=MAX_LENGTH)
+    planned = run_probe(model, examples, settings, pad)
+    filled = run_probe(model, examples, settings, pad, fill_rows=4)
+    assert planned["batches"] == filled["batches"] == [[0, 1, 2, 3], [4, 5]]
+    assert (planned["filled_to_rows"], filled["filled_to_rows"]) == (0, 4)
+    assert filled["sequence_loss_tokens"] == planned["sequence_loss_tokens"]
+    for got, want in zip(filled["sequence_loss_sums"], planned["sequence_loss_sums"]):
+        assert got == pytest.approx(want, rel=1e-5)
+    assert filled["grad_norm"] == pytest.approx(planned["grad_norm"], rel=1e-5)
+    for name, norm in planned["param_grad_norms"].items():
+        assert filled["param_grad_norms"][name] == pytest.approx(norm, rel=1e-5)
+
+    import torch
+
+    batch = {"input_ids": torch.tensor([[5, 6, 7]]), "labels": torch.tensor([[-100, 6, 7]]),
+             "attention_mask": torch.tensor([[1, 1, 1]])}  # fmt: skip
+    grown = filled_rows(batch, 3)
+    assert grown["input_ids"].tolist() == [[5, 6, 7]] * 3 and grown["attention_mask"].tolist() == [[1, 1, 1]] * 3
+    assert grown["labels"].tolist() == [[-100, 6, 7], [-100] * 3, [-100] * 3]
+    assert filled_rows(batch, 1) is batch
+
+
+def test_only_a_compiled_backends_probe_is_filled_to_the_timed_rows():
+    assert probe_fill_rows(RunConfig(kernels="compile", batch_size=8)) == 8
+    assert probe_fill_rows(RunConfig(kernels="liger+regional_compile", batch_size=4)) == 4
+    assert probe_fill_rows(RunConfig(kernels="eager", batch_size=8)) == 0
+    assert probe_fill_rows(RunConfig(kernels="liger", batch_size=8)) == 0
 
 
 def test_probe_size():
