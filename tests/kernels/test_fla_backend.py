@@ -147,16 +147,20 @@ def test_every_gated_deltanet_norm_is_replaced_once_and_computes_the_same():
     assert "gated_norm" in paths.layer_paths_frame(model).columns
 
 
-def test_a_transformers_wrapper_is_read_through_its_closure():
-    def wrapper_around(implementation):
-        def wrapped(*args, **kwargs):
-            return implementation(*args, **kwargs)
-
-        return wrapped
-
+def _transformers_wrapper_around_fla():
+    """A wrapper as transformers' ``use_kernel_func_from_hub_with_fallback`` makes, around a function of fla's."""
     fake = type(sys)("fla.ops.fake")
     exec("def chunk_gated_delta_rule(*a, **k):\n    return None", fake.__dict__)
-    assert paths.describe_hook(wrapper_around(fake.chunk_gated_delta_rule), "delta_rule") == (
+    implementation = fake.chunk_gated_delta_rule
+
+    def wrapped(*args, **kwargs):
+        return implementation(*args, **kwargs)
+
+    return wrapped
+
+
+def test_a_transformers_wrapper_is_read_through_its_closure():
+    assert paths.describe_hook(_transformers_wrapper_around_fla(), "delta_rule") == (
         paths.FLA_DELTA_RULE, paths.KEEPS_APART,
     )  # fmt: skip
 
@@ -164,16 +168,7 @@ def test_a_transformers_wrapper_is_read_through_its_closure():
 def test_a_hub_module_around_the_wrapper_is_read_through():
     """transformers 5.25 with ``kernels`` installed wraps each hook's wrapper in a callable nn.Module."""
     kernels = pytest.importorskip("kernels")
-
-    def wrapper_around(implementation):
-        def wrapped(*args, **kwargs):
-            return implementation(*args, **kwargs)
-
-        return wrapped
-
-    fake = type(sys)("fla.ops.fake")
-    exec("def chunk_gated_delta_rule(*a, **k):\n    return None", fake.__dict__)
-    hub_module = kernels.use_kernel_forward_from_hub("FakeDeltaRule")(wrapper_around(fake.chunk_gated_delta_rule))
+    hub_module = kernels.use_kernel_forward_from_hub("FakeDeltaRule")(_transformers_wrapper_around_fla())
     assert isinstance(hub_module, torch.nn.Module)
     assert paths.describe_hook(hub_module, "delta_rule") == (paths.FLA_DELTA_RULE, paths.KEEPS_APART)
     assert paths.hub_function(paths.describe_hook) is paths.describe_hook  # a plain function is itself
