@@ -3,10 +3,11 @@
 The probe takes the workload's first :data:`PROBE_SAMPLES` samples (the same set for every strategy),
 batches them as the configuration's strategy does (:func:`~nbhelpers.data.strategies.plan_batches` and
 :func:`~nbhelpers.data.collate.collate` on that set), and runs forward + backward on each batch with a
-token-sum loss (the model's own loss path with ``num_items_in_batch=1``: the sum of per-token
-cross-entropy, no per-batch mean), accumulating gradients. The total loss and the gradient of the total
-then do not depend on how the sequences are grouped, so a padded, packed, token-budget or bucketed
-configuration can be compared with the static baseline sequence by sequence.
+token-sum loss, accumulating gradients. The model is called exactly as the timed step calls it, and its mean
+loss is multiplied by the batch's loss tokens: the sum of per-token cross-entropy, no per-batch mean (passing
+``num_items_in_batch`` instead would change the graph a whole-model compile traced, and compile it again). The
+total loss and the gradient of the total then do not depend on how the sequences are grouped, so a padded, packed,
+token-budget or bucketed configuration can be compared with the static baseline sequence by sequence.
 
 When it runs: after the timed steps, on a model rebuilt with the same seed, the same kernels and the same
 attention (:func:`parity_probe`, called by the worker). The timed measurement is untouched (its compile
@@ -28,7 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from nbhelpers.data.collate import collate, to_device
+from nbhelpers.data.collate import collate, count_tokens, to_device
 from nbhelpers.data.contamination import BROKEN_MODES, sequence_ids
 from nbhelpers.data.loading import IGNORE_INDEX, Example
 from nbhelpers.data.strategies import PaddingSettings, plan_batches
@@ -46,7 +47,7 @@ from .step import build_for, compute_dtype, config_examples
 PROBE_SAMPLES = 6  # the first samples of the workload; config.extra["parity_probe_samples"] overrides (0 = off)
 PROBE_VERSION = 1
 CE_CHUNK = 4096  # positions per cross-entropy chunk: bounds the float copy of the logits on a long packed row
-LOSS_PATH_TOLERANCE = 1e-3  # the model's loss must equal the sum of per-token CE from its logits
+LOSS_PATH_TOLERANCE = 1e-3  # the model's loss times its loss tokens must equal the sum of per-token CE
 FINGERPRINT_TENSORS = 4  # gradient norms of this many named parameters (first, last, evenly between)
 NO_LOGITS_NOTE = "no logits from the model (fused linear cross-entropy): total and gradients only"
 METHOD = "after timing, on a model rebuilt with the same seed, kernels and attention; no optimizer step"
@@ -166,12 +167,18 @@ def _accumulate(
         batch = collate([examples[i] for i in indices], settings, pad_token_id, boundaries)
         if fill_rows and not settings.entry.packed:
             batch = filled_rows(batch, fill_rows)
+        tokens = count_tokens(batch).loss
+        if tokens == 0:  # nothing to predict: no loss and no gradient (a mean over no tokens is not a number)
+            for index in indices:
+                sums[index], counts[index] = 0.0, 0
+            continue
         batch = to_device(batch, device)
         inputs = _broken(batch, broken) if broken else batch
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bf16-autocast"):
-            output = model(**inputs, num_items_in_batch=1)
-        output.loss.backward()
-        loss = float(output.loss.detach())
+            output = model(**inputs)  # as the timed step calls it: its graph, its mean loss
+        token_sum = output.loss * tokens
+        token_sum.backward()
+        loss = float(token_sum.detach())
         total += loss
         if output.logits is None:
             has_logits = False
@@ -182,8 +189,9 @@ def _accumulate(
         summed = math.fsum(batch_sums)
         if math.isfinite(loss) and abs(summed - loss) > LOSS_PATH_TOLERANCE * max(abs(summed), 1.0):
             raise RuntimeError(
-                f"the model's loss ({loss:.6g}) is not the sum of its per-token cross-entropy ({summed:.6g}): "
-                "it ignored num_items_in_batch, so the probe cannot take a token-sum loss"
+                f"the model's loss times the batch's {tokens} loss tokens ({loss:.6g}) is not the sum of its "
+                f"per-token cross-entropy ({summed:.6g}): its loss is not a mean over the loss tokens, so the "
+                "probe cannot take a token-sum loss"
             )
         for position, index in enumerate(indices):
             sums[index], counts[index] = batch_sums[position], batch_counts[position]

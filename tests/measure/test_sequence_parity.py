@@ -129,18 +129,19 @@ def test_a_packed_row_that_mixes_its_sequences_fails(setup, probes, broken):
 
 
 class _Wrapped:
-    """A model whose output drops its logits (as Liger's fused linear cross-entropy) or takes a mean loss."""
+    """A model whose output drops its logits (as Liger's fused linear cross-entropy), or whose loss sums its
+    tokens where the timed step's model takes their mean; it keeps the keyword names of each call."""
 
-    def __init__(self, model, mean: bool = False):
-        self.model, self.mean = model, mean
+    def __init__(self, model, summed: bool = False):
+        self.model, self.summed, self.calls = model, summed, []
 
     def __getattr__(self, name):
         return getattr(self.model, name)
 
     def __call__(self, **inputs):
-        if self.mean:
-            inputs.pop("num_items_in_batch")
-            output = self.model(**inputs)
+        self.calls.append(sorted(inputs))
+        if self.summed:
+            output = self.model(**inputs, num_items_in_batch=1)
             return SimpleNamespace(loss=output.loss, logits=output.logits)
         return SimpleNamespace(loss=self.model(**inputs).loss, logits=None)
 
@@ -155,11 +156,34 @@ def test_without_logits_the_total_and_gradients_are_still_compared(setup, probes
     assert "per-sequence losses not compared" in verdict["note"] and NO_LOGITS_NOTE in verdict["note"]
 
 
-def test_a_model_that_ignores_the_token_sum_is_refused(setup):
+def test_the_model_is_called_as_the_timed_step_calls_it(setup):
+    """The collated batch's keys and nothing more (a compiled model then meets the graph it traced when timed)."""
+    from nbhelpers.data.collate import collate
+
     model, examples, pad = setup
-    with pytest.raises(RuntimeError, match="ignored num_items_in_batch"):
-        run_probe(_Wrapped(model, mean=True), examples, SETTINGS["static"], pad)
+    wrapped = _Wrapped(model)
+    run_probe(wrapped, examples, SETTINGS["static"], pad)
+    keys = sorted(collate(examples[:2], SETTINGS["static"], pad))
+    assert wrapped.calls == [keys] * 3 and "num_items_in_batch" not in keys
+
+
+def test_a_model_whose_loss_is_not_a_token_mean_is_refused(setup):
+    model, examples, pad = setup
+    with pytest.raises(RuntimeError, match="is not the sum of its per-token cross-entropy"):
+        run_probe(_Wrapped(model, summed=True), examples, SETTINGS["static"], pad)
     assert all(p.grad is None for p in model.parameters())  # the next probe starts from clean gradients
+
+
+def test_a_batch_with_nothing_to_predict_adds_nothing(setup, probes):
+    """A sequence whose labels are all ignored: its batch is skipped (a mean over no tokens is not a number)."""
+    model, examples, pad = setup
+    silent = [dict(e, labels=[-100] * len(e["labels"])) if i < 2 else e for i, e in enumerate(examples)]
+    probe = run_probe(model, silent, SETTINGS["static"], pad)
+    assert probe["sequence_loss_sums"][:2] == [0.0, 0.0] and probe["sequence_loss_tokens"][:2] == [0, 0]
+    rest = run_probe(model, examples[2:], SETTINGS["static"], pad)  # the same last two batches alone
+    assert probe["sequence_loss_sums"][2:] == pytest.approx(probes["static"]["sequence_loss_sums"][2:], rel=1e-5)
+    assert probe["total_loss"] == pytest.approx(rest["total_loss"], rel=1e-6)
+    assert probe["grad_norm"] == pytest.approx(rest["grad_norm"], rel=1e-6) and math.isfinite(probe["grad_norm"])
 
 
 def test_rows_that_fill_a_batch_to_the_timed_shape_change_nothing(setup, probes):
