@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,15 @@ from nbhelpers.measure.store import RunRecord
 TESTS = Path(__file__).resolve().parent
 NOT_TESTS = ("fixtures", "__pycache__")
 sys.path[:0] = [str(folder) for folder in sorted(TESTS.iterdir()) if folder.is_dir() and folder.name not in NOT_TESTS]
+
+# Inductor's on-disk caches are not keyed by ATEN_CPU_CAPABILITY: C++ compiled for AVX2 and found again in a run under
+# ATEN_CPU_CAPABILITY=default fails to build ("'at::vec' has not been declared", torch 2.13). A run under another
+# capability keeps its temporary files, Inductor's default cache among them, in a folder of its own.
+if os.environ.get("ATEN_CPU_CAPABILITY"):
+    _capability_tmp = Path(tempfile.gettempdir()) / f"nbhelpers-tests-{os.environ['ATEN_CPU_CAPABILITY']}"
+    _capability_tmp.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(_capability_tmp)
+    tempfile.tempdir = None  # read TMPDIR again
 
 
 @pytest.fixture

@@ -127,10 +127,23 @@ def test_composes_with_liger_in_triton_interpreter(tmp_path):
     assert graphs[1] == 0  # the second length reuses the layer's graph
 
 
-def test_compiles_float8_layers_once_and_matches_their_eager_steps(varlen_on_cpu):
+# Why a compiled float8 step may differ from the same float8 layers in eager mode by more than compile's fp32
+# tolerance: Inductor sums in another order (<= 3.2e-7 apart before any cast), and an element that sits on a float8
+# rounding boundary then rounds to the neighbouring float8 value, a whole float8 step (1/8 of it for e4m3). Only the
+# few elements that close to a boundary move, while every element's rounding makes float8's own deviation from fp32;
+# so the re-rounded elements move the result by a small fraction of that deviation. Measured on qwen3-tiny: 9.4e-8 of
+# the gradient norm on one CPU, 1.04e-4 on another, against float8's own 2.4e-3 (0.04 of it). The bound takes a
+# quarter of float8's deviation, measured in the same test; and the compiled step must keep at least half of that
+# deviation, which shows float8 ran inside the compiled layers.
+FLOAT8_REROUNDING_SHARE = 0.25
+FLOAT8_KEPT_SHARE = 0.5
+
+
+def test_compiles_float8_layers_once_and_matches_their_eager_steps(varlen_on_cpu, eager_steps):
     """float8 + regional compile: torchao's Float8Linear (emulated float8 matmuls: CPUs have none) inside the compiled
     layers, one graph for every layer and length, the same losses and gradients as the same float8 layers in eager
-    mode (float8 itself is refused on a CPU, so its conversion is done here by hand, as the entry does on a GPU)."""
+    mode within compile's tolerance plus float8's re-rounding (above); float8 itself is refused on a CPU, so its
+    conversion is done here by hand, as the entry does on a GPU."""
     pytest.importorskip("torchao")
     from nbhelpers.kernels import float8
 
@@ -140,8 +153,20 @@ def test_compiles_float8_layers_once_and_matches_their_eager_steps(varlen_on_cpu
     eager_float8 = steps("eager", prepare=to_float8)[0]
     torch._dynamo.reset()
     ours, graphs = steps("regional_compile", prepare=to_float8)
-    close(ours, eager_float8, "regional_compile")
     assert graphs == [1, 0]
+    compile_rel = cpu_tolerance("regional_compile").rel
+    for step, (fp32, eager8, compiled8) in enumerate(zip(eager_steps, eager_float8, ours, strict=True)):
+        for what, reference, eager, mine in zip(("loss", "gradient norm"), fp32, eager8, compiled8, strict=True):
+            float8_deviation = abs(eager - reference)
+            bound = compile_rel * abs(eager) + FLOAT8_REROUNDING_SHARE * float8_deviation
+            assert abs(mine - eager) <= bound, (
+                f"step {step} {what}: compiled float8 {mine!r}, eager float8 {eager!r}, fp32 {reference!r}; "
+                f"apart {abs(mine - eager):.3g} > bound {bound:.3g}"
+            )
+            assert abs(mine - reference) >= FLOAT8_KEPT_SHARE * float8_deviation, (
+                f"step {step} {what}: compiled float8 {mine!r} is as close to fp32 {reference!r} as if float8 "
+                f"had not run (eager float8 {eager!r})"
+            )
 
 
 def test_composes_with_cut_cross_entropy_outside_the_layers(eager_steps):
