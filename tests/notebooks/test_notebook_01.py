@@ -45,7 +45,7 @@ def _check_h200_view(cells: dict) -> None:
     assert "committed baseline" in outputs_text(cells["compare"])
 
 
-@pytest.mark.slow
+# The fast tier's papermill run of this notebook (the other variants are slow: the full tier).
 def test_notebook_01_profiles_the_baseline_on_cpu(runs_root, kernel_env, tmp_path):
     cells = execute(NOTEBOOK, tmp_path / "01.ipynb", {"RUN_NAME": "nb01", **TINY})
 

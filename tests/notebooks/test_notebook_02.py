@@ -105,7 +105,7 @@ def test_gpu_results_loader(make_record, tmp_path):
     )
 
 
-@pytest.mark.slow
+# The fast tier's papermill run of this notebook (the other variants are slow: the full tier).
 def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
     gpu = tmp_path / "gpu"
     _shipped(gpu, make_record, with_startup=True)

@@ -37,7 +37,7 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
     assert [h.split(".")[0] for h in headings] == [f"## {i}" for i in range(1, 10)]
 
 
-@pytest.mark.slow
+# The fast tier's papermill run of this notebook (the other variants are slow: the full tier).
 def test_notebook_03_measures_proves_and_reads_gpu_results(runs_root, kernel_env, make_record, tmp_path):
     gpu = tmp_path / "gpu"
     gpu_store = RunStore(gpu / "records.jsonl")

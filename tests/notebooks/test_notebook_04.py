@@ -56,7 +56,7 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
     }
 
 
-@pytest.mark.slow
+# The fast tier's papermill run of this notebook (the other variants are slow: the full tier).
 def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_path):
     store = RunStore.for_run("nb04")
     for record in [

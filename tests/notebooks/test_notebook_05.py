@@ -33,7 +33,7 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
     assert [h.split(".")[0] for h in headings] == [f"## {i}" for i in range(1, 7)]
 
 
-@pytest.mark.slow
+# The fast tier's papermill run of this notebook (the other variants are slow: the full tier).
 def test_notebook_05_scales_two_gloo_ranks_and_plans_memory(runs_root, kernel_env, tmp_path):
     dataset = write_own_data(tmp_path, "alpaca")  # one's own data, its format detected, as in notebooks 01-03
     cells = execute(NOTEBOOK, tmp_path / "05.ipynb", {"RUN_NAME": "nb05", "DATASET": str(dataset), "DEVICE": "cpu",
