@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from nbhelpers.models.adapters import base_model_of
+from nbhelpers.models.families import family_of_model_type
 
-from .registry import ELEMENTARY_BACKENDS, REPORT_KEYS, kernel_backend
+from .registry import ELEMENTARY_BACKENDS, REPORT_KEYS, family_kernel_refusal, kernel_backend
 from .spec import BackendUnavailable
 
 
@@ -32,9 +33,14 @@ def patch_report(model: Any) -> dict[str, bool]:
 
 def apply_backend(model: Any, kernels: str, liger_kernels: tuple[str, ...], device: str) -> dict[str, bool]:
     """Apply a backend of the table (e.g. 'eager', 'liger', 'compile', 'liger+compile'); the verified report.
-    On an adapter's wrapper (PEFT) it applies to the transformers model inside."""
+    On an adapter's wrapper (PEFT) it applies to the transformers model inside. BackendUnavailable, before anything
+    is patched, when the model's family does not take the backend."""
     backend = kernel_backend(kernels)
-    backend.apply(base_model_of(model), liger_kernels, device)
+    base = base_model_of(model)
+    family = family_of_model_type(getattr(getattr(base, "config", None), "model_type", ""))
+    if family is not None and (refusal := family_kernel_refusal(family, kernels)):
+        raise BackendUnavailable(refusal)
+    backend.apply(base, liger_kernels, device)
     report = patch_report(model)
     missing = sorted(k for k in backend.requested(liger_kernels) if not report.get(k))
     if missing:

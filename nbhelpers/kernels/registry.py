@@ -3,7 +3,9 @@
 Every module that needs to know something about a backend (how to apply and verify it, the environment of
 its child process, the caches it fills, its parity tolerance class, what it exports to TrainingArguments)
 asks this table; none tests a backend's name. Adding a backend is one entry here plus its own module
-(like :mod:`nbhelpers.kernels.liger`); a composite such as ``liger+compile`` is :func:`compose` of entries.
+(like :mod:`nbhelpers.kernels.liger`). The composites (``liger+compile``, :func:`compose` of entries) and which model
+family takes which backend are worked out from what each entry declares (:mod:`nbhelpers.kernels.compatibility`):
+the step parts it takes over, the partners it allows and the model capabilities it needs.
 
 Light at import (RunConfig reads :data:`KERNEL_BACKENDS`): torch and Liger load inside the functions.
 """
@@ -11,8 +13,18 @@ Light at import (RunConfig reads :data:`KERNEL_BACKENDS`): torch and Liger load 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from nbhelpers.models.families import (
+    FAMILIES,
+    FLOAT8_LINEARS,
+    GATED_DELTANET,
+    LIGER_PATCH,
+    MODEL_CAPABILITIES,
+    UNIFORM_LAYERS,
+    ModelFamily,
+)
 
 from .cce import (
     CCE_BACKEND,
@@ -24,6 +36,7 @@ from .cce import (
     probe_cce,
     requested_cce,
 )
+from .compatibility import OfferRules, combination_refusal, missing_capabilities, offered_combinations, table_order
 from .compile import COMPILE_BACKEND, COMPILE_CHECKS, apply_compile, compile_report, probe_compile, requested_compile
 from .fla import FLA_BACKEND, FLA_CHECKS, apply_fla, fla_report, fla_status, probe_fla, requested_fla
 from .float8 import (
@@ -45,6 +58,7 @@ from .liger import (
     LIGER_BACKEND,
     LIGER_CHECKS,
     LIGER_CPU_ENV,
+    LIGER_KERNELS,
     apply_liger,
     liger_kernel_config,
     liger_report,
@@ -60,7 +74,19 @@ from .regional_compile import (
     regional_compile_report,
     requested_regional_compile,
 )
-from .spec import SAME_KERNELS_CPU, BackendUnavailable, CompiledCache, CurveTolerance, KernelBackend, Tolerance
+from .spec import (
+    COMPILATION,
+    LINEAR_ATTENTION,
+    LINEAR_MATMULS,
+    LOSS,
+    OPERATORS,
+    SAME_KERNELS_CPU,
+    BackendUnavailable,
+    CompiledCache,
+    CurveTolerance,
+    KernelBackend,
+    Tolerance,
+)
 
 BASELINE_BACKEND = "eager"  # parity and speedups are measured against it
 INTERPRETED_TRITON_CPU = Tolerance(
@@ -88,11 +114,9 @@ COMPILED_CACHES: dict[str, CompiledCache] = {
 
 
 def compose(*parts: KernelBackend) -> KernelBackend:
-    """One backend that applies ``parts`` in order (named ``a+b``); each part must combine with the others."""
-    for part in parts:
-        refused = [p.name for p in parts if p is not part and p.name not in part.combines_with]
-        if part.composite or refused:
-            raise ValueError(f"backend {part.name!r} does not combine with {', '.join(refused) or 'composites'}")
+    """One backend that applies ``parts`` in order (named ``a+b``); ValueError when they do not combine."""
+    if why := combination_refusal(parts):
+        raise ValueError(f"{'+'.join(p.name for p in parts)!r} does not combine: {why}")
 
     def apply(model: Any, switches: tuple[str, ...], device: str) -> None:
         for part in parts:
@@ -116,6 +140,8 @@ def compose(*parts: KernelBackend) -> KernelBackend:
         replaces_switches=tuple(dict.fromkeys(s for part in parts for s in part.replaces_switches)),
         compiled_switches=tuple(dict.fromkeys(s for part in parts for s in part.compiled_switches)),
         token_multiple=math.lcm(*(p.token_multiple for p in parts)),
+        replaces=tuple(dict.fromkeys(step_part for part in parts for step_part in part.replaces)),
+        needs=tuple(dict.fromkeys(need for part in parts for need in part.needs)),
         parts=tuple(p.name for p in parts),
         packages=tuple(dict.fromkeys(package for part in parts for package in part.packages)),
         optional_packages=tuple(dict.fromkeys(package for part in parts for package in part.optional_packages)),
@@ -141,7 +167,8 @@ LIGER = KernelBackend(
     caches=("triton",),
     uses_liger_switches=True,
     cpu_tolerance=INTERPRETED_TRITON_CPU,
-    combines_with=(COMPILE_BACKEND, FLA_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND, CCE_BACKEND, REGIONAL_BACKEND),
+    replaces=(OPERATORS,),
+    needs=(LIGER_PATCH,),
     training_flag="use_liger_kernel",
     training_options=liger_kernel_config,
     training_options_comment="the Liger switches that were on",
@@ -158,7 +185,7 @@ COMPILE = KernelBackend(
     requested=requested_compile,
     caches=("inductor", "triton"),
     cpu_tolerance=Tolerance(1e-5, "fp32 on CPU, torch.compile: Inductor may reorder sums (measured <= 1.2e-7)"),
-    combines_with=(LIGER_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND, CCE_BACKEND),
+    replaces=(COMPILATION,),
     training_flag="torch_compile",
     probe=probe_compile,
 )
@@ -175,7 +202,8 @@ REGIONAL = KernelBackend(
     ),
     # float8's linear layers and Cut Cross-Entropy's loss are set up first; the layers are compiled with float8's
     # casts inside them (as torchtitan compiles its float8 layers one by one).
-    combines_with=(LIGER_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND, CCE_BACKEND),
+    replaces=(COMPILATION,),
+    needs=(UNIFORM_LAYERS,),
     # Measured on an H200 (Qwen3-1.7B, token budget, torch_varlen; benchmarks/gpu/regional/): with Liger's RoPE,
     # RMSNorm and SwiGLU between the compiled pieces 36,904 real tok/s, with its cross-entropy only 44,384.
     compiled_switches=("rope", "rms_norm", "swiglu"),
@@ -195,7 +223,9 @@ FLA = KernelBackend(
     requested=requested_fla,
     caches=("triton", "tilelang"),
     cpu_tolerance=INTERPRETED_TRITON_CPU,  # fused Triton kernels summing in another order, like Liger's
-    combines_with=(LIGER_BACKEND,),
+    replaces=(LINEAR_ATTENTION,),
+    partners=(OPERATORS,),  # measured beside Liger only (benchmarks/gpu/hybrid)
+    needs=(GATED_DELTANET,),
     packages=("flash-linear-attention", "triton"),
     optional_packages=("causal-conv1d", "tilelang"),
     model_setup_code=(
@@ -218,7 +248,11 @@ FLOAT8, FLOAT8_ROWWISE = (
         precision=FLOAT8_PARITY,
         curve=FLOAT8_CURVE,
         token_multiple=DIMENSION_MULTIPLE,
-        combines_with=(LIGER_BACKEND, COMPILE_BACKEND, CCE_BACKEND, REGIONAL_BACKEND),
+        replaces=(LINEAR_MATMULS,),
+        # Rowwise is offered alone and compiled (whole or per layer) only: compile fuses float8's casts, and
+        # tensorwise, torchao's fastest recipe, is the one the other composites time.
+        partners=(COMPILATION,) if name == FLOAT8_ROWWISE_BACKEND else None,
+        needs=(FLOAT8_LINEARS,),
         packages=("torchao",),
         model_setup_code=(
             "from nbhelpers.kernels.float8 import use_float8",
@@ -239,7 +273,7 @@ CCE = KernelBackend(
     requested=requested_cce,
     caches=("triton", "inductor"),
     cpu_tolerance=Tolerance(1e-5, "fp32 on CPU, CCE's torch.compile reference: Inductor may reorder sums"),
-    combines_with=(LIGER_BACKEND, COMPILE_BACKEND, FLOAT8_BACKEND, FLOAT8_ROWWISE_BACKEND, REGIONAL_BACKEND),
+    replaces=(LOSS,),
     packages=("cut-cross-entropy",),
     optional_packages=("triton",),
     replaces_switches=REPLACED_LIGER_SWITCHES,
@@ -251,22 +285,64 @@ CCE = KernelBackend(
     probe=probe_cce,
 )
 
-# The table, in the order tables and error messages list the backends. A new backend is one line here.
-KERNEL_BACKEND_TABLE: dict[str, KernelBackend] = {
-    backend.name: backend
-    for backend in (
-        EAGER, LIGER, COMPILE, compose(LIGER, COMPILE), FLA, compose(FLA, LIGER),
-        FLOAT8, compose(FLOAT8, COMPILE), compose(LIGER, FLOAT8), FLOAT8_ROWWISE, compose(FLOAT8_ROWWISE, COMPILE),
-        CCE, compose(LIGER, CCE), compose(CCE, COMPILE), compose(FLOAT8, CCE, COMPILE), compose(LIGER, FLOAT8, CCE),
-        REGIONAL, compose(LIGER, REGIONAL), compose(FLOAT8, REGIONAL), compose(FLOAT8_ROWWISE, REGIONAL),
-        compose(LIGER, FLOAT8, REGIONAL), compose(CCE, REGIONAL), compose(FLOAT8, CCE, REGIONAL),
-    )
-}  # fmt: skip
-ELEMENTARY_BACKENDS = tuple(b for b in KERNEL_BACKEND_TABLE.values() if not b.composite)
+# The elementary backends, in the order tables and error messages list them. A new backend is one line here.
+ELEMENTARY_BACKENDS = (EAGER, LIGER, COMPILE, FLA, FLOAT8, FLOAT8_ROWWISE, CCE, REGIONAL)
+MAX_PARTS = 3  # no composite of four parts: each composite is one more row of every kernel suite
+# Combinations the declarations allow that the table does not offer (no record measures them), and why.
+NOT_OFFERED: dict[frozenset[str], str] = {
+    frozenset({FLOAT8_BACKEND, CCE_BACKEND}): "compile fuses float8's casts: float8 beside Cut Cross-Entropy is "
+    "offered compiled, whole or per layer",
+    frozenset({LIGER_BACKEND, FLOAT8_BACKEND, COMPILE_BACKEND}): "Liger beside float8 is offered uncompiled and "
+    "compiled per layer (its kernels between each layer's compiled pieces); under whole-model compile Liger is "
+    "offered alone",
+    frozenset({LIGER_BACKEND, CCE_BACKEND, COMPILE_BACKEND}): "Liger beside Cut Cross-Entropy is offered uncompiled; "
+    "under whole-model compile Liger is offered alone",
+}
+
+
+def offer_rules(families: Iterable[ModelFamily] = FAMILIES.values()) -> OfferRules:
+    """What the table offers beyond what combines: a combination some family runs, of at most MAX_PARTS parts, each
+    Liger part keeping a switch to itself, none of NOT_OFFERED."""
+    return OfferRules(tuple(families), LIGER_KERNELS, MAX_PARTS, NOT_OFFERED)
+
+
+def build_table(
+    elementary: Sequence[KernelBackend], families: Iterable[ModelFamily] = FAMILIES.values()
+) -> dict[str, KernelBackend]:
+    """Name -> backend: every elementary backend, each followed by the composites it completes (offer_rules)."""
+    by_name = {backend.name: backend for backend in elementary}
+    offered = offered_combinations(elementary, offer_rules(families))
+    composites = {tuple(p.name for p in parts): compose(*parts) for parts in offered}
+    order = table_order(list(by_name), composites)
+    return {"+".join(names): composites.get(names) or by_name[names[0]] for names in order}
+
+
+KERNEL_BACKEND_TABLE = build_table(ELEMENTARY_BACKENDS)
 KERNEL_BACKENDS = tuple(KERNEL_BACKEND_TABLE)  # the values RunConfig.kernels allows
 # The patch report: every key some backend verifies, and what is checked for it.
 KERNEL_CHECKS: dict[str, str] = {key: text for b in ELEMENTARY_BACKENDS for key, text in b.checks.items()}
 REPORT_KEYS = tuple(KERNEL_CHECKS)
+
+
+def family_kernel_refusal(family: ModelFamily, name: str, table: Mapping[str, KernelBackend] | None = None) -> str:
+    """'' when a model family takes a backend (it has every capability the backend's parts need, and lists no gap
+    for it) or the table lacks the name, else why not, with the backends it takes."""
+    table = KERNEL_BACKEND_TABLE if table is None else table
+    backend = table.get(name)
+    if backend is None:
+        return ""
+    missing = missing_capabilities(backend, family)
+    if not missing and name not in family.kernel_gaps:
+        return ""
+    why = family.kernel_gaps.get(name) or "it needs " + "; ".join(MODEL_CAPABILITIES.get(c, c) for c in missing)
+    supported = ", ".join(repr(n) for n in family_kernel_backends(family, table)) or "none"
+    return f"kernels={name!r} is not supported by the {family.name} family: {why} (supported: {supported})"
+
+
+def family_kernel_backends(family: ModelFamily, table: Mapping[str, KernelBackend] | None = None) -> tuple[str, ...]:
+    """The backends a model family takes, in the table's order."""
+    table = KERNEL_BACKEND_TABLE if table is None else table
+    return tuple(n for n, b in table.items() if not missing_capabilities(b, family) and n not in family.kernel_gaps)
 
 
 def kernel_backend(name: str) -> KernelBackend:

@@ -74,6 +74,17 @@ class CompiledCache:
     switches: Mapping[str, str] = field(default_factory=dict)  # environment that turns its result caching on
 
 
+# The parts of a training step a backend takes over, in the order a composite applies its parts (Gated DeltaNet's
+# kernels and Liger's patches first, the compiler last, over what the others set up). Two backends that take over
+# one part do not combine.
+LINEAR_ATTENTION = "linear attention"  # Gated DeltaNet's delta rule and short convolution
+OPERATORS = "operators"  # RoPE, norms, activations
+LINEAR_MATMULS = "linear matmuls"  # the decoder's linear layers
+LOSS = "loss"  # the lm head and the cross-entropy
+COMPILATION = "compilation"  # how the model's Python runs: compiled whole or layer by layer
+STEP_PARTS = (LINEAR_ATTENTION, OPERATORS, LINEAR_MATMULS, LOSS, COMPILATION)
+
+
 class BackendUnavailable(RuntimeError):
     """The requested kernel backend cannot run here (no Triton driver, unsupported model type, ...)."""
 
@@ -124,7 +135,12 @@ class KernelBackend:
     # Token counts must be multiples of it (float8 matmuls contract over the tokens in the weight gradient and need
     # multiples of 16): the collator pads a packed row's end, or a padded batch's width, to it; 1 for none.
     token_multiple: int = 1
-    combines_with: tuple[str, ...] = ()  # elementary backends it may be composed with
+    # What it may be composed from (nbhelpers.kernels.compatibility): the step parts it takes over (keys of
+    # STEP_PARTS; none for the baseline, which composes with nothing), the step parts its partners may take over (None:
+    # any), and the model capabilities it needs (keys of nbhelpers.models.families.MODEL_CAPABILITIES).
+    replaces: tuple[str, ...] = ()
+    partners: tuple[str, ...] | None = None
+    needs: tuple[str, ...] = ()
     training_flag: str = ""  # TrainingArguments/SFTConfig boolean that turns it on in HF Trainer / TRL
     training_options: TrainingOptionsFunction | None = None  # extra keyword arguments exported when on
     training_options_comment: str = ""  # the comment beside those keyword arguments in exported code

@@ -3,6 +3,9 @@
 Adding a family is one entry in ``FAMILIES`` plus its own module (presets, hub ids, a config builder and,
 where its parameter and FLOP arithmetic differs from a dense decoder's, a shape function). Everything
 else (loading, tokenizer choice, FLOP counting, the hub ids that recommendations export) reads this table.
+
+A family names no kernel backend: it declares its capabilities (keys of ``MODEL_CAPABILITIES``), each backend
+declares the ones it needs, and :mod:`nbhelpers.kernels.registry` works out which backends a family takes.
 """
 
 from __future__ import annotations
@@ -26,13 +29,27 @@ PACKING_MODES = {
     "convolution keep the sequences apart",
 }
 
+# What a family's models have that some kernel backend needs (capability -> what it means).
+GATED_DELTANET = "gated_deltanet"
+UNIFORM_LAYERS = "uniform_layers"
+FLOAT8_LINEARS = "float8_linears"
+LIGER_PATCH = "liger_patch"
+MODEL_CAPABILITIES = {
+    GATED_DELTANET: "Gated DeltaNet (linear attention) layers, config.layer_types 'linear_attention'",
+    UNIFORM_LAYERS: "decoder layers that all run the same code on parameters of the same shapes (one compiled graph "
+    "serves every layer)",
+    FLOAT8_LINEARS: "decoder linear layers measured to train in torchao float8 within float8's tolerance (the "
+    "hybrids' Gated DeltaNet projections, which feed the decay gates, are not measured)",
+    LIGER_PATCH: "a Liger patch for every model_type of the family (liger_kernel's MODEL_TYPE_TO_APPLY_LIGER_FN)",
+}
+
 
 @dataclass(frozen=True)
 class ModelFamily:
     """One model family: its presets and hub ids, how a preset becomes a config, and what it supports.
 
-    Attention implementations and kernel backends are spelled as ``RunConfig`` accepts them
-    (``attn_implementation``, ``kernels``); packing modes are keys of ``PACKING_MODES``.
+    Attention implementations are spelled as ``RunConfig`` accepts them (``attn_implementation``); packing modes
+    are keys of ``PACKING_MODES``; capabilities are keys of ``MODEL_CAPABILITIES``.
     """
 
     name: str
@@ -45,12 +62,14 @@ class ModelFamily:
     shape: Callable[[Any], ModelShape]  # transformers config -> parameter and FLOP arithmetic
     tokenizer: str  # the embedded tokenizer of its presets (a key of data.tokenizer.EMBEDDED_TOKENIZERS)
     attention_implementations: tuple[str, ...]
-    kernel_backends: tuple[str, ...]
+    capabilities: tuple[str, ...]  # what its models have (keys of MODEL_CAPABILITIES); backends need them
     packing: tuple[str, ...]  # packing modes on the reference path (any kernel backend)
     kernel_packing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # backend -> modes it adds
     packing_hint: str = ""  # what to install for packing the family cannot do yet, said in the refusal
     shipped_results: str = ""  # folder under benchmarks/gpu holding this family's shipped GPU records ("" = top)
     liger_gaps: Mapping[str, str] = field(default_factory=dict)  # Liger switch -> why this family's patch lacks it
+    # Kernel backend -> why this family does not take it although its capabilities cover every part's needs.
+    kernel_gaps: Mapping[str, str] = field(default_factory=dict)
 
     def packing_modes(self, kernels: str = "") -> tuple[str, ...]:
         """The packing modes this family keeps apart with the kernel backend ``kernels``."""
@@ -60,12 +79,13 @@ class ModelFamily:
         self, attn_implementation: str = "", kernels: str = "", packing: str = "", liger_kernels: Sequence[str] = ()
     ) -> str:
         """Why this family cannot run these settings, or '' when it can (empty arguments are not checked;
-        ``liger_kernels`` are the Liger switches a backend that runs Liger turns on)."""
+        ``liger_kernels`` are the Liger switches a backend that runs Liger turns on). Whether it takes the kernel
+        backend ``kernels`` is the backend table's question (``nbhelpers.kernels.registry.family_kernel_refusal``);
+        here ``kernels`` only selects the packing modes the backend adds."""
         if gap := self.liger_refusal(liger_kernels):
             return gap
         for parameter, value, allowed in (
             ("attn_implementation", attn_implementation, self.attention_implementations),
-            ("kernels", kernels, self.kernel_backends),
             ("packing", packing, self.packing_modes(kernels)),
         ):
             if value and value not in allowed:
@@ -100,13 +120,7 @@ FAMILIES: dict[str, ModelFamily] = {
             shape=ModelShape.from_config,
             tokenizer="qwen3",
             attention_implementations=("eager", "sdpa", "flex_attention", "flash_attention_2", "torch_varlen"),
-            kernel_backends=(
-                "eager", "liger", "compile", "liger+compile", "float8", "float8+compile", "liger+float8",
-                "float8_rowwise", "float8_rowwise+compile", "cce", "liger+cce", "cce+compile", "float8+cce+compile",
-                "liger+float8+cce", "regional_compile", "liger+regional_compile", "float8+regional_compile",
-                "float8_rowwise+regional_compile", "liger+float8+regional_compile", "cce+regional_compile",
-                "float8+cce+regional_compile",
-            ),  # fmt: skip
+            capabilities=(UNIFORM_LAYERS, FLOAT8_LINEARS, LIGER_PATCH),
             packing=("position_ids",),
         ),
         ModelFamily(
@@ -121,13 +135,18 @@ FAMILIES: dict[str, ModelFamily] = {
             tokenizer="qwen3.5",
             # of the full-attention layers; flex_attention is refused by transformers for this model class
             attention_implementations=("eager", "sdpa", "flash_attention_2", "torch_varlen"),
-            kernel_backends=("eager", "liger", "compile", "liger+compile", "fla", "fla+liger", "cce", "liger+cce"),
+            # Gated DeltaNet and gated attention layers alternate: two kinds of layer, no one graph for all of them.
+            capabilities=(GATED_DELTANET, LIGER_PATCH),
             # Packed rows carry their boundaries: fla's kernels take cu_seqlens, and the reference path
             # (kernels.hybrid_paths) runs the delta rule and the convolution once per sequence. With position_ids
             # alone transformers' Gated DeltaNet mixes the sequences (measured: logits off by up to 0.107 on CPU).
             packing=(BOUNDARIES_PACKING,),
             shipped_results="hybrid",
             liger_gaps={"rope": "Liger's Qwen3.5 patch has no rotary kernel (it raises NotImplementedError for rope)"},
+            kernel_gaps={
+                "cce+compile": "Cut Cross-Entropy under whole-model compile has no measurement on a hybrid "
+                "(cce and compile each run on it; cce+compile is measured on Qwen3)"
+            },
         ),
     )
 }
@@ -227,7 +246,8 @@ def unsupported(
     packing: str = "",
     liger_kernels: Sequence[str] = (),
 ) -> str:
-    """Why the family of ``model_type`` cannot run these settings; '' when it can or no family covers it."""
+    """Why the family of ``model_type`` cannot run these settings; '' when it can or no family covers it (the kernel
+    backend itself is checked where it is applied: ``nbhelpers.kernels.backends.apply_backend``)."""
     family = family_of_model_type(model_type)
     return family.refusal(attn_implementation, kernels, packing, liger_kernels) if family else ""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from nbhelpers.kernels.attention import attention_status
 from nbhelpers.kernels.liger import CPU_INTERPRETABLE_LIGER_KERNELS
-from nbhelpers.kernels.registry import find_backend, uses_liger_switches
+from nbhelpers.kernels.registry import family_kernel_refusal, find_backend, uses_liger_switches
 from nbhelpers.models.families import family_of_model, packing_mode_of
 
 CPU_SWITCHES_REASON = "Triton's CPU interpreter fails on them (notebook 02 runs them to show it); they run on a GPU"
@@ -110,7 +110,12 @@ def family_refusal(model: str, attention: str, kernels: str, packed: bool, liger
     if family is None:
         return ""
     switches = tuple(liger_kernels) if uses_liger_switches(kernels) else ()
-    return family.refusal(attention, kernels, packing_mode_of(model) if packed else "", switches)
+    packing = packing_mode_of(model) if packed else ""
+    return (
+        family.refusal(attention, liger_kernels=switches)
+        or family_kernel_refusal(family, kernels)
+        or family.refusal(kernels=kernels, packing=packing)
+    )
 
 
 def refusal(

@@ -13,12 +13,17 @@ import papermill
 import pytest
 
 from nbhelpers.data.tokenizer import EMBEDDED_TOKENIZERS, load_tokenizer
+from nbhelpers.kernels.registry import family_kernel_backends
 from nbhelpers.measure.config import ATTENTION_IMPLEMENTATIONS, KERNEL_BACKENDS
 from nbhelpers.models.families import (
     FAMILIES,
+    GATED_DELTANET,
+    LIGER_PATCH,
+    MODEL_CAPABILITIES,
     MODEL_PRESETS,
     NO_CHECKPOINT,
     PACKING_MODES,
+    UNIFORM_LAYERS,
     family_of_model,
     family_of_model_type,
     family_of_preset,
@@ -116,8 +121,9 @@ def test_preset_names_and_model_types_each_belong_to_one_family():
 def test_support_lists_use_the_names_the_package_accepts(family):
     assert family.attention_implementations, family.name
     assert all(name in ATTENTION_IMPLEMENTATIONS for name in family.attention_implementations)
-    assert family.kernel_backends, family.name
-    assert all(name in KERNEL_BACKENDS for name in family.kernel_backends)
+    assert all(capability in MODEL_CAPABILITIES for capability in family.capabilities), family.name
+    assert family_kernel_backends(family), family.name
+    assert set(family.kernel_gaps) <= set(KERNEL_BACKENDS) and set(family.kernel_packing) <= set(KERNEL_BACKENDS)
     assert all(mode in PACKING_MODES for mode in family.packing)
     assert family.tokenizer in EMBEDDED_TOKENIZERS
 
@@ -137,9 +143,19 @@ def test_config_class_covers_the_model_types(family):
 
 
 @FAMILY_PARAMETRIZE
-def test_liger_patches_every_model_type_of_a_family_that_lists_it(family):
-    if "liger" not in family.kernel_backends:
-        pytest.skip(f"{family.name} lists no Liger backend")
+def test_layer_capabilities_are_what_the_presets_build(family):
+    """A family has Gated DeltaNet layers when its presets' configs list linear-attention layers, and uniform layers
+    when every preset's layers are of one type."""
+    for name in family.presets:
+        kinds = set(getattr(preset_config(name), "layer_types", None) or ["full_attention"])
+        assert ("linear_attention" in kinds) == (GATED_DELTANET in family.capabilities), name
+        assert (len(kinds) == 1) == (UNIFORM_LAYERS in family.capabilities), name
+
+
+@FAMILY_PARAMETRIZE
+def test_liger_patches_every_model_type_of_a_family_that_says_so(family):
+    if LIGER_PATCH not in family.capabilities:
+        pytest.skip(f"{family.name} has no Liger patch")
     monkey_patch = pytest.importorskip("liger_kernel.transformers.monkey_patch")
     for model_type in family.model_types:
         assert model_type in monkey_patch.MODEL_TYPE_TO_APPLY_LIGER_FN
