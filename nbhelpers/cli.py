@@ -1,4 +1,4 @@
-"""Command line: ``nbhelpers run-all``, ``sweep``, ``tune``, ``report``, ``doctor`` and ``warm-cache``.
+"""Command line: ``nbhelpers run-all``, ``sweep``, ``tune``, ``report``, ``doctor``, ``warm-cache`` and ``bench``.
 
     nbhelpers run-all [--notebooks-dir DIR] [--out RUNS] [--run-name default] [-p [NN:]NAME=VALUE ...]
     nbhelpers sweep --grid batch_size=2,4 max_length=64,128 padding=dynamic,packed \\
@@ -9,6 +9,7 @@
     nbhelpers report RUN_DIR [RUN_DIR ...] [--output report.html] [--baseline LABEL]
     nbhelpers doctor [--run-name R] [--out RUNS] [--pin kernel-set.txt] [--json] [--device auto] [--no-probes]
     nbhelpers warm-cache --cache-dir DIR [--archive kernel-cache.tar.gz] [--model M --kernels liger ...] [--no-step]
+    nbhelpers bench [SUITE ...] [--out DIR] [--list] [--dry-run] [--rehearse] [--reference FILE]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nbhelpers.bench.options import add_arguments as _bench_arguments
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.resources import notebooks_folder, runs_folder
 from nbhelpers.validation import ConfigError, check_run_name, output_target
@@ -129,6 +131,13 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or records.jsonl files")
     report.add_argument("--output", "-o", default=None, help="HTML path (default: FIRST_RUN_DIR/report.html)")
     report.add_argument("--baseline", default=None, help="label of the baseline configuration")
+    _bench_arguments(sub.add_parser(
+        "bench", help="measure benchmark suites, filed by what they measure",
+        description="Measure named suites of configurations through the runner; each record lands in "
+                    "OUT/<suite>.jsonl with its line (date, machine, commit, command) in the manifest beside it.",
+        epilog="example: nbhelpers bench qwen3-tiny/bench-smoke --out /tmp/bench",
+        formatter_class=DefaultsHelpFormatter,
+    ))  # fmt: skip
     return parser
 
 
@@ -446,6 +455,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if args.command == "warm-cache":
             return _warm_cache(args)
+
+        if args.command == "bench":
+            import shlex
+
+            from nbhelpers.bench.command import bench
+
+            return bench(args, shlex.join(["nbhelpers", *(sys.argv[1:] if argv is None else argv)]))
 
         if args.command == "report":
             from nbhelpers.analysis.overview import store_for

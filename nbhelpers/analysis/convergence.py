@@ -42,14 +42,19 @@ ROLES = ("recommended", "baseline")
 def convergence_configs(rec: Recommendation, steps: int) -> list[RunConfig]:
     """The recommended configuration and its baseline, ``steps`` steps each after the first, no warm-up, on
     enough samples that no step repeats a batch where the dataset holds them (:func:`samples_for_steps`)."""
+    return convergence_pair(RunConfig.from_record(rec.config), rec.label, steps)
+
+
+def convergence_pair(config: RunConfig, label: str, steps: int) -> list[RunConfig]:
+    """:func:`convergence_configs` of a configuration labelled ``label``."""
     check_int("CONVERGENCE_STEPS", steps, 1, 100_000)
-    base = RunConfig.from_record(rec.config).replace(timing="steps", warmup=0, steps=steps, profile=False)
+    base = config.replace(timing="steps", warmup=0, steps=steps, profile=False)
     base = base.replace(num_samples=samples_for_steps(base, steps + 1))
     base = base.replace(extra={**base.extra, "parity_probe_samples": 0})  # the curves are the check here
     padding = BASELINE_STRATEGY if keeps_dataset_order(base.padding_settings) else base.padding
     baseline = base.replace(kernels=BASELINE_BACKEND, attn_implementation=DEFAULT_ATTENTION, padding=padding)
     return [
-        base.replace(label=f"convergence: {rec.label}", extra={**base.extra, KIND: ROLES[0]}),
+        base.replace(label=f"convergence: {label}", extra={**base.extra, KIND: ROLES[0]}),
         baseline.replace(
             label=f"convergence: baseline ({BASELINE_BACKEND}, {DEFAULT_ATTENTION}, {padding})",
             extra={**baseline.extra, KIND: ROLES[1]},
@@ -180,6 +185,7 @@ __all__ = [
     "compare_curves",
     "moving_average",
     "convergence_configs",
+    "convergence_pair",
     "convergence_of",
     "mark_convergence",
     "measure_convergence",

@@ -55,15 +55,20 @@ def parse_peers(text: str) -> list[str]:
 
 def peer_configs(rec: Recommendation, engines: str) -> list[RunConfig]:
     """The recommendation's workload under each TRL engine in ``engines`` (PEER_ROWS), one configuration each."""
-    base = RunConfig.from_record(rec.config)
+    return peers_of(RunConfig.from_record(rec.config), rec.label, engines, on_gpu=rec.device_type != "cpu")
+
+
+def peers_of(base: RunConfig, label: str, engines: str, on_gpu: bool) -> list[RunConfig]:
+    """``base`` (a configuration labelled ``label``) under each TRL engine in ``engines``; on a GPU the export's
+    row times at least :data:`PEER_MIN_TIMED_STEPS` steps (the export gap is judged there)."""
     configs = []
     for name in parse_peers(engines):
-        label = f"{ENGINES[name].label}, b{base.batch_size}x{base.max_length}"
+        row = f"{ENGINES[name].label}, b{base.batch_size}x{base.max_length}"
         if name == EXPORT_ENGINE:
-            label = f"TRL from the export of {rec.label}"
-        held_to_goal = name == EXPORT_ENGINE and rec.device_type != "cpu"
+            row = f"TRL from the export of {label}"
+        held_to_goal = name == EXPORT_ENGINE and on_gpu
         floor = max(PEER_MIN_TIMED_STEPS, base.min_timed_steps) if held_to_goal else base.min_timed_steps
-        configs.append(base.replace(engine=name, label=label, profile=False, min_timed_steps=floor))
+        configs.append(base.replace(engine=name, label=row, profile=False, min_timed_steps=floor))
     return configs
 
 
@@ -247,6 +252,7 @@ __all__ = [
     "measure_peers",
     "parse_peers",
     "peer_configs",
+    "peers_of",
     "peer_records",
     "peer_table",
     "this_machine",

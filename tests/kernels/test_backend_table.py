@@ -43,6 +43,7 @@ TABLES = {LIBRARY / "kernels" / "registry.py", LIBRARY / "kernels" / "attention.
 SCANNED_SOURCES = [
     LIBRARY / "analysis" / "recommend.py",
     LIBRARY / "views" / "widgets.py",
+    *sorted((LIBRARY / "bench").glob("*.py")),  # the benchmark suites' table
     *sorted((ROOT / "benchmarks").glob("*.py")),
 ]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

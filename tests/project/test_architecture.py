@@ -125,7 +125,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"monitor"}),
     frozenset({"tuning", "views"}),
     frozenset({"workbook"}),  # the notebooks' facades
-    frozenset({"sweep"}),
+    frozenset({"sweep", "bench"}),  # batch runs of notebooks; benchmark suites through the runner
     frozenset({"cli"}),
     frozenset({""}),  # the package face
 )

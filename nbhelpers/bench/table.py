@@ -1,0 +1,35 @@
+"""The suite table: every benchmark suite by name, in the order ``nbhelpers bench --list`` shows them.
+
+Adding a suite is one ``Suite`` entry in the module of its model family (``dense_grid``, ``dense_entries``,
+``dense_peers``, ``hybrid``); its name says where its records are filed.
+"""
+
+from __future__ import annotations
+
+from nbhelpers.validation import ConfigError
+
+from . import dense_entries, dense_grid, dense_peers, hybrid
+from .suite import Suite
+
+SUITES: dict[str, Suite] = {
+    suite.name: suite
+    for module in (dense_grid, dense_entries, dense_peers, hybrid)
+    for suite in module.SUITES
+}
+
+
+def suite_named(name: str) -> Suite:
+    """The suite called ``name``; ConfigError listing the names when there is none."""
+    if name not in SUITES:
+        raise ConfigError("suite", name, "one of " + ", ".join(SUITES))
+    return SUITES[name]
+
+
+def suites_under(prefix: str) -> list[Suite]:
+    """The suite called ``prefix``, else every suite filed under the folder ``prefix`` (ConfigError: none)."""
+    if prefix in SUITES:
+        return [SUITES[prefix]]
+    found = [s for name, s in SUITES.items() if name.startswith(prefix.rstrip("/") + "/")]
+    if not found:
+        raise ConfigError("suite", prefix, "a suite's name or a folder of suites, e.g. " + next(iter(SUITES)))
+    return found
