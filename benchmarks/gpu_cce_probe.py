@@ -1,8 +1,8 @@
 """The doctor's Cut Cross-Entropy probe on a GPU, with the probe's own reference checked against fp32.
 
-    python3 benchmarks/gpu_cce_probe.py --out runs/cce_probe/cce-probe.jsonl
+    python3 benchmarks/gpu_cce_probe.py > cce-probe.jsonl
 
-Writes one JSON line per check: CCE's probe as the doctor runs it (bf16 on a GPU), and the probe's reference
+Prints one JSON line per check: CCE's probe as the doctor runs it (bf16 on a GPU), and the probe's reference
 against the same function in fp32 under the same bounds (what the reference itself is worth; it must pass).
 ``--device cpu`` rehearses it (fp32, CCE's torch.compile path).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import torch
 
@@ -27,10 +26,8 @@ def fp32_reference(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor, y: torch.T
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     args = parser.parse_args()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     rtol, atol, norm_rtol = cce.PROBE_TOLERANCE[args.device]
     inputs = cce.cce_probe_inputs(args.device, torch.bfloat16 if args.device == "cuda" else torch.float32)
     reference = cce.after_final_norm(cce.linear_cross_entropy_reference)
@@ -41,11 +38,8 @@ def main() -> None:
             input_names=cce.PROBE_INPUTS,
         ),
     }
-    with args.out.open("a", encoding="utf-8") as out:
-        for name, result in checks.items():
-            line = {"check": name, "shape": cce.PROBE_SHAPE, "torch": torch.__version__, **result.to_dict()}
-            out.write(json.dumps(line) + "\n")
-            print(f"{name}: {result.status}: {result.detail}")
+    for name, result in checks.items():
+        print(json.dumps({"check": name, "shape": cce.PROBE_SHAPE, "torch": torch.__version__, **result.to_dict()}))
 
 
 if __name__ == "__main__":

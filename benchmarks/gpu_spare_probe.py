@@ -2,8 +2,9 @@
 
 A notebook primes a spare before its imports; then ``hv.extension()`` sets ``_PYVIZ_COMMS_INSTALLED`` and a
 compile in the notebook's process (the kernel doctor's probe) sets Inductor's cache folder and a private pointer.
-This does the same in one process, then measures two configurations and prints how each one's process started
-(``worker_process``, ``spare_unused``) and where its time went. On a GPU:
+This does the same in one process, then measures two configurations through the runner and prints how each one's
+process started (``worker_process``, ``spare_unused``) and where its time went (the records' ``process_s`` and
+``phase_s``; nothing is stored). On a GPU:
 
     NBHELPERS_SPARE_WORKER=on python benchmarks/gpu_spare_probe.py [MODEL]
 """
@@ -20,7 +21,6 @@ from nbhelpers.measure.config import RunConfig
 
 
 def main(model: str = "qwen3-0.6b") -> int:
-    started = time.perf_counter()
     runner.prime_spare()
     os.environ["_PYVIZ_COMMS_INSTALLED"] = "1"  # what hv.extension() sets in a notebook's process
     import torch
@@ -38,7 +38,7 @@ def main(model: str = "qwen3-0.6b") -> int:
             "spare_unused": m.get("spare_unused"), "process_s": m.get("process_s"), "phase_s": m.get("phase_s"),
             "real_tokens_per_s": m.get("real_tokens_per_s"), "timed_steps": m.get("timed_steps"),
         })  # fmt: skip
-    print(json.dumps({"rows": rows, "total_s": round(time.perf_counter() - started, 1)}, indent=1))
+    print(json.dumps({"rows": rows}, indent=1))
     return 0 if all(r["ok"] for r in rows) else 1
 
 

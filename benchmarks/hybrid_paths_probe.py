@@ -4,7 +4,7 @@ Run on a GPU machine with flash-linear-attention installed (see ../shared/gpu/hy
 JSON document: versions, the implementation behind each kernel hook of the Qwen3.5 modeling module, the
 source lines of the Gated DeltaNet forward that pass sequence boundaries, and for a small hybrid model the
 largest logit difference of the second sequence of a packed row against running it alone, with
-position_ids only and with cu_seq_lens kwargs.
+position_ids only and with cu_seq_lens kwargs. Training speed is the hybrid suites' (``nbhelpers bench --list``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import importlib
 import inspect
 import json
 import sys
-import time
 
 
 def implementation_of(func: object) -> str:
@@ -87,17 +86,6 @@ def main() -> None:
                     row[case] = round(float((logits[0, a:] - alone[0]).abs().max()), 5)
                 except Exception as error:  # noqa: BLE001
                     row[case] = f"raised {type(error).__name__}: {str(error)[:300]}"
-        model.train()
-        batch = torch.randint(0, 32000, (4, 2048), device="cuda")
-        times = []
-        for _ in range(3):
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            loss = model(input_ids=batch, labels=batch).loss
-            loss.backward()
-            torch.cuda.synchronize()
-            times.append(round(time.perf_counter() - start, 3))
-        row["train step s (first three, 4x2048, bf16)"] = times
         results[attn] = row
         del model
         torch.cuda.empty_cache()

@@ -6,16 +6,16 @@ Usage (GPU machine with fla, tilelang: see ../shared/gpu/hybrid_wheels.sh):
 Builds a small 4-layer 3:1 Qwen3.5-style hybrid (hidden 1024, fp32 weights), then for the reference path
 ("eager") and fla's ("fla"): applies the backend through the table (the environment check first), prints the
 per-layer report (what each layer's delta rule, convolution and attention really run), runs the
-contamination proof (packed vs each sequence alone) on every path this device has, and times three training
-steps on a packed row of 8 x 512 tokens. Prints one JSON document (and writes it to DIR/hybrid-smoke.json).
-The tolerances are parameters: the printed differences say whether they hold with room.
+contamination proof (packed vs each sequence alone) on every path this device has, and runs one training step on
+a packed row of 8 x 512 tokens (its loss; speed is the hybrid suites', ``nbhelpers bench --list``). Prints one
+JSON document (and writes it to DIR/hybrid-smoke.json). The tolerances are parameters: the printed differences say
+whether they hold with room.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,8 @@ def examples(lengths: tuple[int, ...], seed: int) -> list[dict[str, list[int]]]:
     return out
 
 
-def train_steps(model: Any, count: int = 3) -> list[float]:
-    """Seconds of ``count`` training steps (bf16 autocast) on one packed row of 8 x 512 tokens with boundaries."""
+def train_step(model: Any) -> float:
+    """The loss of one training step (bf16 autocast) on one packed row of 8 x 512 tokens with their boundaries."""
     import torch
 
     from nbhelpers.data.collate import collate, to_device
@@ -56,18 +56,12 @@ def train_steps(model: Any, count: int = 3) -> list[float]:
 
     batch = to_device(collate(examples((512,) * 8, 1), PaddingSettings("packed", max_length=512), 0, True), "cuda")
     model.train()
-    times = []
-    for _ in range(count):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(**batch).loss
-        loss.backward()
-        model.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        times.append(round(time.perf_counter() - start, 3))
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(**batch).loss
+    loss.backward()
+    model.zero_grad(set_to_none=True)
     model.eval()
-    return times
+    return float(loss)
 
 
 def main() -> None:
@@ -90,7 +84,7 @@ def main() -> None:
         try:
             entry["patch_report"] = apply_backend(model, backend, (), "cuda")
             entry["layers"] = layer_paths(model)
-            entry["train_step_s"] = train_steps(model)
+            entry["train_step_loss"] = train_step(model)
         except Exception as error:  # noqa: BLE001 - a refused or broken backend is the finding
             entry["failed"] = f"{type(error).__name__}: {str(error)[:400]}"
         out[backend] = entry

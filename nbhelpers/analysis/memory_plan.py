@@ -16,7 +16,7 @@ vocabulary x bytes per element of the loss path (:data:`LOSS_BYTES_PER_LOGIT`). 
 an estimate of what transformers' eager modules save, with two coefficients (the RMSNorm copies and the
 plain loss's bytes per logit) set against the shipped single-H200 records of the 1.7B shape: on those 37
 records it is within 12% (:func:`planned_vs_measured`; tests/analysis/test_memory_plan.py keeps it so). Sharded and
-checkpointed runs are checked the same way by notebook 05 and ``benchmarks/gpu_fsdp_suite.py``.
+checkpointed runs are checked the same way by notebook 05 and ``nbhelpers bench qwen3-8b/fsdp2-scaling``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nbhelpers.data.strategies import PADDING_STRATEGIES
+from nbhelpers.data.strategies import PADDING_STRATEGIES, STRATEGIES
 from nbhelpers.measure.config import RunConfig
 
 from .suite import LONGTAIL, STARTUP, Suite
@@ -27,9 +27,12 @@ FLEX = BASE.replace(attn_implementation="flex_attention")
 EPOCH_BASE = BASE.replace(timing="epoch", num_samples=256, timeout_s=300)
 
 
+BUDGET_FIELD = "token_budget"  # the PaddingSettings field a strategy that plans by a token budget reads
+
+
 def budget(strategy: str) -> int:
-    """The token budget a strategy's row gets in the grid: 16,384 for the token budget, else none."""
-    return 16384 if strategy == "token_budget" else 0
+    """The token budget a strategy's row gets in the grid: 16,384 where its plan reads one (the table says), else 0."""
+    return 16384 if BUDGET_FIELD in STRATEGIES[strategy].reads else 0
 
 
 def longtail(config: RunConfig, folder: Path) -> RunConfig:

@@ -105,8 +105,8 @@ def gpu_overview(
     if not records:
         return Markdown(
             f"**No GPU results about padding** in `{folder}`: this section is skipped. Measure them with "
-            "`python benchmarks/gpu_suite.py padding padding-flex --out DIR` on a GPU and point `GPU_RESULTS` "
-            "at `DIR`."
+            "`nbhelpers bench qwen3-1.7b/padding-strategies-epoch --out DIR` on a GPU and point `GPU_RESULTS` "
+            "at `DIR/qwen3-1.7b/padding-strategies-epoch`."
         )
     steps = [r for r in records if r.kind == "step"]
     table = measured_table(steps)

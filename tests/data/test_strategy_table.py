@@ -28,6 +28,8 @@ from nbhelpers.validation import ConfigError
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "nbhelpers"
 TABLE_MODULE = PACKAGE / "data" / "strategies.py"
+# The benchmark suites' tables: experiment definitions that spell strategies out, row by row (read, not branched on).
+SUITE_TABLES = [PACKAGE / "bench" / f"{name}.py" for name in ("dense_grid", "dense_entries", "dense_peers", "hybrid")]
 PADDING_KEYS = {"padding", "strategy"}  # the keyword / field names that carry a strategy's name
 # SFTConfig / TrainingArguments fields the table may set (TRL 1.x spelling).
 SFT_FIELDS = {"per_device_train_batch_size", "max_length", "packing", "packing_strategy", "padding_free",
@@ -163,7 +165,7 @@ def test_every_strategy_named_in_notebooks_is_a_table_entry():
 @pytest.mark.parametrize(
     "path",
     ["nbhelpers/views/widgets.py", "nbhelpers/analysis/recommend.py",
-     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "benchmarks").glob("*.py"))],
+     *sorted(str(p.relative_to(ROOT)) for p in [*SUITE_TABLES, *(ROOT / "benchmarks").glob("*.py")])],
 )  # fmt: skip
 def test_every_strategy_named_in_widgets_recommend_and_benchmarks_is_a_table_entry(path):
     names = strategy_names_in((ROOT / path).read_text(encoding="utf-8"))
@@ -171,8 +173,9 @@ def test_every_strategy_named_in_widgets_recommend_and_benchmarks_is_a_table_ent
 
 
 def test_the_benchmarks_are_seen_to_name_strategies():
-    """Not vacuous: the GPU suite spells strategies out (its experiment definitions) and the finder sees them."""
-    names = strategy_names_in((ROOT / "benchmarks" / "gpu_suite.py").read_text(encoding="utf-8"))
+    """Not vacuous: the suite tables spell strategies out (their experiment definitions) and the finder sees them."""
+    assert all(path.is_file() for path in SUITE_TABLES)
+    names = strategy_names_in(SUITE_TABLES[0].read_text(encoding="utf-8"))
     assert {BASELINE_STRATEGY, *PACKED_STRATEGIES} <= names
 
 
@@ -199,7 +202,7 @@ def _branches_on_a_strategy_name(tree: ast.AST) -> list[str]:
 def test_no_library_module_outside_the_table_branches_on_a_strategy_name():
     problems = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path == TABLE_MODULE:
+        if path == TABLE_MODULE or path in SUITE_TABLES:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         problems += [f"{path.relative_to(ROOT)} {p}" for p in _branches_on_a_strategy_name(tree)]

@@ -226,23 +226,20 @@ def test_kernel_checks_see_through_fsdp2_s_wrapper_class(monkeypatch):
 
 @pytest.mark.slow
 def test_the_two_gpu_suite_rehearses_on_a_cpu(tmp_path):
-    """benchmarks/gpu_fsdp_suite.py --rehearse: its configurations at a CPU's sizes, end to end under torchrun
-    (2 gloo ranks), records stored and the scaling line printed, before any GPU time is spent on it."""
+    """``nbhelpers bench qwen3-8b/fsdp2-scaling/plain --rehearse``: its configurations at a CPU's sizes, end to end
+    under torchrun (2 gloo ranks), records and manifest lines stored, before any GPU time is spent on it."""
     import json
-    import os
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'benchmarks'}"}
-    command = [sys.executable, str(root / "benchmarks" / "gpu_fsdp_suite.py"), "plain", "hybrid", "--rehearse",
-               "--hybrid-model", "qwen3.5-tiny", "--out", str(tmp_path)]  # fmt: skip
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800, cwd=tmp_path)
+    command = [sys.executable, "-m", "nbhelpers.bench", "qwen3-8b/fsdp2-scaling/plain", "--rehearse", "--out",
+               str(tmp_path)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    plain = [json.loads(line) for line in (tmp_path / "plain.jsonl").read_text().splitlines()]
-    hybrid = [json.loads(line) for line in (tmp_path / "hybrid.jsonl").read_text().splitlines()]
-    assert [r["status"] for r in plain + hybrid] == ["ok"] * 3, [r.get("reason") for r in plain + hybrid]
+    folder = tmp_path / "qwen3-8b" / "fsdp2-scaling"
+    plain = [json.loads(line) for line in (folder / "plain.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in plain] == ["ok"] * 2, [r.get("reason") for r in plain]
     assert [r["config"]["gpus"] for r in plain] == [1, 2] and plain[1]["metrics"]["world_size"] == 2
-    assert "plain FSDP2, sdpa, 128 tokens per GPU, 2 GPU:" in done.stdout and "scaling efficiency" in done.stdout
-    assert hybrid[0]["config"]["model"] == "qwen3.5-tiny"
+    assert plain[0]["config"]["model"] == "qwen3-tiny"
+    manifest = [json.loads(line) for line in (folder / "manifest.jsonl").read_text().splitlines()]
+    assert [m["record_id"] for m in manifest] == [r["record_id"] for r in plain]

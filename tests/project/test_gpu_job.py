@@ -1,0 +1,74 @@
+"""The GPU machine's one job script: one job at a time, its console and status kept, what it wrote collected."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_job.sh"
+
+
+def job_script(*args: str, job: Path, out: Path, collect: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DEVICE_JOB_DIR": str(job), "OUT": str(out), "JOB_COLLECT": str(collect), "JOB_WHEELS": ""}
+    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def folders(tmp_path: Path) -> dict[str, Path]:
+    paths = {name: tmp_path / name for name in ("job", "out", "collect")}
+    paths["out"].mkdir()
+    return paths
+
+
+def test_a_second_start_is_refused_while_the_first_job_runs(tmp_path):
+    where = folders(tmp_path)
+    assert job_script("start", "0", "sleep", "300", **where).returncode == 0
+    pid = int((where["job"] / "pid").read_text())
+    try:
+        second = job_script("start", "0", "true", **where)
+        assert second.returncode == 4
+        assert f"a job is still running (pid {pid})" in second.stderr
+        assert not (where["job"] / "rc").exists()  # the first job's status file was left alone
+    finally:
+        os.killpg(pid, signal.SIGKILL)  # setsid: the job leads its own process group
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    third = job_script("start", "0", "true", **where)
+    assert third.returncode == 0, third.stderr
+
+
+def test_a_finished_job_is_collected_with_its_status_and_records(tmp_path):
+    where = folders(tmp_path)
+    records = where["collect"] / "bench" / "qwen3-tiny" / "q"
+    (records / "traces").mkdir(parents=True)
+    (records / "traces" / "big.trace.json.gz").write_text("x")
+    command = f"echo '[suite] 2 record(s)'; echo line > {records}/rows.jsonl; exit 7"
+    started = job_script("start", "60", "bash", "-c", command, **where)
+    assert started.returncode == 0, started.stderr
+    assert "[suite] 2 record(s)" in started.stdout and "job ended: status 7" in started.stdout
+    assert (where["out"] / "console.log").read_text().strip() == "[suite] 2 record(s)"
+    with tarfile.open(where["out"] / "runs.tgz") as archive:
+        names = archive.getnames()
+    assert any(n.endswith("qwen3-tiny/q/rows.jsonl") for n in names) and not any("traces/" in n for n in names)
+    waited = job_script("wait", "5", **where)
+    assert waited.returncode == 0 and "job ended: status 7" in waited.stdout
+    assert job_script("start", "0", "true", **where).returncode == 0
+
+
+def test_wait_says_when_the_job_still_runs(tmp_path):
+    where = folders(tmp_path)
+    assert job_script("start", "0", "sleep", "30", **where).returncode == 0
+    pid = int((where["job"] / "pid").read_text())
+    try:
+        waited = job_script("wait", "1", **where)
+        assert waited.returncode == 3 and "still running after 1s" in waited.stdout
+    finally:
+        os.killpg(pid, signal.SIGKILL)
