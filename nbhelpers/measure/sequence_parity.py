@@ -37,7 +37,7 @@ from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.registry import kernel_backend
 from nbhelpers.models.adapters import wrap_model
-from nbhelpers.models.loading import resolve_model
+from nbhelpers.models.loading import ResolvedModel, resolve_model
 
 from .config import RunConfig
 from .env import resolve_device
@@ -268,11 +268,12 @@ def probe_fill_rows(config: RunConfig) -> int:
     return config.padding_settings.batch_size if "inductor" in kernel_backend(config.kernels).caches else 0
 
 
-def parity_probe(config: RunConfig) -> dict[str, Any] | None:
+def parity_probe(config: RunConfig, resolved: ResolvedModel | None = None) -> dict[str, Any] | None:
     """The probe of one configuration, as stored in ``metrics["parity_probe"]`` (None when switched off).
 
     Builds the model again with the configuration's seed, kernels and attention (see the module's
     docstring for why after timing), in train mode as the timed step runs it. Raises on failure.
+    ``resolved``: the model the timed step resolved (default: resolved here).
     """
     import torch
 
@@ -283,7 +284,7 @@ def parity_probe(config: RunConfig) -> dict[str, Any] | None:
     device = resolve_device(config.device)
     dtype = compute_dtype(config, device)
     _free_device_memory(device)
-    resolved = resolve_model(config.model)
+    resolved = resolved or resolve_model(config.model)
     tokenizer = load_tokenizer(resolved.source)
     examples = config_examples(config, tokenizer, num_samples=size, min_rows=0)
     model = build_for(config, resolved, device, dtype)

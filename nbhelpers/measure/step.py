@@ -26,16 +26,8 @@ from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.hybrid_paths import layer_paths
 from nbhelpers.kernels.registry import uses_liger_switches
 from nbhelpers.models.adapters import parameter_counts, trainable_parameters, weights_dtype, wrap_model
-from nbhelpers.models.families import (
-    BOUNDARIES_PACKING,
-    POSITION_IDS_PACKING,
-    family_of_model,
-    model_shape,
-    packing_mode_of,
-    packs_with_boundaries,
-    unsupported,
-)
-from nbhelpers.models.loading import ResolvedModel, build_model, check_positions, count_parameters, resolve_model
+from nbhelpers.models.families import BOUNDARIES_PACKING, POSITION_IDS_PACKING, model_shape
+from nbhelpers.models.loading import ResolvedModel, build_resolved, check_positions, count_parameters, resolve_model
 from nbhelpers.models.precision import MASTER_WEIGHTS
 
 from .config import RunConfig
@@ -56,14 +48,14 @@ def compute_dtype(config: RunConfig, device: str) -> str:
     return "fp32" if device == "cpu" else "bf16-autocast"
 
 
-def packing_mode(config: RunConfig, boundaries: bool | None = None) -> str:
+def packing_mode(config: RunConfig, resolved: ResolvedModel | None = None) -> str:
     """How this configuration's rows keep packed sequences apart (a key of ``PACKING_MODES``), '' when unpacked:
     the collator hands a packed row ``position_ids`` that restart at every sequence, and the sequence
-    boundaries too where the model's family needs them (``BOUNDARIES_PACKING``; ``boundaries``: already resolved)."""
+    boundaries too where the model's family needs them (``BOUNDARIES_PACKING``). ``resolved``: the configuration's
+    model, resolved once per measurement (default: resolved here)."""
     if not config.padding_settings.entry.packed:
         return ""
-    if boundaries is None:
-        return packing_mode_of(config.model)
+    boundaries = (resolved or resolve_model(config.model)).boundaries
     return BOUNDARIES_PACKING if boundaries else POSITION_IDS_PACKING
 
 
@@ -81,12 +73,12 @@ def config_examples(
 
 
 def prepare_batches(
-    config: RunConfig, tokenizer: Any, device: str, rank: Rank | None = None, boundaries: bool | None = None
+    config: RunConfig, tokenizer: Any, device: str, rank: Rank | None = None, resolved: ResolvedModel | None = None
 ) -> list[dict[str, Any]]:
     """The step batches on the device, in plan order: the whole plan when timing an epoch, else as many as
     the first step, warm-up and timed steps take (they cycle when the plan is shorter). With several ranks,
-    this rank's share of each global step (balanced by tokens). ``boundaries``: whether packed rows carry
-    their sequence boundaries (default: what the model's family says)."""
+    this rank's share of each global step (balanced by tokens). ``resolved``: the configuration's model, whose
+    family says whether packed rows carry their sequence boundaries (default: resolved here)."""
     examples = config_examples(config, tokenizer)
     settings = config.padding_settings
     lengths = [len(e["input_ids"]) for e in examples]
@@ -96,8 +88,7 @@ def prepare_batches(
     else:
         plan = plan_batches(lengths, settings)
     needed = len(plan) if config.timing == "epoch" else min(1 + config.warmup + config.steps, len(plan))
-    if boundaries is None:  # a hybrid's packed rows carry cu_seqlens and seq_idx
-        boundaries = packs_with_boundaries(config.model)
+    boundaries = (resolved or resolve_model(config.model)).boundaries  # a hybrid's: cu_seqlens and seq_idx
     collated = [collate([examples[i] for i in plan[step]], settings, tokenizer.pad_token_id, boundaries)
                 for step in range(needed)]  # fmt: skip
     check_loss_tokens(config, [plan[step] for step in range(needed)], [count_tokens(b).loss for b in collated])
@@ -258,17 +249,14 @@ def build_for(config: RunConfig, resolved: ResolvedModel, device: str, dtype: st
     base on CUDA), refused at once when its family cannot run the configuration's kernels or packing. An adapter
     wraps it later, after the kernel backend (``models.adapters.wrap_model``)."""
     switches = liger_switches_of(config)
-    family = family_of_model(config.model)
-    if family is not None and (refusal := family.liger_refusal(switches)):  # before minutes of building
-        raise ValueError(f"model={config.model!r}: {refusal}")
+    packing = packing_mode(config, resolved)
+    if refusal := resolved.refusal(kernels=config.kernels, packing=packing, liger_kernels=switches):
+        raise ValueError(f"model={config.model!r}: {refusal}")  # before minutes of building
     prepare_attention(config.attn_implementation)
     adapter = config.adapter_settings
     dtypes = weights_dtype(adapter, dtype, device)
-    model = build_model(resolved.source, config.attn_implementation, config.seed, dtypes, device, adapter)
+    model = build_resolved(resolved, config.attn_implementation, config.seed, dtypes, device, adapter)
     model.train()
-    packing = packing_mode(config, resolved.boundaries)
-    if refusal := unsupported(model.config.model_type, kernels=config.kernels, packing=packing, liger_kernels=switches):
-        raise ValueError(f"model={config.model!r}: {refusal}")
     return model
 
 
@@ -344,8 +332,11 @@ def check_finite_losses(values: list[tuple[str, float]]) -> None:
         raise NonFiniteLoss(f"non-finite loss: {', '.join(bad[:4])}{more}")
 
 
-def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> RunRecord:
-    """Run warmup + timed steps of one configuration and return its record (raises on failure)."""
+def measure(
+    config: RunConfig, notebook: str = "", progress: bool = False, resolved: ResolvedModel | None = None
+) -> RunRecord:
+    """Run warmup + timed steps of one configuration and return its record (raises on failure). ``resolved``: its
+    model, resolved once for the whole measurement (default: resolved here)."""
     import torch
 
     phases = PhaseClock()  # where the measurement's wall time goes (metrics["phase_s"])
@@ -356,10 +347,10 @@ def measure(config: RunConfig, notebook: str = "", progress: bool = False) -> Ru
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         torch.backends.cuda.matmul.allow_tf32 = True
-    resolved = resolve_model(config.model)  # once: source, config and packing of the model
+    resolved = resolved or resolve_model(config.model)  # once: source, config, family and packing of the model
     check_positions(resolved.config, config.max_length)  # before any data or weights load
     tokenizer = load_tokenizer(resolved.source)
-    batches = prepare_batches(config, tokenizer, device, rank, resolved.boundaries)
+    batches = prepare_batches(config, tokenizer, device, rank, resolved)
     phases.lap("data")
     report_progress("building the model", 0, 0)
     build_start = time.perf_counter()

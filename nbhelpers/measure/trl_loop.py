@@ -28,7 +28,7 @@ from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.kernels.registry import model_setup_parts
 from nbhelpers.models.adapters import parameter_counts, peft_config, skip_input_casts, weights_dtype
 from nbhelpers.models.families import model_shape
-from nbhelpers.models.loading import build_model, count_parameters, model_source
+from nbhelpers.models.loading import ResolvedModel, build_resolved, count_parameters, resolve_model
 
 from .config import RunConfig
 from .engines import engine_of
@@ -133,19 +133,27 @@ class BuiltTrainer:
     flags: dict[str, Any]  # the engine's own SFTConfig flags (recorded)
 
 
-def sft_rows(config: RunConfig) -> tuple[Any, list[dict[str, Any]]]:
-    """The tokenizer and the workload's samples as TRL takes them (``input_ids``; ``labels`` with prompt -100)."""
-    tokenizer = load_tokenizer(model_source(config.model))
+def sft_rows(config: RunConfig, resolved: ResolvedModel | None = None) -> tuple[Any, list[dict[str, Any]]]:
+    """The tokenizer and the workload's samples as TRL takes them (``input_ids``; ``labels`` with prompt -100).
+    ``resolved``: the configuration's model, resolved once per measurement (default: resolved here)."""
+    tokenizer = load_tokenizer((resolved or resolve_model(config.model)).source)
     examples = config_examples(config, tokenizer)
     return tokenizer, [{"input_ids": e["input_ids"], "labels": e["labels"]} for e in examples]
 
 
 def build_sft_trainer(
-    config: RunConfig, output_dir: str, tokenizer: Any, rows: list[dict[str, Any]], epochs: int = 2, **harness: Any
+    config: RunConfig,
+    output_dir: str,
+    tokenizer: Any,
+    rows: list[dict[str, Any]],
+    epochs: int = 2,
+    resolved: ResolvedModel | None = None,
+    **harness: Any,
 ) -> BuiltTrainer:
     """The configuration's SFTTrainer on ``rows`` (its engine's flags, the workload's seed, dtype and device; the
     export's own set-up of kernels a trainer has no flag for), writing only into ``output_dir``; ``harness`` adds
-    SFTConfig settings (``max_steps``, ``logging_steps``)."""
+    SFTConfig settings (``max_steps``, ``logging_steps``). ``resolved``: the configuration's model, resolved once
+    per measurement (default: resolved here)."""
     import torch
     from datasets import Dataset
     from transformers import PrinterCallback
@@ -163,7 +171,8 @@ def build_sft_trainer(
         attention = "sdpa"  # TRL's own settings: transformers' default attention
     adapter = config.adapter_settings  # LoRA: a frozen base (bf16 on CUDA), PEFT's config handed to SFTTrainer
     prepare_attention(attention)
-    model = build_model(config.model, attention, config.seed, weights_dtype(adapter, dtype, device), device, adapter)
+    resolved = resolved or resolve_model(config.model)
+    model = build_resolved(resolved, attention, config.seed, weights_dtype(adapter, dtype, device), device, adapter)
     model.config.use_cache = False  # a training model: with a cache, packed rows attend across sequences
     if engine.name == "trl":  # the export's own set-up of kernels a trainer has no flag for (fla), as exported
         for part in model_setup_parts(config.kernels):
@@ -179,12 +188,15 @@ def build_sft_trainer(
     return BuiltTrainer(trainer, model, attention, engine, device, dtype, flags)
 
 
-def measure_trl(config: RunConfig, notebook: str = "", progress: bool = False) -> RunRecord:
+def measure_trl(
+    config: RunConfig, notebook: str = "", progress: bool = False, resolved: ResolvedModel | None = None
+) -> RunRecord:
     """Run TRL's SFTTrainer on the configuration's samples (one untimed epoch, then timed epochs up to the floor of
-    timed steps) and return its record."""
+    timed steps) and return its record. ``resolved``: its model, resolved once (default: resolved here)."""
+    resolved = resolved or resolve_model(config.model)
     with tempfile.TemporaryDirectory(prefix="nbhelpers-trl-") as output_dir:  # TRL writes nothing we keep
-        tokenizer, rows = sft_rows(config)
-        built = build_sft_trainer(config, output_dir, tokenizer, rows)
+        tokenizer, rows = sft_rows(config, resolved)
+        built = build_sft_trainer(config, output_dir, tokenizer, rows, resolved=resolved)
         trainer, model, args, flags = built.trainer, built.model, built.trainer.args, built.flags
         epochs = 1 + timed_epochs(config, trainer_steps_per_epoch(trainer))
         args.num_train_epochs = epochs  # read by train(): enough timed epochs for the floor of timed steps

@@ -12,6 +12,8 @@ import time
 import traceback
 from pathlib import Path
 
+from nbhelpers.models.loading import ResolvedModel, resolve_model
+
 from .config import RunConfig
 from .engines import ENGINES
 from .env import safe_environment
@@ -45,9 +47,10 @@ def failed_record(config: RunConfig, reason: str, notebook: str = "", trace: str
     )  # fmt: skip
 
 
-def attach_probe(record: RunRecord, config: RunConfig) -> None:
+def attach_probe(record: RunRecord, config: RunConfig, resolved: ResolvedModel | None = None) -> None:
     """Add the parity probe (nbhelpers.measure.sequence_parity) to an ok record; a probe that fails is noted
-    in ``metrics["parity_probe"]["error"]`` and leaves the timed measurement as it was."""
+    in ``metrics["parity_probe"]["error"]`` and leaves the timed measurement as it was. ``resolved``: the model
+    the timed step resolved."""
     if not record.ok:
         return
     try:
@@ -55,7 +58,7 @@ def attach_probe(record: RunRecord, config: RunConfig) -> None:
 
         report_progress("parity probe", 0, 0)
         started = time.perf_counter()
-        probe = parity_probe(config)
+        probe = parity_probe(config, resolved)
         record.metrics.setdefault("phase_s", {})["parity_probe"] = round(time.perf_counter() - started, 3)
     except Exception as error:  # noqa: BLE001 - the timing stands; parity then has no probe to compare
         traceback.print_exc(file=sys.stderr)
@@ -66,15 +69,16 @@ def attach_probe(record: RunRecord, config: RunConfig) -> None:
 
 def measure_config(config: RunConfig, notebook: str = "") -> RunRecord:
     """Measure one configuration in this process with its engine: the workbook's step (with its parity probe)
-    or TRL's SFTTrainer; raises on failure."""
+    or TRL's SFTTrainer, its model resolved once for both; raises on failure."""
+    resolved = resolve_model(config.model)
     if ENGINES[config.engine].is_trl:
         from .trl_loop import measure_trl
 
-        return measure_trl(config, notebook=notebook, progress=True)
+        return measure_trl(config, notebook=notebook, progress=True, resolved=resolved)
     from .step import measure
 
-    record = measure(config, notebook=notebook, progress=True)
-    attach_probe(record, config)
+    record = measure(config, notebook=notebook, progress=True, resolved=resolved)
+    attach_probe(record, config, resolved)
     return record
 
 

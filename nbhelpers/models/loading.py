@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,17 @@ from typing import Any
 from nbhelpers.validation import ConfigError, check_hub_name
 
 from .adapters import AdapterSettings, training_state_bytes
-from .families import MODEL_PRESETS, family_of_preset, is_preset, packs_with_boundaries, preset_config, unsupported
+from .families import (
+    BOUNDARIES_PACKING,
+    MODEL_PRESETS,
+    ModelFamily,
+    family_of_model,
+    family_of_model_type,
+    family_of_preset,
+    is_preset,
+    preset_config,
+)
+from .shape import ModelShape
 
 
 def model_source(name_or_path: str) -> str:
@@ -48,54 +60,100 @@ def build_model(
     A preset's weights are created on ``device`` in ``dtype`` (no fp32 copy of a bf16 model at any point); the
     memory refusal counts the training state of ``adapter`` (a frozen base) when one is given.
     """
-    import torch
-    from transformers import AutoModelForCausalLM
+    return build_resolved(resolve_model(name_or_path), attn_implementation, seed, dtype, device, adapter)
 
+
+def build_resolved(
+    resolved: ResolvedModel,
+    attn_implementation: str = "sdpa",
+    seed: int = 0,
+    dtype: Any = None,
+    device: str = "cpu",
+    adapter: AdapterSettings | None = None,
+) -> Any:
+    """:func:`build_model` of a model already resolved (no second look-up of its name): refused before any
+    weights load when its family cannot run ``attn_implementation``."""
+    import torch
+
+    _refuse(resolved.name, resolved.refusal(attn_implementation))
     torch.manual_seed(seed)
-    if is_preset(name_or_path):
-        config = preset_config(name_or_path)
-        _refuse(name_or_path, unsupported(config.model_type, attn_implementation))
-        weights = "bf16" if dtype in (torch.bfloat16, torch.float16) else "fp32"
-        _refuse(name_or_path, memory_refusal(name_or_path, weights, device_memory_bytes(device), adapter))
-        config._attn_implementation = attn_implementation
-        created = {"dtype": dtype} if dtype is not None else {}  # parameters made in it, as from_pretrained does
-        with torch.device(device):  # initialise where it will run: seconds, not minutes, for 1.7B on a GPU
-            model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **created)
+    if resolved.preset:
+        model = _from_preset(resolved, attn_implementation, dtype, device, adapter)
     else:
-        source = model_source(name_or_path)
+        from transformers import AutoModelForCausalLM
+
         kwargs: dict[str, Any] = {"attn_implementation": attn_implementation}
         if dtype is not None:
             kwargs["dtype"] = dtype
-        model = AutoModelForCausalLM.from_pretrained(source, **kwargs).to(device)
-        _refuse(name_or_path, unsupported(model.config.model_type, attn_implementation))
+        model = AutoModelForCausalLM.from_pretrained(resolved.source, **kwargs).to(device)
     disable_kv_cache(model)
     return model
 
 
+def _from_preset(
+    resolved: ResolvedModel, attn_implementation: str, dtype: Any, device: str, adapter: AdapterSettings | None
+) -> Any:
+    """Random weights of a preset on ``device`` in ``dtype``, refused when its training state cannot fit there."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    weights = "bf16" if dtype in (torch.bfloat16, torch.float16) else "fp32"
+    _refuse(resolved.name, state_refusal(resolved.shape(), weights, device_memory_bytes(device), adapter))
+    config = copy.deepcopy(resolved.config)  # the resolved config stays as resolved for the next build
+    config._attn_implementation = attn_implementation
+    created = {"dtype": dtype} if dtype is not None else {}  # parameters made in it, as from_pretrained does
+    with torch.device(device):  # initialise where it will run: seconds, not minutes, for 1.7B on a GPU
+        return AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **created)
+
+
 @dataclass(frozen=True)
 class ResolvedModel:
-    """A model named by a configuration, resolved once: where it loads from, its transformers config, and
-    whether its family hands packed rows their sequence boundaries."""
+    """A model named by a configuration, resolved once: where it loads from, its transformers config, its family
+    and whether that family hands packed rows their sequence boundaries."""
 
     name: str  # as the configuration names it (preset, folder or hub id)
     source: str  # a preset name, a folder or a hub id (checked)
     config: Any  # the transformers config, without weights
     boundaries: bool  # packed rows carry cu_seqlens / seq_idx (linear-attention layers need them)
+    family: ModelFamily | None = None  # by its name, else by its config's model_type; None when no family covers it
+    preset: bool = False  # random weights from the family's config builder (no checkpoint to load)
+
+    def refusal(
+        self, attn_implementation: str = "", kernels: str = "", packing: str = "", liger_kernels: Sequence[str] = ()
+    ) -> str:
+        """Why its family cannot run these settings, or '' (no family: nothing refused)."""
+        return self.family.refusal(attn_implementation, kernels, packing, liger_kernels) if self.family else ""
+
+    def shape(self) -> ModelShape:
+        """Parameter and FLOP arithmetic of its config, by its family (a dense decoder's without one)."""
+        return self.family.shape(self.config) if self.family else ModelShape.from_config(self.config)
 
 
 def resolve_model(name_or_path: str) -> ResolvedModel:
-    """Resolve a model once per measurement: its source, its config and how it packs (errors name the model)."""
+    """Resolve a model once per measurement: its source, its config, its family and how it packs (errors name the
+    model). ``boundaries`` follows the family of the name (a preset, a preset's hub id, a folder), as the exports
+    read it; a hub id outside the table is refused packed rows by its config's family rather than guessed."""
     source = model_source(name_or_path)
-    return ResolvedModel(name_or_path, source, model_config(source), packs_with_boundaries(name_or_path))
+    preset = is_preset(source)
+    config = preset_config(source) if preset else _pretrained_config(source)
+    named = family_of_model(name_or_path)
+    family = named or family_of_model_type(getattr(config, "model_type", ""))
+    boundaries = named is not None and BOUNDARIES_PACKING in named.packing
+    return ResolvedModel(name_or_path, source, config, boundaries, family, preset)
+
+
+def _pretrained_config(source: str) -> Any:
+    """The transformers config of a checked folder or hub id (``model_source``'s answer)."""
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(source)
 
 
 def model_config(name_or_path: str) -> Any:
     """The transformers config of a preset, a folder or a hub id, without building the model."""
     if is_preset(name_or_path):
         return preset_config(name_or_path)
-    from transformers import AutoConfig
-
-    return AutoConfig.from_pretrained(model_source(name_or_path))
+    return _pretrained_config(model_source(name_or_path))
 
 
 def check_positions(model_config: Any, max_length: int) -> None:
@@ -128,7 +186,11 @@ def memory_refusal(preset: str, weights: str, capacity_bytes: int, adapter: Adap
     so a preset that passes may still run out of memory, but one refused here cannot fit. With an adapter
     (LoRA), the frozen base's weights alone and the adapter's fp32 weights, gradients and moments.
     """
-    shape = family_of_preset(preset).shape(preset_config(preset))
+    return state_refusal(family_of_preset(preset).shape(preset_config(preset)), weights, capacity_bytes, adapter)
+
+
+def state_refusal(shape: ModelShape, weights: str, capacity_bytes: int, adapter: AdapterSettings | None = None) -> str:
+    """:func:`memory_refusal` of a model's shape."""
     need = training_state_bytes(shape, weights, adapter)
     if need <= capacity_bytes:
         return ""

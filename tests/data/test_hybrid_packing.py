@@ -10,7 +10,7 @@ from nbhelpers.data.strategies import PaddingSettings
 from nbhelpers.kernels.hybrid_paths import use_reference
 from nbhelpers.measure import step as step_module
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.models import families
+from nbhelpers.models import families, loading
 
 EXAMPLES = [
     {"input_ids": [11, 12, 13], "labels": [-100, 12, 13]},
@@ -44,7 +44,8 @@ def test_the_flag_comes_from_the_family_packing_modes(monkeypatch):
     hybrid_like = dataclasses.replace(families.FAMILIES["qwen3"], packing=(families.BOUNDARIES_PACKING,))
     monkeypatch.setattr(families, "family_of_model", lambda name: hybrid_like)
     assert families.packs_with_boundaries("qwen3-tiny") is True
-    monkeypatch.setattr(step_module, "packs_with_boundaries", families.packs_with_boundaries)
+    monkeypatch.setattr(loading, "family_of_model", families.family_of_model)  # the one resolve reads the family
+    assert loading.resolve_model("qwen3-tiny").boundaries is True
     from nbhelpers.data.tokenizer import load_tokenizer
 
     config = RunConfig(model="qwen3-tiny", padding="packed", max_length=64, batch_size=2, num_samples=4, steps=1,

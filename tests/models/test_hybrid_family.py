@@ -171,7 +171,7 @@ def test_a_step_with_a_liger_switch_the_family_lacks_fails_before_the_model_is_b
     def no_build(*args, **kwargs):
         raise AssertionError("the model was built before the refusal")
 
-    monkeypatch.setattr(step, "build_model", no_build)
+    monkeypatch.setattr(step, "build_resolved", no_build)
     config = RunConfig(
         run_name="hybrid", model="qwen3.5-tiny", kernels="liger", liger_kernels=("rope", "cross_entropy"),
         batch_size=2, max_length=64, num_samples=2, steps=1, warmup=0,
