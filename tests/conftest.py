@@ -21,9 +21,11 @@ sys.path[:0] = [str(folder) for folder in sorted(TESTS.iterdir()) if folder.is_d
 
 # Inductor's on-disk caches are not keyed by ATEN_CPU_CAPABILITY: C++ compiled for AVX2 and found again in a run under
 # ATEN_CPU_CAPABILITY=default fails to build ("'at::vec' has not been declared", torch 2.13). A run under another
-# capability keeps its temporary files, Inductor's default cache among them, in a folder of its own.
-if os.environ.get("ATEN_CPU_CAPABILITY"):
-    _capability_tmp = Path(tempfile.gettempdir()) / f"nbhelpers-tests-{os.environ['ATEN_CPU_CAPABILITY']}"
+# capability keeps its temporary files, Inductor's default cache among them, in a folder of its own (xdist workers
+# inherit it).
+_CAPABILITY_TMP = f"nbhelpers-tests-{os.environ.get('ATEN_CPU_CAPABILITY', '')}"
+if os.environ.get("ATEN_CPU_CAPABILITY") and Path(tempfile.gettempdir()).name != _CAPABILITY_TMP:
+    _capability_tmp = Path(tempfile.gettempdir()) / _CAPABILITY_TMP
     _capability_tmp.mkdir(exist_ok=True)
     os.environ["TMPDIR"] = str(_capability_tmp)
     tempfile.tempdir = None  # read TMPDIR again
