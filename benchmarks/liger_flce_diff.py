@@ -2,8 +2,8 @@
 
 Usage: python benchmarks/liger_flce_diff.py [--tokens N]
 Compares two profiled H200 steps of the same packed batch (Liger with and without
-``fused_linear_cross_entropy``; traces in benchmarks/gpu/traces/, recorded beside
-padding-epoch-flex-rest-liger-packed.jsonl and varlen-epoch-liger-no-flce.jsonl) and prints the
+``fused_linear_cross_entropy``; traces in benchmarks/gpu/qwen3-1.7b/padding-strategies-epoch/traces/, recorded
+beside padding-epoch-flex-rest-liger-packed.jsonl and varlen-epoch-liger-no-flce.jsonl) and prints the
 category and kernel differences, then the chunking arithmetic of Liger's fused linear cross-entropy
 (liger_kernel/ops/fused_linear_cross_entropy.py: ``inc_factor = cdiv(V, H)``,
 ``chunk_size = next_power_of_2(cdiv(BT, inc_factor))``) for the Qwen3-1.7B shape.
@@ -21,7 +21,7 @@ from nbhelpers.models.families import preset_config
 from nbhelpers.profiling.diff import diff_categories, diff_traces
 from nbhelpers.profiling.parse import load_trace
 
-TRACES = Path(__file__).parent / "gpu" / "traces"
+TRACES = Path(__file__).parent / "gpu" / "qwen3-1.7b" / "padding-strategies-epoch" / "traces"
 WITH_FLCE = TRACES / "liger-packed-flex-fused-linear-ce.trace.json.gz"
 WITHOUT_FLCE = TRACES / "liger-packed-flex-no-fused-linear-ce.trace.json.gz"
 

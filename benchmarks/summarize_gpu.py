@@ -1,12 +1,12 @@
-"""Summarize the shipped H200 records (benchmarks/gpu/*.jsonl) into benchmarks/gpu/h200_summary.json.
+"""Summarize the shipped H200 records the notebooks show into benchmarks/gpu/h200_summary.json.
 
-Each row keeps the record's own numbers, names its file (``source``) and adds its ``validity`` note from
-``benchmarks/gpu/validity.json`` (record_id -> source, label, validity), read through the workbook's one
-reader of shipped records (``nbhelpers.analysis.gpu_results``). Why a record is not valid is written there
-as data, once, beside the records; benchmarks/gpu/NOTES.md ("What was measured but is not valid") tells
-the story: attention that crossed sequence boundaries before the KV-cache fix, bucketed windows that timed
-other samples, out-of-memory failures beside a leftover process, parity references that time only a first
-step, a torn-down torch_varlen attempt before its dtype fix.
+Each row keeps the record's own numbers, names its file (``source``, relative to benchmarks/gpu) and adds its
+``validity`` note from ``benchmarks/gpu/validity.json`` (record_id -> source, label, validity), whose sources are
+the files read, through the workbook's one reader of shipped records (``nbhelpers.analysis.gpu_results``). Why a
+record is not valid is written there as data, once, beside the records; benchmarks/gpu/NOTES.md ("What was
+measured but is not valid") tells the story: attention that crossed sequence boundaries before the KV-cache fix,
+bucketed windows that timed other samples, out-of-memory failures beside a leftover process, parity references
+that time only a first step, a torn-down torch_varlen attempt before its dtype fix.
 Run: python benchmarks/summarize_gpu.py
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nbhelpers.analysis.gpu_results import VALIDITY_FILE, load_validity
+from nbhelpers.analysis.gpu_results import VALIDITY_FILE, load_validity, record_files
 from nbhelpers.measure.jsonl import read_lines
 from nbhelpers.measure.store import RunRecord
 
@@ -37,14 +37,15 @@ CONFIG_KEYS = ("model", "dataset", "batch_size", "max_length", "padding", "attn_
 def main() -> None:
     validity = load_validity(FOLDER)
     rows = []
-    for path in sorted(FOLDER.glob("*.jsonl")):
+    for path in record_files(FOLDER):
+        source = path.relative_to(FOLDER).as_posix()
         for record in read_lines(path, RunRecord.from_dict, what="record"):
             if record.record_id not in validity:
-                raise SystemExit(f"{path.name}: record {record.record_id} ({record.label}) has no entry in "
+                raise SystemExit(f"{source}: record {record.record_id} ({record.label}) has no entry in "
                                  f"{VALIDITY_FILE}: add one (valid, or invalid: why)")  # fmt: skip
             config, metrics = record.config, record.metrics
             rows.append({
-                "source": path.name, "record_id": record.record_id, "label": config["label"],
+                "source": source, "record_id": record.record_id, "label": config["label"],
                 "group": config.get("group", ""),
                 "status": record.status, "reason": record.reason, "validity": validity[record.record_id],
                 "machine": record.environment.get("device_name", ""),

@@ -1,15 +1,20 @@
 """Shipped GPU measurements (``benchmarks/gpu/``): records measured elsewhere, shown on a CPU.
 
-The one reader of that folder. Record files: JSON lines (``.jsonl``, named by experiment) or JSON
-holding one record, a list of records or ``{"records": [...]}``; each record is a RunRecord dict.
-``validity.json`` beside them says, per record id, whether each record is valid, and why not::
+The one reader of that folder. Records are filed by what they measure (``<model>/<question>/<experiment>.jsonl``,
+a ``manifest.jsonl`` beside them). A folder shows the record files directly in it and, in its sub-folders, those
+its ``validity.json`` names; that file says per record id whether each record is valid, and why not (``source``:
+the file, relative to the folder). The shelves the notebooks read (``benchmarks/gpu/`` for the dense family,
+``benchmarks/gpu/hybrid/`` for the hybrid one) hold no record file at their top, so they show what their
+``validity.json`` names and nothing else filed beside it::
 
-    {"<record_id>": {"source": "padding-epoch-default.jsonl", "label": "...", "validity": "valid"}}
+    {"<record_id>": {"source": "qwen3-1.7b/padding-strategies-epoch/padding-epoch-default.jsonl", "label": "...",
+                     "validity": "valid"}}
 
-A record without an entry carries no note (and counts as valid). Summary rows (``h200_summary.json``,
-written from the records and that file by ``benchmarks/summarize_gpu.py``) are not records and are
-skipped. The folder may be absent (a copied notebook, a wheel install): then there is nothing to
-show, and no error.
+A record without an entry carries no note (and counts as valid). Record files: JSON lines (``.jsonl``) or JSON
+holding one record, a list of records or ``{"records": [...]}``; each record is a RunRecord dict. Summary rows
+(``h200_summary.json``, written from the records and that file by ``benchmarks/summarize_gpu.py``) are not records
+and are skipped. The folder may be absent (a copied notebook, a wheel install): then there is nothing to show, and
+no error.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from nbhelpers.models.families import family_of_model
 from nbhelpers.resources import GPU_RESULTS_DIR
 
 VALIDITY_FILE = "validity.json"
+NOT_RECORDS = (VALIDITY_FILE, "manifest.jsonl")  # files beside the records that hold none
 
 SHOWN_COLUMNS = (
     "machine", "source", "label", "status", "validity", "kernels", "real_tokens_per_s", "step_time_median_s",
@@ -115,8 +121,35 @@ def family_results_dir(model: str) -> Path:
     return folder if folder.is_dir() else GPU_RESULTS_DIR
 
 
+def shelf_sources(folder: str | Path) -> list[str]:
+    """The record files a shelf shows, as its ``validity.json`` names them (relative paths, sorted); [] without one."""
+    path = Path(folder) / VALIDITY_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return []  # load_validity says why
+    entries = data.values() if isinstance(data, dict) else []
+    return sorted({str(e["source"]) for e in entries if isinstance(e, dict) and isinstance(e.get("source"), str)})
+
+
+def record_files(folder: str | Path) -> list[Path]:
+    """The files :func:`load_gpu_records` reads, in the order of their paths: every JSON or JSON-lines file directly
+    in the folder, and those in its sub-folders that its ``validity.json`` names (one it names but lacks is skipped
+    with a warning)."""
+    root = Path(folder)
+    found = {p for p in [*root.glob("*.json"), *root.glob("*.jsonl")] if p.name not in NOT_RECORDS}
+    for source in (s for s in shelf_sources(root) if "/" in s):
+        path = root / source
+        if path.is_file():
+            found.add(path)
+        else:
+            warnings.warn(f"{root / VALIDITY_FILE} names {source}, which is absent", stacklevel=3)
+    return sorted(found)
+
+
 def load_gpu_records(folder: str | Path | None = None) -> list[RunRecord]:
-    """Every record in ``folder`` (default: the repo's benchmarks/gpu), files in name order.
+    """Every record of ``folder``'s record files (default: the repo's benchmarks/gpu; :func:`record_files`), in the
+    order of their paths.
 
     ``artifacts["source"]`` names each record's file and ``metrics["validity"]`` carries its note from
     ``validity.json``. Unreadable files, torn or corrupt lines and entries that are neither records nor
@@ -126,8 +159,7 @@ def load_gpu_records(folder: str | Path | None = None) -> list[RunRecord]:
     if not root.is_dir():
         return []
     records: list[RunRecord] = []
-    paths = [p for p in [*root.glob("*.json"), *root.glob("*.jsonl")] if p.name != VALIDITY_FILE]
-    for path in sorted(paths):
+    for path in record_files(root):
         try:
             entries = _entries(path)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -137,7 +169,7 @@ def load_gpu_records(folder: str | Path | None = None) -> list[RunRecord]:
         for entry in entries:
             if _is_record(entry):
                 record = RunRecord.from_dict(entry)
-                record.artifacts = {**record.artifacts, "source": path.name}
+                record.artifacts = {**record.artifacts, "source": path.relative_to(root).as_posix()}
                 _scratch_dataset_named(record)
                 found.append(record)
             elif not _is_summary_row(entry):

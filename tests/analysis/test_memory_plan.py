@@ -110,7 +110,7 @@ def test_a_gated_deltanet_layer_saves_what_fla_and_the_gated_norm_keep():
 def test_plan_is_within_ten_percent_of_the_27b_lora_peaks_on_fla():
     from nbhelpers.measure.store import load_records
 
-    hybrid = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "hybrid"
+    hybrid = Path(__file__).resolve().parents[2] / "benchmarks/gpu/hybrid/qwen3.8-27b-lora/toward-35-mfu"
     records = [r for name in ("lora-27b-mfu.jsonl", "lora-27b-larger-steps.jsonl")
                for r in load_records(hybrid / name) if r.ok]  # fmt: skip
     frame = planned_vs_measured(records)
