@@ -19,6 +19,7 @@ from nbhelpers.formatting import MISSING, fmt_num, fmt_per_step, fmt_percent, fm
 from nbhelpers.measure.advice import advice_for, raise_if_failed
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.measure.workload import ADAPTER_NAMES, DATA_NAMES, Workload, workload_from
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.profiling.analyze import SHORT_US
 from nbhelpers.profiling.verdict import interpret_utilization, plain_summary, top_category
@@ -64,6 +65,19 @@ def baseline_config(
         max_length=max_length, padding=padding, steps=steps, warmup=warmup, kernels="eager", profile=True,
     )  # fmt: skip
     return RunConfig(**(values | overrides))
+
+
+# The parameters of notebook 01 its baseline's RunConfig takes (the rest choose the trace and what is shown).
+WORKLOAD = (
+    "RUN_NAME", "MODEL", *DATA_NAMES, "BATCH_SIZE", "MAX_LENGTH", "NUM_SAMPLES", "STEPS", "WARMUP", "TIMING",
+    "PADDING", *ADAPTER_NAMES, "ACTIVATION_CHECKPOINTING", "DTYPE",
+)  # fmt: skip
+
+
+def setup_workload(parameters: Mapping[str, Any]) -> Workload:
+    """Notebook 01's baseline from its parameters (``globals()``): :func:`baseline_config`'s unoptimized step on
+    the workload they name, refused at once with the parameter named when a value is not allowed."""
+    return workload_from(parameters, WORKLOAD, label=BASELINE_LABEL, kernels="eager", profile=True)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nbhelpers.measure.config import RunConfig
@@ -10,6 +10,8 @@ from nbhelpers.measure.distributed import cpu_processes_note
 from nbhelpers.measure.env import safe_environment
 from nbhelpers.measure.runner import run_configs
 from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.measure.workload import ADAPTER_NAMES, DATA_NAMES, Workload, workload_from
+from nbhelpers.planning.kernel_grid import parse_switches
 
 from .records import gpu_count, is_measured, metric_value, record_label, scaling_efficiency, step_records
 
@@ -17,6 +19,20 @@ ADAPTER_ON_ONE_GPU = (
     "not measured: an adapter (LoRA) trains on one GPU for now (RunConfig refuses an adapter with FSDP2 sharding); "
     "with LoRA a frozen bf16 base fits one GPU up to the 27B shape (the memory planner's LoRA fit says what fits)"
 )
+
+
+# The parameters of notebook 05 its one configuration takes (GPUS and the planner's take none).
+WORKLOAD = (
+    "RUN_NAME", "MODEL", *DATA_NAMES, "DEVICE", "DTYPE", "PADDING", "ATTENTION", "KERNELS", "LIGER_KERNELS",
+    "BATCH_SIZE", "MAX_LENGTH", "NUM_SAMPLES", "STEPS", "WARMUP", "ACTIVATION_CHECKPOINTING", *ADAPTER_NAMES,
+)  # fmt: skip
+
+
+def setup_workload(parameters: Mapping[str, Any]) -> Workload:
+    """Notebook 05's configuration from its parameters (``globals()``), on one GPU until :func:`scaling_configs`
+    takes it to N; refused at once with the parameter named when a value is not allowed."""
+    switches = parse_switches(parameters["LIGER_KERNELS"])  # the comma list as the tuple RunConfig holds
+    return workload_from({**parameters, "LIGER_KERNELS": switches}, WORKLOAD)
 
 
 def scaling_configs(base: RunConfig, gpus: int) -> list[RunConfig]:

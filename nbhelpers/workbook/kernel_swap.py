@@ -7,7 +7,7 @@ the layers below (planning, measure, analysis, views) and are listed in ``__all_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from nbhelpers.measure.env import resolve_device
 from nbhelpers.measure.runner import prime_spare
 from nbhelpers.measure.startup import cold_start_env, export_startup_cache, measure_startup, prepare_startup
 from nbhelpers.measure.store import RunStore, run_dir
+from nbhelpers.measure.workload import ADAPTER_NAMES, DATA_NAMES, Workload, workload_from
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.planning.device import auto_kernels, skip_broken
 from nbhelpers.planning.kernel_grid import (
@@ -52,6 +53,18 @@ from nbhelpers.views.kernel_plots import kernel_diff_plot
 
 from .grid_runs import run_configs
 
+# The parameters of notebook 02 its base workload takes (KERNELS and LIGER_KERNELS make one config per backend).
+WORKLOAD = (
+    "RUN_NAME", "MODEL", *DATA_NAMES, "BATCH_SIZE", "MAX_LENGTH", "NUM_SAMPLES", "STEPS", "WARMUP", "TIMING",
+    "PADDING", *ADAPTER_NAMES, "ACTIVATION_CHECKPOINTING", "DTYPE",
+)  # fmt: skip
+
+
+def setup_workload(parameters: Mapping[str, Any]) -> Workload:
+    """Notebook 02's base workload from its parameters (``globals()``), each backend's step profiled; refused at
+    once with the parameter named when a value is not allowed (:func:`plan_backends` checks the backend lists)."""
+    return workload_from(parameters, WORKLOAD, profile=True)
+
 
 @dataclass
 class BackendPlan:
@@ -63,9 +76,9 @@ class BackendPlan:
 
 
 def plan_backends(base: RunConfig, backends: str, liger_kernels: str, device: str) -> BackendPlan:
-    """One configuration per backend of ``backends`` (BACKENDS), each on the base workload (errors name the
+    """One configuration per backend of ``backends`` (KERNELS), each on the base workload (errors name the
     parameter), with what a CPU leaves out and why."""
-    configs = backend_configs(base, backends, liger_kernels, device)
+    configs = backend_configs(base, backends, liger_kernels, device, parameter="KERNELS")
     skipped = cpu_skipped_kernels(liger_kernels, backends, device)
     left_out = auto_kernels(backends, device)[1]
     return BackendPlan(configs, skipped, describe_backends(configs, skipped, device, left_out))
@@ -96,6 +109,7 @@ __all__ = [
     "DataParams",
     "RunConfig",
     "RunStore",
+    "Workload",
     "attach_parity",
     "backend_kernel_diff",
     "build_table",
@@ -125,6 +139,7 @@ __all__ = [
     "prime_spare",
     "run_configs",
     "run_dir",
+    "setup_workload",
     "shipped_records",
     "startup_table",
     "store_checked",

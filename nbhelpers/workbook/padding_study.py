@@ -7,6 +7,7 @@ the layers below (data, planning, measure, analysis, tuning, views) and are list
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from nbhelpers.measure.doctor_records import broken_here
 from nbhelpers.measure.env import resolve_device
 from nbhelpers.measure.runner import prime_spare
 from nbhelpers.measure.store import RunStore
+from nbhelpers.measure.workload import ADAPTER_NAMES, DATA_NAMES, Workload, workload_from
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.loading import model_source
 from nbhelpers.planning.device import skip_broken
@@ -43,6 +45,19 @@ from nbhelpers.views.tuner_plots import journal_plot
 from nbhelpers.views.widgets import waste_explorer
 
 from .grid_runs import run_configs
+
+# The parameters of notebook 03 its base workload takes (STRATEGIES, ATTENTION, KERNELS and LIGER_KERNELS: the grid).
+WORKLOAD = (
+    "RUN_NAME", "MODEL", *DATA_NAMES, "NUM_SAMPLES", "BATCH_SIZE", "MAX_LENGTH", "TOKEN_BUDGET",
+    "PAD_TO_MULTIPLE_OF", "NUM_BUCKETS", "STEPS", "WARMUP", "TIMING", "PROFILE", "ACTIVATION_CHECKPOINTING", "DTYPE",
+    *ADAPTER_NAMES,
+)  # fmt: skip
+
+
+def setup_workload(parameters: Mapping[str, Any]) -> Workload:
+    """Notebook 03's base workload from its parameters (``globals()``); refused at once with the parameter named
+    when a value is not allowed (:func:`plan_strategies` checks the grid's lists)."""
+    return workload_from(parameters, WORKLOAD)
 
 
 @dataclass
@@ -83,6 +98,7 @@ __all__ = [
     "DataParams",
     "RunConfig",
     "StrategyPlan",
+    "Workload",
     "check_against_first",
     "compare_strategies",
     "contamination_proof",
@@ -103,6 +119,7 @@ __all__ = [
     "require_proof",
     "prime_spare",
     "run_configs",
+    "setup_workload",
     "skip_verdict",
     "skipped_frame",
     "throughput_bars",
