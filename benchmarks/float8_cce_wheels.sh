@@ -3,9 +3,8 @@
 # entries that the H200 machine (Python 3.12, torch 2.11) lacks: torchao (float8 training) and cut-cross-entropy.
 # Both are pure Python where they matter here (torchao's float8 training calls torch._scaled_mm; its compiled
 # extensions, built for another torch, are optional and only warn when they do not load).
-# Usage: bash benchmarks/next25_wheels.sh [DIR]; then on the GPU machine, at the start of each command:
-#   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site DIR/*.whl
-#   export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+# Usage: bash benchmarks/float8_cce_wheels.sh [DIR]; carried to the GPU machine, benchmarks/gpu_job.sh installs them
+# into /tmp/site before its job starts.
 set -euo pipefail
 dir=${1:-.whl25}
 mkdir -p "$dir"

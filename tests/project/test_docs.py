@@ -537,7 +537,7 @@ nbhelpers sweep --grid batch_size=2,4 --notebooks 01
 papermill notebooks/03_dynamic_padding.ipynb out.ipynb -p STRATEGIES "static,packed" -p PROFILE True
 ```
 `nbhelpers doctor --pin docker/kernel-set.txt`, `-p 03:PROFILE=false`, [notebooks](notebooks.md),
-`nbhelpers.measure.runner.run_configs`, `scripts/test.sh`, `benchmarks/gpu/*.jsonl`.
+`nbhelpers.measure.runner.run_configs`, `scripts/test.sh`, `benchmarks/gpu/qwen3-1.7b/*/*.jsonl`.
 | parameter | notebooks |
 |---|---|
 | `TUNE_BUDGET_S` | 03 |

@@ -1,0 +1,44 @@
+"""docs/results.md's generated tables agree with the shipped records, and the generator catches one that does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from nbhelpers.bench import tables
+from nbhelpers.bench.page import END, START, blocks, fill, markdown, stale
+
+
+def test_every_generated_table_agrees_with_its_records():
+    text = tables.PAGE.read_text(encoding="utf-8")
+    rendered = tables.render()
+    assert set(blocks(text)) == set(tables.TABLES), "docs/results.md and the table specs name different tables"
+    assert stale(text, rendered) == [], "run python -m nbhelpers.bench.tables: a table differs from its records"
+    assert tables.main(["--check"]) == 0
+
+
+def test_a_changed_number_or_a_missing_marker_is_caught(tmp_path):
+    text = tables.PAGE.read_text(encoding="utf-8")
+    body = blocks(text)["padding-strategies"]
+    edited = text.replace(body, body.replace("4,750", "4,751", 1))
+    assert stale(edited, tables.render()) == ["padding-strategies"]
+    page = tmp_path / "results.md"
+    page.write_text(edited)
+    assert tables.main(["--check", "--page", str(page)]) == 1
+    assert tables.main(["--page", str(page)]) == 0 and page.read_text() == text  # rewritten from the records
+    with pytest.raises(ValueError, match="markers without a table"):
+        fill(text, {})
+
+
+def test_the_page_machinery_writes_between_markers():
+    page = f"intro\n{START.format(name='t')}\nold\n{END.format(name='t')}\nafter\n"
+    table = markdown(["a", "b"], [["1", "2"]])
+    assert fill(page, {"t": table}) == f"intro\n{START.format(name='t')}\n{table}{END.format(name='t')}\nafter\n"
+    with pytest.raises(ValueError, match="a row of 1 cells"):
+        markdown(["a", "b"], [["1"]])
+
+
+def test_a_table_names_only_records_that_exist(tmp_path):
+    from nbhelpers.bench.cells import Shelf
+
+    with pytest.raises(FileNotFoundError, match="absent"):
+        tables.padding_strategies(Shelf(tmp_path))
