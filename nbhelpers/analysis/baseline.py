@@ -295,7 +295,8 @@ def machine_label(environment: Mapping[str, Any]) -> str:
 def gpu_baseline_summary(folder: str | Path | None = None) -> Any:
     """The committed H200 baseline's trace numbers, one row labelled with its machine and versions.
 
-    Reads ``benchmarks/gpu/*.jsonl`` (or ``folder``); an empty frame when no ok "baseline…" record exists.
+    Reads the shipped records (``benchmarks/gpu``'s shelf, or ``folder``); an empty frame when no ok "baseline…"
+    record exists.
     Columns: machine, configuration, model/batch, the ``trace_*`` metrics without their prefix, the timed
     MFU and throughput, the peak FLOP/s source and the file.
     """

@@ -5,8 +5,11 @@ command it was measured (``manifest.jsonl``, append-only JSON lines like the rec
      "machine": "NVIDIA H200 @ vm", "commit": "2c2a12f", "command": "nbhelpers bench ..."}
 
 ``ManifestStore`` is a RunStore that writes the line as it appends the record, so a record stored through it never
-lacks one. The commit is ``$NBHELPERS_COMMIT`` where set (a machine without the repository's history), else the
-checkout's ``git rev-parse --short HEAD`` (with "+changes" when its tree differs from that commit), else "unknown".
+lacks one. The lines of records measured before the suites existed also say ``note`` (where a field came from: the
+record, the notes, or "unknown") and ``suite`` (the suite that measures the same rows now); a measurement file that
+holds no run record gets one line with ``record_id`` null. The commit is ``$NBHELPERS_COMMIT`` where set (a machine
+without the repository's history), else the checkout's ``git rev-parse --short HEAD`` (with "+changes" when the
+package's files differ from that commit), else "unknown".
 """
 
 from __future__ import annotations
