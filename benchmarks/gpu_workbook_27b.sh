@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUN_NAME=${RUN_NAME:-gpu27b} MODEL=qwen3.8-27b ADAPTER=lora ACTIVATION_CHECKPOINTING=full
 export BATCH_SIZE=4 MAX_LENGTH=2048 NUM_SAMPLES=${NUM_SAMPLES:-16}
-export BACKENDS=eager,fla+liger STRATEGIES=token_budget ATTENTION=sdpa KERNELS=eager,fla+liger
+export KERNELS=eager,fla+liger STRATEGIES=token_budget ATTENTION=sdpa
 export TUNE_BUDGET_S=${TUNE_BUDGET_S:-120} PEER_ROWS=trl CONVERGENCE_STEPS=0
 export WORKBOOK_PYTHON=${WORKBOOK_PYTHON:-python3}
 # With a frozen output layer Liger's fused linear cross-entropy is not slower (benchmarks/gpu/NOTES.md, LoRA).

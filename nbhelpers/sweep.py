@@ -455,7 +455,7 @@ def run_all(
 ) -> tuple[Path, SweepResult]:
     """Every notebook in order, once, on its embedded defaults with RUN_NAME ``run_name``.
 
-    ``parameters`` (``{"MODEL": ..., "02:BACKENDS": ...}``) reach only the notebooks that declare them.
+    ``parameters`` (``{"MODEL": ..., "02:KERNELS": ...}``) reach only the notebooks that declare them.
     Returns the path of ``out/<run_name>/report.html`` (written by notebook 04, or here from the
     records when 04 did not write it) and what ran. Nothing is skipped: each call measures afresh; what an
     earlier call killed mid-notebook wrote is set aside first (``interrupted-records.jsonl``), as the sweep does.

@@ -7,6 +7,10 @@
 # interpreter's packages as they are instead of setting up .venv (a machine without network access).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ -n ${BACKENDS:-} ]]; then
+  echo "run_workbook_gpu.sh: BACKENDS is now KERNELS (notebooks 02 and 03): KERNELS=$BACKENDS" >&2
+  exit 2
+fi
 no_gpu() {
   echo "run_workbook_gpu.sh: no CUDA GPU here ($1); this command needs one." >&2
   echo "On a CPU, run scripts/run_workbook.sh (the tiny preset) instead." >&2
@@ -35,10 +39,9 @@ LORA_ALPHA=${LORA_ALPHA:-32}
 LORA_TARGETS=${LORA_TARGETS:-all-linear}
 ACTIVATION_CHECKPOINTING=${ACTIVATION_CHECKPOINTING:-none}  # none, full or every_k (layers recomputed: less memory)
 DTYPE=${DTYPE:-auto}                                   # notebooks 01-03: auto (fp32 weights + bf16 autocast), bf16-master, ...
-BACKENDS=${BACKENDS:-eager,liger}                      # notebook 02
+KERNELS=${KERNELS:-eager,liger}                        # notebook 02's backends, notebook 03's grid and tuner
 STRATEGIES=${STRATEGIES:-static,packed,token_budget}   # notebook 03
 ATTENTION=${ATTENTION:-sdpa,torch_varlen}              # notebook 03
-KERNELS=${KERNELS:-eager,liger}                        # notebook 03's grid and tuner
 TUNE_BUDGET_S=${TUNE_BUDGET_S:-240}                    # notebook 03's tuner: seconds for its whole search
 PEER_ROWS=${PEER_ROWS-trl_defaults,trl_best,trl}       # notebook 04: TRL SFTTrainer beside the recommendation
 CONVERGENCE_STEPS=${CONVERGENCE_STEPS:-50}             # notebook 04: loss curves, recommendation vs baseline
@@ -50,8 +53,8 @@ exec "$PY" -m nbhelpers.cli run-all --run-name "$RUN_NAME" \
   -p "ADAPTER=$ADAPTER" -p "LORA_RANK=$LORA_RANK" -p "LORA_ALPHA=$LORA_ALPHA" -p "LORA_TARGETS=$LORA_TARGETS" \
   -p "ACTIVATION_CHECKPOINTING=$ACTIVATION_CHECKPOINTING" \
   -p "01:DTYPE=$DTYPE" -p "02:DTYPE=$DTYPE" -p "03:DTYPE=$DTYPE" \
-  -p "02:BACKENDS=$BACKENDS" \
-  -p "03:STRATEGIES=$STRATEGIES" -p "03:ATTENTION=$ATTENTION" -p "03:KERNELS=$KERNELS" \
+  -p "02:KERNELS=$KERNELS" -p "03:KERNELS=$KERNELS" \
+  -p "03:STRATEGIES=$STRATEGIES" -p "03:ATTENTION=$ATTENTION" \
   -p "03:TUNE_BUDGET_S=$TUNE_BUDGET_S" \
   -p "04:PEER_ROWS=$PEER_ROWS" -p "04:CONVERGENCE_STEPS=$CONVERGENCE_STEPS" \
   "$@"

@@ -51,7 +51,7 @@ MAGIC = re.compile(r"^\s*[%!]")
 COMPOSITE = re.compile(r"\b[a-z][a-z0-9_]*(?:\+[a-z][a-z0-9_]*)+\b")  # "liger+compile"-shaped words
 BACKEND_FIELDS = ("kernels",)
 ATTENTION_FIELDS = ("attn_implementation", "attention")
-NAME_PARAMETERS = {"BACKENDS": "backend", "ATTENTION": "attention"}  # notebook parameters that list names
+NAME_PARAMETERS = {"KERNELS": "backend", "ATTENTION": "attention"}  # notebook parameters that list names
 ALL_NAMES = set(KERNEL_BACKENDS) | set(ATTENTION_IMPLEMENTATIONS)
 
 
@@ -111,7 +111,7 @@ def names_in_source(source: str) -> dict[str, set[str]]:
 
 def names_in_notebook(path: Path) -> dict[str, set[str]]:
     """The names of :func:`names_in_source` in every code cell, plus the items (and the name-like words of
-    the comment) of the BACKENDS and ATTENTION parameters."""
+    the comment) of the KERNELS and ATTENTION parameters."""
     found: dict[str, set[str]] = {"backend": set(), "attention": set()}
     for cell in nbformat.read(path, as_version=4).cells:
         if cell.cell_type != "code":

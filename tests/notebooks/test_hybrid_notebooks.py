@@ -26,7 +26,7 @@ def test_notebooks_01_to_04_run_the_hybrid_preset(runs_root, kernel_env, tmp_pat
 
     cells = execute(
         NOTEBOOKS / "02_kernel_swap_in.ipynb", tmp_path / "02.ipynb",
-        HYBRID | {"BACKENDS": "eager,liger", "LIGER_KERNELS": "cross_entropy", "BATCH_SIZE": 1, "MAX_LENGTH": 48,
+        HYBRID | {"KERNELS": "eager,liger", "LIGER_KERNELS": "cross_entropy", "BATCH_SIZE": 1, "MAX_LENGTH": 48,
                   "PADDING": "static", "NUM_SAMPLES": 4, "STEPS": 1, "WARMUP": 0, "MEASURE_STARTUP": False,
                   "DOCTOR_PROBES": False},
     )  # fmt: skip

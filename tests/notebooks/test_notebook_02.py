@@ -17,7 +17,7 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_kernel_swap_i
 PARAMETERS = {
     "RUN_NAME": "str", "MODEL": "str", "DATASET": "str", "DATA_FORMAT": "str", "PROMPT_FIELD": "str",
     "RESPONSE_FIELD": "str", "PROMPT_TEMPLATE": "str", "USE_CHAT_TEMPLATE": "bool",
-    "BACKENDS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int",
+    "KERNELS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int",
     "STEPS": "int", "WARMUP": "int", "TIMING": "str", "PADDING": "str",
     "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str",
     "ACTIVATION_CHECKPOINTING": "str", "DTYPE": "str",
@@ -29,7 +29,7 @@ PARAMETERS = {
 # compile here: its parity and cold/warm start are measured once in test_parity / test_kernel_cache. The doctor
 # runs without its probes (test_doctor runs them; torch.compile's takes ~10-25 s on a CPU).
 TINY = {
-    "BACKENDS": "eager,liger", "LIGER_KERNELS": "rope,swiglu,cross_entropy", "BATCH_SIZE": 1, "MAX_LENGTH": 48,
+    "KERNELS": "eager,liger", "LIGER_KERNELS": "rope,swiglu,cross_entropy", "BATCH_SIZE": 1, "MAX_LENGTH": 48,
     "PADDING": "static", "NUM_SAMPLES": 4, "STEPS": 1, "WARMUP": 0, "MEASURE_STARTUP": False, "DOCTOR_PROBES": False,
 }  # fmt: skip
 

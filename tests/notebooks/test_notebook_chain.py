@@ -34,7 +34,7 @@ SHARED = ("MODEL", "DATASET", "PROMPT_FIELD", "RESPONSE_FIELD", "BATCH_SIZE", "M
 WORKLOAD = {"BATCH_SIZE": 2, "MAX_LENGTH": 64, "NUM_SAMPLES": 4, "STEPS": 1, "WARMUP": 0}
 PER_NOTEBOOK = {
     "01_baseline_profile": {},
-    "02_kernel_swap_in": {"BACKENDS": "eager,liger", "LIGER_KERNELS": "rope", "MEASURE_STARTUP": False,
+    "02_kernel_swap_in": {"KERNELS": "eager,liger", "LIGER_KERNELS": "rope", "MEASURE_STARTUP": False,
                           "DOCTOR_PROBES": False},
     "03_dynamic_padding": {"KERNELS": "eager,liger", "LIGER_KERNELS": "rope", "STRATEGIES": "static,packed",
                            "ATTENTION": "sdpa", "PROFILE": False, "PROOF_SEQUENCES": 2,

@@ -64,7 +64,7 @@ def test_notebook_01_on_a_chat_file(runs_root, kernel_env, tmp_path):
 def test_notebook_02_on_an_alpaca_file(runs_root, kernel_env, tmp_path):
     data = write_own_data(tmp_path, "alpaca")
     execute(NOTEBOOKS / "02_kernel_swap_in.ipynb", tmp_path / "02.ipynb",
-            {"RUN_NAME": "own02", "DATASET": str(data), "BACKENDS": "eager", "BATCH_SIZE": 2, "MAX_LENGTH": 96,
+            {"RUN_NAME": "own02", "DATASET": str(data), "KERNELS": "eager", "BATCH_SIZE": 2, "MAX_LENGTH": 96,
              "NUM_SAMPLES": 4, "STEPS": 1, "WARMUP": 0, "MEASURE_STARTUP": False, "DOCTOR_PROBES": False})  # fmt: skip
     _assert_learned(RunStore.for_run("own02").load(), data)
 

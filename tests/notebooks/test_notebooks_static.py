@@ -1,9 +1,10 @@
 """Fast checks of every committed notebook, without running it: the skeleton of docs/notebooks.md.
 
 Each check is its own test (parametrized over notebooks/*.ipynb) so a failure names the notebook and
-the rule: valid nbformat JSON; a markdown H1 first; the guarded install cell second; a ``parameters``
+the rule: valid nbformat JSON; a markdown H1 first; the short guarded install cell second; a ``parameters``
 cell papermill can read, with a type annotation, a literal value of that type and a comment for every
-parameter; every parameter overridable on Databricks; code that parses once IPython magics are
+parameter; every parameter overridable on Databricks; a measuring notebook's workload made by one set-up
+call (no RunConfig built inline); code that parses once IPython magics are
 stripped; no outputs or execution counts committed; imports of nbhelpers that resolve (names and
 module attributes, so an API rename shows here first); nothing that ties the notebook to the repo's
 layout (so it runs when copied alone into Colab or Databricks).
@@ -26,6 +27,7 @@ NAME = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
 MAGIC = re.compile(r"^\s*[%!]")
 TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 REPO_PATHS = re.compile(r"""["'](\.\./|/work/|\.\./data|data/default_sft)|__file__""")
+INSTALL_LINES = 8  # the guarded pip line and the check of its source: nbhelpers cannot help before it is installed
 
 
 def _id(path: Path) -> str:
@@ -103,6 +105,8 @@ def test_guarded_install_cell_comes_second(path):
     assert all(isinstance(n, (ast.Import, ast.ImportFrom, ast.If)) for n in body), (
         "the install cell must do nothing outside its guard (imports and one if)"
     )
+    lines = source.strip().splitlines()
+    assert len(lines) <= INSTALL_LINES, f"the install cell has {len(lines)} lines; at most {INSTALL_LINES}"
 
 
 @notebook_params
@@ -156,6 +160,25 @@ def test_every_parameter_is_a_databricks_widget(path):
     assert calls, "the cell after the parameters must call nbparams.apply_databricks_widgets(globals(), [...])"
     listed = ast.literal_eval(calls[0].args[1])
     assert list(listed) == names, f"widgets {listed} != parameters {names}"
+
+
+def _calls(source: str, name: str) -> list[ast.Call]:
+    """The calls in ``source`` of a function whose dotted name ends with ``name``."""
+    tree = ast.parse(source)
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func).split(".")[-1] == name]
+
+
+@notebook_params
+def test_a_measuring_notebook_makes_its_workload_with_one_set_up_call(path):
+    nb = _nb(path)
+    index, parameters = _parameters_cell(nb)
+    if "MODEL" not in {n.target.id for n in ast.parse(parameters.source).body if isinstance(n, ast.AnnAssign)}:
+        pytest.skip("no MODEL parameter: the notebook measures no workload of its own")
+    calls = _calls(_code(nb.cells[index + 1]), "setup_workload")
+    assert len(calls) == 1, f"the set-up cell calls setup_workload {len(calls)} times (once: the workload)"
+    assert [ast.unparse(a) for a in calls[0].args] == ["globals()"], "setup_workload(globals()) reads the parameters"
+    inline = [c.get("id") for c in nb.cells if c.cell_type == "code" and _calls(_code(c), "RunConfig")]
+    assert not inline, f"cells that build a RunConfig inline (the facade's setup_workload makes it): {inline}"
 
 
 @notebook_params
