@@ -24,7 +24,7 @@ from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.hybrid_paths import layer_paths
-from nbhelpers.kernels.registry import uses_liger_switches
+from nbhelpers.kernels.registry import family_kernel_refusal, uses_liger_switches
 from nbhelpers.models.adapters import parameter_counts, trainable_parameters, weights_dtype, wrap_model
 from nbhelpers.models.families import BOUNDARIES_PACKING, POSITION_IDS_PACKING, model_shape
 from nbhelpers.models.loading import ResolvedModel, build_resolved, check_positions, count_parameters, resolve_model
@@ -250,7 +250,8 @@ def build_for(config: RunConfig, resolved: ResolvedModel, device: str, dtype: st
     wraps it later, after the kernel backend (``models.adapters.wrap_model``)."""
     switches = liger_switches_of(config)
     packing = packing_mode(config, resolved)
-    if refusal := resolved.refusal(kernels=config.kernels, packing=packing, liger_kernels=switches):
+    family_kernels = family_kernel_refusal(resolved.family, config.kernels) if resolved.family else ""
+    if refusal := family_kernels or resolved.refusal(kernels=config.kernels, packing=packing, liger_kernels=switches):
         raise ValueError(f"model={config.model!r}: {refusal}")  # before minutes of building
     prepare_attention(config.attn_implementation)
     adapter = config.adapter_settings

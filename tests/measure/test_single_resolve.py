@@ -64,3 +64,13 @@ def test_the_resolved_family_refuses_before_anything_is_built(monkeypatch):
     monkeypatch.setattr(loading, "_from_preset", no_build)
     with pytest.raises(ValueError, match="model='qwen3.5-tiny':"):
         loading.build_resolved(resolved, "flex_attention")  # refused by the hybrid family's attention list
+
+
+def test_a_kernel_backend_the_family_lacks_is_refused_before_anything_is_built(monkeypatch):
+    def no_build(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("built before the refusal")
+
+    monkeypatch.setattr(step_module, "build_resolved", no_build)
+    dense = RunConfig(run_name="resolve", kernels="fla", max_length=64, num_samples=4, steps=1, warmup=0)
+    with pytest.raises(ValueError, match="model='qwen3-tiny': kernels='fla' is not supported by the qwen3 family"):
+        step_module.build_for(dense, loading.resolve_model("qwen3-tiny"), "cpu", "fp32")
