@@ -155,6 +155,12 @@ def _warm_arguments(warm: argparse.ArgumentParser) -> None:
     warm.add_argument("--cache-dir", required=True, help="folder the kernel caches fill (one sub-folder per cache)")
     warm.add_argument("--archive", default=None, help="also export the caches to this tar.gz")
     warm.add_argument("--caches", default="", help="comma-separated caches to export (default: all)")
+    warm.add_argument("--from-archive", default=None,
+                      help="unpack this archive (made by --archive, on this machine or another) into --cache-dir "
+                           "first: the step then starts on the carried kernels")  # fmt: skip
+    warm.add_argument(
+        "--out", default=None, help="append the step's record to OUT/warm-cache.jsonl, with its manifest line"
+    )
     warm.add_argument("--device", default="auto", help="one of auto, cpu, cuda")
     warm.add_argument("--no-step", action="store_true", help="only the doctor's probes, no training step")
     warm.add_argument("--dry-run", action="store_true", help="check the options, print the step and the caches")
@@ -226,7 +232,7 @@ def _check_cache_folder(cache_dir: Path, given: str) -> None:
         raise ValueError(f"--cache-dir={given!r}: {folder} cannot be written")
 
 
-def _warm_cache(args: argparse.Namespace) -> int:
+def _warm_cache(args: argparse.Namespace, command: str) -> int:
     from nbhelpers.kernels.cache import (
         cache_env,
         cache_summary,
@@ -248,6 +254,8 @@ def _warm_cache(args: argparse.Namespace) -> int:
     if args.device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--device={args.device!r}: allowed are auto, cpu, cuda")
     _check_cache_folder(cache_dir, args.cache_dir)  # also under --dry-run; creates nothing
+    if args.from_archive and not Path(args.from_archive).is_file():
+        raise ValueError(f"--from-archive={args.from_archive!r}: no such file (an archive made by --archive)")
     config = RunConfig(
         run_name="warm-cache", model=args.model, kernels=args.kernels, padding=args.padding,
         attn_implementation=args.attn_implementation, dtype=args.dtype, batch_size=args.batch_size,
@@ -258,17 +266,49 @@ def _warm_cache(args: argparse.Namespace) -> int:
         print(f"step: {'none' if args.no_step else config.name}")
         print("\n".join(f"{key}={value}" for key, value in cache_env(args.cache_dir).items()))
         return 0
+    started_on = _start_cache(cache_dir, args.from_archive)
     summary = warm_probe_caches(args.cache_dir, args.device)
     if not args.no_step:
         record = warm_caches(config, args.cache_dir, notebook="nbhelpers warm-cache")
+        record.metrics["cache"] = started_on
+        if args.from_archive:
+            record.metrics["archive_bytes"] = Path(args.from_archive).stat().st_size
+        if args.out:
+            _store_warm_record(record, Path(args.out), command)
         if not record.ok:
             print(f"nbhelpers warm-cache: the training step failed: {record.reason}", file=sys.stderr)
             return 1
+        print(f"first step: {record.metrics.get('first_step_s', float('nan')):.1f} s (cache: {started_on})")
         summary = cache_summary(args.cache_dir)
     print(", ".join(f"{key} {value}" for key, value in summary.items()))
     if args.archive:
         print(export_cache(args.cache_dir, args.archive, caches))
     return 0
+
+
+def _start_cache(cache_dir: Path, archive: str | None) -> str:
+    """Unpack ``archive`` into ``cache_dir`` when given; what the step starts on: "archive", "warm" (a folder that
+    already holds kernels) or "cold" (an empty one)."""
+    from nbhelpers.kernels.cache import cache_files, import_cache
+
+    if archive:
+        import_cache(archive, cache_dir)
+        return "archive"
+    return "warm" if cache_dir.is_dir() and cache_files(cache_dir) else "cold"
+
+
+def _store_warm_record(record: RunRecord, out: Path, command: str) -> None:
+    """Append ``record`` to ``out/warm-cache.jsonl`` with its manifest line (``command``, the one that made it)."""
+    from nbhelpers.bench.manifest import ManifestStore
+
+    ManifestStore(out / "warm-cache.jsonl", command=command).append(record)
+
+
+def _command_line(argv: Sequence[str] | None) -> str:
+    """The command as typed: ``nbhelpers`` and its arguments (``argv``, else this process's)."""
+    import shlex
+
+    return shlex.join(["nbhelpers", *(sys.argv[1:] if argv is None else argv)])
 
 
 def _workload_help() -> dict[str, str]:
@@ -454,14 +494,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _doctor(args)
 
         if args.command == "warm-cache":
-            return _warm_cache(args)
+            return _warm_cache(args, _command_line(argv))
 
         if args.command == "bench":
-            import shlex
-
             from nbhelpers.bench.command import bench
 
-            return bench(args, shlex.join(["nbhelpers", *(sys.argv[1:] if argv is None else argv)]))
+            return bench(args, _command_line(argv))
 
         if args.command == "report":
             from nbhelpers.analysis.overview import store_for

@@ -4,6 +4,7 @@ results kept, cold vs warm torch.compile on CPU, ``nbhelpers warm-cache``."""
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from test_parity import compile_pair
 
 from nbhelpers.analysis.startup import startup_table
+from nbhelpers.bench.manifest import load_manifest
 from nbhelpers.cli import main
 from nbhelpers.kernels import cache as cache_module
 from nbhelpers.kernels.cache import (
@@ -27,7 +29,7 @@ from nbhelpers.kernels.cache import (
 )
 from nbhelpers.measure import startup
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.store import RunRecord
+from nbhelpers.measure.store import RunRecord, RunStore
 
 
 def _fill(root: Path) -> dict[str, bytes]:
@@ -362,3 +364,28 @@ def test_a_reused_or_failed_grid_row_is_no_cold_start(tmp_path, monkeypatch):
     failed = RunRecord.failed(configs[0].to_dict(), "compile error")
     assert startup.measure_startup(configs, tmp_path, folders=folders, measured=[failed]) == [failed]
     assert pairs == [1]  # nothing compiled to start warm from: no run is added
+
+
+def test_warm_cache_starts_from_a_carried_archive_and_stores_the_steps_record(tmp_path, monkeypatch, capsys, runs_root):
+    monkeypatch.setattr(cache_module, "warm_probe_caches", lambda folder, device: {})
+    made = tmp_path / "made-elsewhere"
+    files = _fill(made)
+    archive = export_cache(made, tmp_path / "carried.tar.gz")
+    cache, out = tmp_path / "fresh-machine-cache", tmp_path / "records"
+    argv = ["warm-cache", "--cache-dir", str(cache), "--from-archive", str(archive), "--out", str(out), "--device",
+            "cpu", "--model", "qwen3-tiny", "--kernels", "eager", "--padding", "packed", "--batch-size", "1",
+            "--max-length", "64", "--num-samples", "2"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    assert re.search(r"first step: \d+\.\d s on a archive cache", capsys.readouterr().out)
+    assert {str(p) for p in cache_files(cache)} >= set(files)  # unpacked before the step ran
+    (record,) = RunStore(out / "warm-cache.jsonl").load()
+    assert record.ok and record.metrics["cache"] == "archive"
+    assert record.metrics["archive_bytes"] == archive.stat().st_size and record.metrics["first_step_s"] > 0
+    (line,) = load_manifest(out)
+    assert line["record_id"] == record.record_id and line["command"].startswith("nbhelpers warm-cache ")
+
+
+def test_warm_cache_refuses_a_missing_archive_before_anything_runs(tmp_path, capsys):
+    argv = ["warm-cache", "--cache-dir", str(tmp_path / "cache"), "--from-archive", str(tmp_path / "none.tar.gz")]
+    assert main(argv) == 2
+    assert "--from-archive=" in capsys.readouterr().err and not (tmp_path / "cache").exists()
