@@ -376,7 +376,7 @@ def test_warm_cache_starts_from_a_carried_archive_and_stores_the_steps_record(tm
             "cpu", "--model", "qwen3-tiny", "--kernels", "eager", "--padding", "packed", "--batch-size", "1",
             "--max-length", "64", "--num-samples", "2"]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
-    assert re.search(r"first step: \d+\.\d s on a archive cache", capsys.readouterr().out)
+    assert re.search(r"first step: \d+\.\d s \(cache: archive\)", capsys.readouterr().out)
     assert {str(p) for p in cache_files(cache)} >= set(files)  # unpacked before the step ran
     (record,) = RunStore(out / "warm-cache.jsonl").load()
     assert record.ok and record.metrics["cache"] == "archive"
