@@ -169,6 +169,8 @@ def _warm_arguments(warm: argparse.ArgumentParser) -> None:
         warm.add_argument(f"--{name.replace('_', '-')}", default=defaults[name], help=helps[name])
     for name in ("batch_size", "max_length", "num_samples", "token_budget"):
         warm.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=helps[name])
+    warm.add_argument("--liger-kernels", default=",".join(defaults["liger_kernels"]),
+                      help="comma-separated Liger switches of a backend that runs Liger")  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -242,6 +244,7 @@ def _warm_cache(args: argparse.Namespace, command: str) -> int:
     )  # fmt: skip
     from nbhelpers.measure.startup import warm_caches
     from nbhelpers.models.loading import model_source
+    from nbhelpers.planning.kernel_grid import parse_switches
     from nbhelpers.planning.lists import parse_list
 
     caches = check_cache_names(parse_list(args.caches, None, "--caches", empty=True), "--caches") or None
@@ -260,7 +263,7 @@ def _warm_cache(args: argparse.Namespace, command: str) -> int:
         run_name="warm-cache", model=args.model, kernels=args.kernels, padding=args.padding,
         attn_implementation=args.attn_implementation, dtype=args.dtype, batch_size=args.batch_size,
         max_length=args.max_length, num_samples=args.num_samples, token_budget=args.token_budget, steps=1,
-        warmup=0, device=args.device,
+        warmup=0, device=args.device, liger_kernels=parse_switches(args.liger_kernels, "--liger-kernels"),
     )  # fmt: skip
     if args.dry_run:
         print(f"step: {'none' if args.no_step else config.name}")

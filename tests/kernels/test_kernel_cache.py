@@ -231,8 +231,9 @@ def test_warm_cache_command_exports_what_the_probes_built(tmp_path, monkeypatch,
 
 @pytest.mark.parametrize(
     ("argv", "named"),
-    [(["--caches", "ptx"], "--caches=['ptx']: ptx unknown"), (["--device", "tpu"], "--device='tpu': allowed are")],
-)
+    [(["--caches", "ptx"], "--caches=['ptx']: ptx unknown"), (["--device", "tpu"], "--device='tpu': allowed are"),
+     (["--liger-kernels", "rope,flash"], "--liger-kernels")],
+)  # fmt: skip
 def test_warm_cache_refuses_bad_input_before_building_anything(tmp_path, capsys, argv, named):
     assert main(["warm-cache", "--cache-dir", str(tmp_path / "cache"), "--no-step", *argv]) == 2
     assert named in capsys.readouterr().err and not (tmp_path / "cache").exists()
