@@ -163,6 +163,9 @@ def _warm_arguments(warm: argparse.ArgumentParser) -> None:
     )
     warm.add_argument("--device", default="auto", help="one of auto, cpu, cuda")
     warm.add_argument("--no-step", action="store_true", help="only the doctor's probes, no training step")
+    warm.add_argument("--no-probes", action="store_true",
+                      help="no doctor's probes: only the training step fills the caches (its first step is then "
+                           "the cold start of an empty folder)")  # fmt: skip
     warm.add_argument("--dry-run", action="store_true", help="check the options, print the step and the caches")
     helps = _workload_help()
     for name in ("model", "kernels", "padding", "attn_implementation", "dtype"):
@@ -257,6 +260,8 @@ def _warm_cache(args: argparse.Namespace, command: str) -> int:
     if args.device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--device={args.device!r}: allowed are auto, cpu, cuda")
     _check_cache_folder(cache_dir, args.cache_dir)  # also under --dry-run; creates nothing
+    if args.no_step and args.no_probes:
+        raise ValueError("--no-step with --no-probes: nothing would fill the caches; leave one of them out")
     if args.from_archive and not Path(args.from_archive).is_file():
         raise ValueError(f"--from-archive={args.from_archive!r}: no such file (an archive made by --archive)")
     config = RunConfig(
@@ -270,10 +275,11 @@ def _warm_cache(args: argparse.Namespace, command: str) -> int:
         print("\n".join(f"{key}={value}" for key, value in cache_env(args.cache_dir).items()))
         return 0
     started_on = _start_cache(cache_dir, args.from_archive)
-    summary = warm_probe_caches(args.cache_dir, args.device)
+    summary = {} if args.no_probes else warm_probe_caches(args.cache_dir, args.device)
     if not args.no_step:
         record = warm_caches(config, args.cache_dir, notebook="nbhelpers warm-cache")
         record.metrics["cache"] = started_on
+        record.metrics["probes_before_step"] = not args.no_probes  # the doctor's probes fill the caches too
         if args.from_archive:
             record.metrics["archive_bytes"] = Path(args.from_archive).stat().st_size
         if args.out:

@@ -232,7 +232,7 @@ def test_warm_cache_command_exports_what_the_probes_built(tmp_path, monkeypatch,
 @pytest.mark.parametrize(
     ("argv", "named"),
     [(["--caches", "ptx"], "--caches=['ptx']: ptx unknown"), (["--device", "tpu"], "--device='tpu': allowed are"),
-     (["--liger-kernels", "rope,flash"], "--liger-kernels")],
+     (["--liger-kernels", "rope,flash"], "--liger-kernels"), (["--no-probes"], "nothing would fill the caches")],
 )  # fmt: skip
 def test_warm_cache_refuses_bad_input_before_building_anything(tmp_path, capsys, argv, named):
     assert main(["warm-cache", "--cache-dir", str(tmp_path / "cache"), "--no-step", *argv]) == 2
@@ -368,19 +368,22 @@ def test_a_reused_or_failed_grid_row_is_no_cold_start(tmp_path, monkeypatch):
 
 
 def test_warm_cache_starts_from_a_carried_archive_and_stores_the_steps_record(tmp_path, monkeypatch, capsys, runs_root):
-    monkeypatch.setattr(cache_module, "warm_probe_caches", lambda folder, device: {})
+    def no_probes(folder, device):
+        raise AssertionError("--no-probes ran the probes")
+
+    monkeypatch.setattr(cache_module, "warm_probe_caches", no_probes)
     made = tmp_path / "made-elsewhere"
     files = _fill(made)
     archive = export_cache(made, tmp_path / "carried.tar.gz")
     cache, out = tmp_path / "fresh-machine-cache", tmp_path / "records"
-    argv = ["warm-cache", "--cache-dir", str(cache), "--from-archive", str(archive), "--out", str(out), "--device",
-            "cpu", "--model", "qwen3-tiny", "--kernels", "eager", "--padding", "packed", "--batch-size", "1",
-            "--max-length", "64", "--num-samples", "2"]  # fmt: skip
+    argv = ["warm-cache", "--cache-dir", str(cache), "--from-archive", str(archive), "--out", str(out), "--no-probes",
+            "--device", "cpu", "--model", "qwen3-tiny", "--kernels", "eager", "--padding", "packed",
+            "--batch-size", "1", "--max-length", "64", "--num-samples", "2"]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
     assert re.search(r"first step: \d+\.\d s \(cache: archive\)", capsys.readouterr().out)
     assert {str(p) for p in cache_files(cache)} >= set(files)  # unpacked before the step ran
     (record,) = RunStore(out / "warm-cache.jsonl").load()
-    assert record.ok and record.metrics["cache"] == "archive"
+    assert record.ok and record.metrics["cache"] == "archive" and record.metrics["probes_before_step"] is False
     assert record.metrics["archive_bytes"] == archive.stat().st_size and record.metrics["first_step_s"] > 0
     (line,) = load_manifest(out)
     assert line["record_id"] == record.record_id and line["command"].startswith("nbhelpers warm-cache ")
