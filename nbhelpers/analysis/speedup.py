@@ -30,6 +30,7 @@ from nbhelpers.analysis.records import (
     tokens_per_s,
     workload_of,
 )
+from nbhelpers.analysis.references import VS_WITHOUT, over, references_of
 from nbhelpers.analysis.repeats import disagreeing_with, disagreements, nearest_in_time, same_computation
 from nbhelpers.data.strategies import STRATEGY_FIELDS
 from nbhelpers.formatting import MISSING
@@ -45,6 +46,8 @@ TABLE_COLUMNS = (
     "real tok/s",
     "speedup",
     "speedup interval",
+    VS_WITHOUT,
+    f"{VS_WITHOUT} interval",
     "timed steps",
     "thin",
     "MFU",
@@ -59,8 +62,8 @@ TABLE_COLUMNS = (
 )
 WATERFALL_STAGES = ("baseline", "kernels only", "padding only", "kernels + padding")
 WATERFALL_COLUMNS = (
-    "machine", "run", "workload", "stage", "label", "real tok/s", "speedup", "speedup interval", "step gain",
-    "thin", "note", "record_id",
+    "machine", "run", "workload", "stage", "label", "real tok/s", "speedup", "speedup interval", VS_WITHOUT,
+    "step gain", "thin", "note", "record_id",
 )  # fmt: skip
 
 
@@ -68,22 +71,26 @@ def build_table(records: Iterable[RunRecord], baseline_label: str | None = None)
     """One row per step record (failed ones included, with their reason), grouped by machine and run.
 
     ``speedup`` is the record's real tok/s over its group's baseline (see ``records.choose_baselines``), the
-    measurement of the baseline's configuration nearest in time to the record (``baseline record``); ``repeats``
-    says where measurements of the record's configuration disagree beyond their spread.
+    measurement of the baseline's configuration nearest in time to the record (``baseline record``); ``vs without
+    the workbook`` over the group's "without the workbook" record (:mod:`nbhelpers.analysis.references`; empty where
+    the group has none); ``repeats`` says where measurements of the record's configuration disagree beyond their
+    spread.
     """
     import pandas as pd
 
     records = list(records)
     baselines = choose_baselines(records, baseline_label)
+    references = references_of(records, baseline_label)
     apart = disagreements(records)
     rows = []
     for key, members in group_records(records).items():
-        chosen = baselines[key]
+        chosen, without = baselines[key], references[key][1]
         repeats = same_computation(members, chosen) if chosen is not None else []
         for record in members:
             base = nearest_in_time(record, repeats, chosen) if chosen is not None else None
             measured = base is not None and is_measured(record)
             ratio = speedup(record, base) if measured else math.nan
+            vs_without, without_interval = over(record, without)
             rows.append(
                 {
                     "label": record_label(record),
@@ -94,6 +101,8 @@ def build_table(records: Iterable[RunRecord], baseline_label: str | None = None)
                     "real tok/s": tokens_per_s(record) if is_measured(record) else math.nan,
                     "speedup": ratio,
                     "speedup interval": speedup_interval(record, base) if measured else None,
+                    VS_WITHOUT: vs_without,
+                    f"{VS_WITHOUT} interval": without_interval,
                     "timed steps": timed_step_count(record) if is_measured(record) else None,
                     "thin": is_thin(record) if is_measured(record) else None,
                     "MFU": metric_value(record, "mfu"),
@@ -209,13 +218,15 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
     kind, or the other workloads of the run that hold some). ``speedup`` is cumulative: each stage over the
     measurement of the baseline's configuration nearest to it in time; ``step gain`` is a single change's speedup
     (kernels only, padding only), and for both changes its speedup over the padding alone (what the kernels added
-    to it; over the kernels alone when the padding alone was not measured). A stage whose record (or its
+    to it; over the kernels alone when the padding alone was not measured); ``vs without the workbook`` divides each
+    stage by the group's "without the workbook" record (empty without one). A stage whose record (or its
     baseline) was measured apart beyond the spread says so in ``note``.
     """
     import pandas as pd
 
     records = list(records)
     baselines = choose_baselines(records, baseline_label)
+    references = references_of(records, baseline_label)
     apart = disagreements(records)
     groups = group_records(records)
     rows = []
@@ -238,6 +249,7 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
                         "label": "not measured",
                         "real tok/s": math.nan,
                         "speedup": math.nan,
+                        VS_WITHOUT: math.nan,
                         "step gain": math.nan,
                         "note": _why_not_measured(stage, base, members, elsewhere),
                         "record_id": "",
@@ -253,6 +265,7 @@ def waterfall_steps(records: Iterable[RunRecord], baseline_label: str | None = N
                         "real tok/s": tokens_per_s(record),
                         "speedup": ratio,
                         "speedup interval": speedup_interval(record, own),
+                        VS_WITHOUT: over(record, references[key][1])[0],
                         "step gain": ratio / _gain_basis(stage, speedups),
                         "thin": is_thin(record),
                         "note": "; ".join(dict.fromkeys(n for n in notes if n)),
