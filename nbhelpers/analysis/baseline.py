@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.analysis.records import metric_value
+from nbhelpers.analysis.references import VS_REFERENCE, VS_WITHOUT, both_references, without_workbook_config
 from nbhelpers.formatting import MISSING, fmt_num, fmt_per_step, fmt_percent, fmt_us, is_missing
 from nbhelpers.measure.advice import advice_for, raise_if_failed
 from nbhelpers.measure.config import RunConfig
@@ -156,6 +157,29 @@ def baseline_record(config: RunConfig, plan: TracePlan, notebook: str = NOTEBOOK
         RunStore.for_run(config.run_name).check_writable()  # fail before measuring, not after
         return run_config(config, notebook=notebook)
     return gpu_baseline_record()
+
+
+def without_workbook_record(config: RunConfig, plan: TracePlan, notebook: str = NOTEBOOK) -> RunRecord | None:
+    """The baseline's workload as a user runs it without the workbook (TRL's defaults on the model as transformers
+    binds it: :mod:`nbhelpers.analysis.references`), in its own process; None when the baseline does not run here."""
+    if not plan.run_model:
+        return None
+    from nbhelpers.measure.runner import run_config
+
+    return run_config(without_workbook_config(config), notebook=notebook)
+
+
+REFERENCE_COLUMNS = ("label", "engine", "real tok/s", VS_REFERENCE, f"{VS_REFERENCE} interval", VS_WITHOUT,
+                     f"{VS_WITHOUT} interval", "note")  # fmt: skip
+
+
+def references_table(record: RunRecord | None, without: RunRecord | None) -> Any:
+    """The baseline and "without the workbook" side by side, each over both references; a row that could not be
+    measured is left out and the note says why."""
+    from nbhelpers.formatting import format_table
+
+    frame = both_references([r for r in (record, without) if r is not None])
+    return format_table(frame[list(REFERENCE_COLUMNS)])
 
 
 def _unit(text: str, unit: str) -> str:
@@ -419,11 +443,13 @@ def write_records(
     record: RunRecord | None,
     summary: Mapping[str, Any] | None,
     notebook: str = NOTEBOOK,
+    without: RunRecord | None = None,
 ) -> Any:
     """Append what this notebook made to ``RunStore.for_run(run_name)``; a table of what was written.
 
-    The run's record when the baseline ran here (failed ones too); with a shipped trace analysed, a
-    record of kind "trace" with its summary. The H200 step record is not copied: it was not measured here.
+    The run's record when the baseline ran here (failed ones too) and its "without the workbook" record
+    (``without``; a failed one too, which fails nothing); with a shipped trace analysed, a record of kind "trace"
+    with its summary. The H200 step record is not copied: it was not measured here.
     """
     import pandas as pd
 
@@ -431,6 +457,8 @@ def write_records(
     written: list[RunRecord] = []
     if plan.run_model and record is not None:
         written.append(store.append(record))
+    if plan.run_model and without is not None:
+        written.append(store.append(without))
     if plan.source == "shipped" and summary is not None:
         written.append(store.append(trace_record(run_name, summary, record, notebook)))
     frame = pd.DataFrame(

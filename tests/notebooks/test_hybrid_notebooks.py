@@ -20,7 +20,7 @@ def test_notebooks_01_to_04_run_the_hybrid_preset(runs_root, kernel_env, tmp_pat
         HYBRID | {"BATCH_SIZE": 2, "MAX_LENGTH": 64, "NUM_SAMPLES": 8, "STEPS": 2, "WARMUP": 1},
     )  # fmt: skip
     baseline = RunStore.for_run("hybrid").load()
-    assert [(r.label, r.status) for r in baseline] == [("baseline", "ok")]
+    assert [(r.config.get("engine"), r.status) for r in baseline] == [("workbook", "ok"), ("trl_defaults", "ok")]
     assert baseline[0].config["model"] == "qwen3.5-tiny" and baseline[0].metrics["kernels_per_step"] > 0
     assert "real tokens / s" in outputs_text(cells["run"])
 

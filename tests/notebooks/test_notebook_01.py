@@ -8,8 +8,9 @@ import papermill
 import pytest
 from notebook_helpers import LORA, assert_committed_clean, assert_lora, execute, outputs_text
 
-from nbhelpers.analysis import baseline
-from nbhelpers.formatting import fmt_percent
+from nbhelpers.analysis import baseline, references
+from nbhelpers.formatting import fmt_percent, fmt_speedup
+from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "01_baseline_profile.ipynb"
@@ -50,8 +51,15 @@ def test_notebook_01_profiles_the_baseline_on_cpu(runs_root, kernel_env, tmp_pat
     cells = execute(NOTEBOOK, tmp_path / "01.ipynb", {"RUN_NAME": "nb01", **TINY})
 
     records = RunStore.for_run("nb01").load()
-    assert [(r.kind, r.label, r.status) for r in records] == [("step", "baseline", "ok")]
+    without = references.without_workbook_config(RunConfig(batch_size=2, max_length=64)).label
+    assert [(r.kind, r.label, r.status) for r in records] == [("step", "baseline", "ok"), ("step", without, "ok")]
     record = records[0]
+    assert records[1].config["engine"] == references.WITHOUT_WORKBOOK_ENGINE
+    assert records[1].metrics["sft_config"] == {"per_device_train_batch_size": 2, "max_length": 64}
+    both = outputs_text(cells["without"])
+    assert references.VS_REFERENCE in both and references.VS_WITHOUT in both and without in both
+    ratio = records[1].metrics["real_tokens_per_s"] / record.metrics["real_tokens_per_s"]
+    assert fmt_speedup(ratio) in both and fmt_speedup(1 / ratio) in both  # each row over both references
     assert record.metrics["kernels_per_step"] > 0
     assert record.metrics["trace_unit"] == "aten operators (CPU)"
     assert record.config["padding"] == "static" and record.config["batch_size"] == 2
@@ -87,7 +95,7 @@ def test_notebook_01_with_the_shipped_trace(runs_root, kernel_env, tmp_path):
     if baseline.shipped_trace_path() is None:
         # absent: said clearly, then the local run and the H200 numbers from benchmarks/gpu
         assert "The shipped H200 trace is absent" in plan and baseline.SHIPPED_TRACE_NAME in plan
-        assert [(r.kind, r.status) for r in records] == [("step", "ok")]
+        assert [(r.kind, r.status) for r in records] == [("step", "ok"), ("step", "ok")]  # and without the workbook
         assert records[0].metrics["kernels_per_step"] > 0
         assert "aten operators (CPU)" in outputs_text(cells["headline"])
     else:
@@ -108,7 +116,9 @@ def test_notebook_01_trains_lora_on_the_tiny_hybrid(runs_root, kernel_env, tmp_p
     parameters = {"RUN_NAME": "nb01lora", "MODEL": "qwen3.5-tiny", **LORA, **TINY, "STEPS": 1, "WARMUP": 0}
     cells = execute(NOTEBOOK, tmp_path / "01.ipynb", parameters)
     records = RunStore.for_run("nb01lora").load()
-    assert [(r.label, r.status) for r in records] == [("baseline", "ok")], [r.reason for r in records]
+    assert [(r.config.get("engine"), r.status) for r in records] == [("workbook", "ok"), ("trl_defaults", "ok")], [
+        r.reason for r in records
+    ]  # the baseline and, beside it, without the workbook
     assert_lora(records)
     assert records[0].config["model"] == "qwen3.5-tiny" and records[0].metrics["kernels_per_step"] > 0
     trained = records[0].metrics["trainable_parameters"]
