@@ -38,13 +38,18 @@ def largest_fitting_tokens(shape: ModelShape, settings: MemorySettings, step: in
 
 
 def lora_settings(
-    tokens_per_gpu: int = 4096, rank: int = 16, targets: str = "all-linear", capacity_gib: float = H200_USABLE_GIB
+    tokens_per_gpu: int = 4096,
+    rank: int = 16,
+    targets: str = "all-linear",
+    capacity_gib: float = H200_USABLE_GIB,
+    frozen_base: str = "bf16",
 ) -> dict[str, MemorySettings]:
-    """The LoRA settings worth comparing on one GPU: a frozen bf16 base under bf16 autocast, eager or Liger
-    (its RMSNorm and SwiGLU, plain or fused linear cross-entropy), checkpointing none, every 2nd layer or full."""
+    """The LoRA settings worth comparing on one GPU: a frozen base (bf16, or ``frozen_base``'s format) under bf16
+    autocast, eager or Liger (its RMSNorm and SwiGLU, plain or fused linear cross-entropy), checkpointing none,
+    every 2nd layer or full."""
     base = MemorySettings(
         adapter="lora", lora_rank=rank, lora_targets=targets, weights="bf16", tokens_per_gpu=tokens_per_gpu,
-        capacity_gib=capacity_gib,
+        capacity_gib=capacity_gib, frozen_base=frozen_base,
     )  # fmt: skip
     liger = dataclasses.replace(base, fused_norm_mlp=True, loss="liger_ce")
     fused = dataclasses.replace(liger, loss="fused_linear_ce")
@@ -66,6 +71,7 @@ def lora_fit_frame(
     rank: int = 16,
     targets: str = "all-linear",
     capacity_gib: float = H200_USABLE_GIB,
+    frozen_base: str = "bf16",
 ) -> Any:
     """One row per LoRA setting (:func:`lora_settings`) for a preset (or a folder or hub id: its config) on one
     GPU: the planned GiB at ``tokens_per_gpu`` by part, whether it fits, the largest token budget that fits, and
@@ -74,7 +80,7 @@ def lora_fit_frame(
 
     shape = model_shape(model_config(preset))
     rows = []
-    for name, setting in lora_settings(tokens_per_gpu, rank, targets, capacity_gib).items():
+    for name, setting in lora_settings(tokens_per_gpu, rank, targets, capacity_gib, frozen_base).items():
         plan = plan_memory(shape, setting)
         budget = largest_fitting_tokens(shape, setting)
         rows.append({
@@ -82,7 +88,7 @@ def lora_fit_frame(
             "fits": plan.fits, "largest_token_budget": budget, f"largest_batch_x{max_length}": budget // max_length,
         })  # fmt: skip
     frame = pd.DataFrame(rows)
-    frame.attrs.update(preset=preset, capacity_gib=capacity_gib, rank=rank, targets=targets)
+    frame.attrs.update(preset=preset, capacity_gib=capacity_gib, rank=rank, targets=targets, frozen_base=frozen_base)
     return frame
 
 
@@ -128,5 +134,7 @@ def lora_fit_for(
     without an adapter (the whole model trains: the memory planner's full fine-tuning rows say what fits)."""
     if not adapter.active:
         return None
-    frame = lora_fit_frame(model, max_length, tokens_per_gpu, adapter.rank, adapter.targets, capacity_gib)
+    frame = lora_fit_frame(
+        model, max_length, tokens_per_gpu, adapter.rank, adapter.targets, capacity_gib, adapter.frozen_base
+    )
     return LoraFit(frame, lora_fit_sentence(frame))

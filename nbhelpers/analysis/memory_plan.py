@@ -29,6 +29,7 @@ from typing import Any
 from nbhelpers.kernels.fla import FUSED_GATED_NORM
 from nbhelpers.kernels.registry import requested_kernels, uses_liger_switches
 from nbhelpers.models.adapters import AdapterSettings
+from nbhelpers.models.frozen_base import BF16_BASE, frozen_base_bytes, working_copy_bytes
 from nbhelpers.models.linears import OUTPUT_LAYER, targeted
 from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 from nbhelpers.models.shape import ModelShape
@@ -64,6 +65,7 @@ class MemorySettings:
     autocast: bool = True  # with an adapter: bf16 autocast over its fp32 weights (False: a pure bf16 step)
     cast_inputs: bool = True  # PEFT casts each adapted layer's input to fp32 (False: left to autocast, in bf16)
     fused_gated_norm: bool = False  # a hybrid's Gated DeltaNet output norm fused (fla's), not transformers' PyTorch
+    frozen_base: str = BF16_BASE  # with an adapter: a key of models.frozen_base.FROZEN_BASES (bytes from the table)
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, 1, 4096)
@@ -89,7 +91,7 @@ class MemorySettings:
 
     @property
     def adapter_settings(self) -> AdapterSettings:
-        return AdapterSettings(self.adapter, self.lora_rank, targets=self.lora_targets)
+        return AdapterSettings(self.adapter, self.lora_rank, targets=self.lora_targets, frozen_base=self.frozen_base)
 
 
 @dataclass(frozen=True)
@@ -204,8 +206,9 @@ def recomputed_layers(num_layers: int, mode: str, every: int) -> set[int]:
 def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
     """Predicted per-GPU memory of one training step (AdamW, bf16 compute) of ``shape`` under ``settings``.
 
-    With an adapter (LoRA) the base is frozen: its weights alone (in ``weights``' dtype), and the adapter's fp32
-    weights, gradients and two AdamW moments (4 bytes each per adapter parameter)."""
+    With an adapter (LoRA) the base is frozen: its weights alone (in ``weights``' dtype, or as its quantized format
+    stores them: ``models.frozen_base.frozen_base_bytes``, plus the one layer's working copy its matmul makes), and
+    the adapter's fp32 weights, gradients and two AdamW moments (4 bytes each per adapter parameter)."""
     s = settings
     stored = 4 if s.weights == "fp32" else 2
     shards = s.gpus if s.sharding == "fsdp2" else 1
@@ -213,6 +216,9 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
     weights = math.ceil(params / shards) * stored
     adapter = s.adapter_settings
     frozen = adapter.entry.frozen_base
+    if frozen and s.frozen_base != BF16_BASE:
+        stored_as = "fp32" if s.weights == "fp32" else "bf16"
+        weights = math.ceil(frozen_base_bytes(shape, s.frozen_base, stored_as) / shards)
     trained = math.ceil(adapter.entry.parameters(shape, adapter) / shards)
     if s.sharding == "fsdp2":
         lm_head = 0 if shape.tie_word_embeddings else shape.embedding_parameters
@@ -221,6 +227,7 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
     else:
         gathered = shape.flop_parameters * 2 if s.weights == "fp32" else 0  # autocast's bf16 weight cache
         gathered += trained * 2 if frozen and s.autocast else 0  # and of the fp32 adapter weights
+    gathered += working_copy_bytes(shape, s.frozen_base) if frozen else 0  # a quantized layer's dequantized copy
     adapter_bytes = adapter_activation_bytes(shape, adapter, s.autocast, s.cast_inputs)
     by_kind = {
         mixer: layer_activation_bytes(shape, s.weights, s.fused_norm_mlp, mixer, s.fused_gated_norm) + adapter_bytes
@@ -283,7 +290,7 @@ def settings_from_config(config: Any, capacity_gib: float = H200_USABLE_GIB) -> 
         checkpointing=config.activation_checkpointing, checkpoint_every=config.checkpoint_every,
         tokens_per_gpu=tokens, fused_norm_mlp={"rms_norm", "swiglu"} <= switches, loss=loss,
         fused_gated_norm=FUSED_GATED_NORM in requested_kernels(config.kernels, config.liger_kernels),
-        capacity_gib=capacity_gib,
+        capacity_gib=capacity_gib, frozen_base=adapter.frozen_base,
     )  # fmt: skip
 
 

@@ -20,17 +20,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nbhelpers.machine import package_versions, resolve_device
+from nbhelpers.models.frozen_base import FROZEN_BASES, FrozenBase, probe_error
 
 from .attention import ATTENTION_TABLE
 from .known_bad import BROKEN, KnownBad, matching
-from .probes import FAIL, NOT_RUNNABLE, PASS, ProbeResult
+from .probes import FAIL, NOT_RUNNABLE, PASS, ProbeResult, not_runnable
 from .registry import ELEMENTARY_BACKENDS
 
 DOCTOR_KIND = "doctor"  # kind of the doctor's record (measure.doctor_records): in the store, outside step tables
 # The distributions the doctor reports, as pip names them.
 DOCTOR_PACKAGES = (
     "torch", "triton", "transformers", "liger-kernel", "flash-linear-attention", "tilelang", "causal-conv1d",
-    "flash-attn", "torchao", "cut-cross-entropy", "trl",
+    "flash-attn", "torchao", "cut-cross-entropy", "trl", "bitsandbytes",
 )  # fmt: skip
 # A path's verdict: what notebooks do with it.
 OK = "ok"  # its probe passed here
@@ -125,11 +126,29 @@ class FusedPath:
     probe: Callable[[str], list[Any]] | None
 
 
+def frozen_base_probe(base: FrozenBase) -> Callable[[str], list[ProbeResult]]:
+    """A quantized frozen base's probe: one layer's output against fp32 within the table's ``parity_rtol``."""
+
+    def probe(device: str) -> list[ProbeResult]:
+        kernel = f"frozen_base {base.name}"
+        if why := base.status(device):
+            return [not_runnable(kernel, why)]
+        error = probe_error(base.name, device)
+        status = PASS if error <= base.parity_rtol else FAIL
+        detail = f"one layer's output {error:.2e} of its largest value from fp32 (bound {base.parity_rtol:g})"
+        return [ProbeResult(kernel, status, detail, max_abs_diff=error, rtol=base.parity_rtol)]
+
+    return probe
+
+
 def fused_paths() -> list[FusedPath]:
-    """Every elementary kernel backend and attention implementation, as the doctor checks them."""
+    """Every elementary kernel backend, attention implementation and quantized frozen base, as the doctor checks
+    them."""
     paths = [FusedPath(f"kernels {b.name}", b.packages, b.optional_packages, b.status, b.probe)
              for b in ELEMENTARY_BACKENDS]  # fmt: skip
     paths += [FusedPath(f"attention {a.name}", a.packages, (), a.status, a.probe) for a in ATTENTION_TABLE.values()]
+    paths += [FusedPath(f"frozen_base {b.name}", b.packages, (), b.status, frozen_base_probe(b))
+              for b in FROZEN_BASES.values() if b.quantized]  # fmt: skip
     return paths
 
 

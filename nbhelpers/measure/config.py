@@ -15,9 +15,17 @@ from typing import Any
 from nbhelpers.data.formats import FORMAT_NAMES
 from nbhelpers.data.strategies import PADDING_FIELDS, PADDING_STRATEGIES, PaddingSettings
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTENTION
+from nbhelpers.kernels.float8 import RECIPES as FLOAT8_BACKENDS
 from nbhelpers.kernels.liger import DEFAULT_LIGER_KERNELS, LIGER_KERNELS
-from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, switch_conflict, uses_liger_switches
+from nbhelpers.kernels.registry import (
+    BASELINE_BACKEND,
+    KERNEL_BACKENDS,
+    find_backend,
+    switch_conflict,
+    uses_liger_switches,
+)
 from nbhelpers.models.adapters import AdapterSettings
+from nbhelpers.models.frozen_base import BF16_BASE, FROZEN_BASE_NAMES
 from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
 
@@ -92,6 +100,7 @@ class RunConfig:
     lora_alpha: int = 32  # LoRA's alpha: the adapters' update is scaled by alpha / r
     lora_targets: str = "all-linear"  # PEFT's target_modules: "all-linear" or a comma list of module names
     lora_input_cast: str = "auto"  # one of LORA_INPUT_CASTS: PEFT's fp32 cast of each adapted layer's input
+    frozen_base: str = BF16_BASE  # one of FROZEN_BASE_NAMES (nbhelpers.models.frozen_base): "nf4", "float8" with LoRA
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the record
 
     def __post_init__(self) -> None:
@@ -178,6 +187,22 @@ class RunConfig:
         if adapter.active and adapter.targets_output and fused_head:
             raise ConfigError("lora_targets", self.lora_targets, "without 'lm_head' under Liger's fused linear "
                               "cross-entropy (it reads lm_head.weight, which would skip the adapter)")  # fmt: skip
+        self._check_frozen_base()
+
+    def _check_frozen_base(self) -> None:
+        """A quantized frozen base (validated with the adapter) runs in the workbook's step, not beside a float8
+        kernel backend (both replace the linear layers)."""
+        if self.frozen_base == BF16_BASE:
+            return
+        if self.engine != WORKBOOK:
+            raise ConfigError("frozen_base", self.frozen_base, f"{BF16_BASE!r} with engine={self.engine!r} (the "
+                              f"workbook's step applies the frozen base; allowed: {', '.join(FROZEN_BASE_NAMES)} "
+                              f"with engine={WORKBOOK!r})")  # fmt: skip
+        backend = find_backend(self.kernels)
+        float8 = [part for part in (backend.components if backend is not None else ()) if part in FLOAT8_BACKENDS]
+        if float8:
+            raise ConfigError("frozen_base", self.frozen_base, f"{BF16_BASE!r} with kernels={self.kernels!r} "
+                              f"({float8[0]} swaps the same linear layers for torchao's float8 training)")  # fmt: skip
 
     def _check_scale_out(self) -> None:
         """GPU count, sharding and activation checkpointing: the fields that take a configuration to N GPUs."""
@@ -215,7 +240,8 @@ class RunConfig:
         """The adapter and its settings (validated: a bad value names its RunConfig field)."""
         skip = skips_lora_input_cast({"adapter": self.adapter, "dtype": self.dtype, "kernels": self.kernels,
                                       "lora_input_cast": self.lora_input_cast})  # fmt: skip
-        return AdapterSettings(self.adapter, self.lora_rank, self.lora_alpha, self.lora_targets, cast_inputs=not skip)
+        return AdapterSettings(self.adapter, self.lora_rank, self.lora_alpha, self.lora_targets, cast_inputs=not skip,
+                               frozen_base=self.frozen_base)  # fmt: skip
 
     @property
     def effective_token_budget(self) -> int:

@@ -27,6 +27,7 @@ from nbhelpers.kernels.hybrid_paths import layer_paths
 from nbhelpers.kernels.registry import family_kernel_refusal, uses_liger_switches
 from nbhelpers.models.adapters import parameter_counts, trainable_parameters, weights_dtype, wrap_model
 from nbhelpers.models.families import BOUNDARIES_PACKING, POSITION_IDS_PACKING, model_shape
+from nbhelpers.models.frozen_base import FrozenBaseUnavailable, frozen_base_refusal, frozen_stored_bytes
 from nbhelpers.models.loading import ResolvedModel, build_resolved, check_positions, count_parameters, resolve_model
 from nbhelpers.models.precision import MASTER_WEIGHTS
 
@@ -342,6 +343,8 @@ def measure(
 
     phases = PhaseClock()  # where the measurement's wall time goes (metrics["phase_s"])
     device = resolve_device(config.device)
+    if why := frozen_base_refusal(config.frozen_base, device):  # before any data or weights: the record says why
+        raise FrozenBaseUnavailable(why)
     dtype = compute_dtype(config, device)
     rank = init_process_group(device, config.timeout_s) if config.sharding != "none" else Rank()
     torch.manual_seed(config.seed)
@@ -414,6 +417,8 @@ def measure(
         "compute_dtype": dtype,
         "num_parameters": num_parameters,
         **parameters.metrics(),
+        "frozen_base": config.frozen_base,
+        "frozen_base_bytes": frozen_stored_bytes(model),  # the frozen parameters as stored (quantization state in)
         "model_build_s": model_build_s,
         "lora_input_cast": adapter_input_cast(config),
         "flop_parameters": shape.flop_parameters,

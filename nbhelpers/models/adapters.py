@@ -16,13 +16,13 @@ from typing import Any
 
 from nbhelpers.validation import ConfigError, check_choice, check_int
 
+from .frozen_base import BF16_BASE, FROZEN_BYTES, apply_frozen_base, check_frozen_base, stored_weight_count
 from .linears import ALL_LINEAR, OUTPUT_LAYER, bad_target_names, lora_parameters, matmul_weights, parse_targets
 from .shape import ModelShape
 
 NO_ADAPTER = "none"
 LORA = "lora"
 ADAPTER_BYTES_PER_PARAMETER = 4 * 4  # fp32 adapter weights, their gradients and AdamW's two moments
-FROZEN_BYTES = {"fp32": 4, "bf16": 2}  # a frozen base stores its weights only
 TARGETS_RULE = f"{ALL_LINEAR!r} or a comma-separated list of module names (e.g. 'q_proj,v_proj' or 'mlp.down_proj')"
 
 
@@ -37,6 +37,7 @@ class AdapterSettings:
     # PEFT casts each adapted layer's input to the adapters' fp32 before A; under bf16 autocast A's matmul casts it
     # straight back to bf16, so leaving it out (False) computes the same numbers with two passes fewer per layer.
     cast_inputs: bool = True
+    frozen_base: str = BF16_BASE  # a key of models.frozen_base.FROZEN_BASES: how the frozen base keeps its linears
 
     def __post_init__(self) -> None:
         check_choice("adapter", self.name, tuple(ADAPTERS))
@@ -44,6 +45,7 @@ class AdapterSettings:
         check_int("lora_alpha", self.alpha, 1, 65_536)
         if not isinstance(self.targets, str) or bad_target_names(self.targets):
             raise ConfigError("lora_targets", self.targets, TARGETS_RULE)
+        check_frozen_base(self.frozen_base, self.entry.frozen_base)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> AdapterSettings:
@@ -52,6 +54,7 @@ class AdapterSettings:
         return cls(
             name=config.get("adapter", defaults.name), rank=config.get("lora_rank", defaults.rank),
             alpha=config.get("lora_alpha", defaults.alpha), targets=config.get("lora_targets", defaults.targets),
+            frozen_base=config.get("frozen_base", defaults.frozen_base),
         )  # fmt: skip
 
     @property
@@ -81,7 +84,8 @@ class AdapterSettings:
 
     def config_fields(self) -> dict[str, Any]:
         """The RunConfig fields these settings set: ``RunConfig(**adapter.config_fields(), ...)``."""
-        return {"adapter": self.name, "lora_rank": self.rank, "lora_alpha": self.alpha, "lora_targets": self.targets}
+        return {"adapter": self.name, "lora_rank": self.rank, "lora_alpha": self.alpha, "lora_targets": self.targets,
+                "frozen_base": self.frozen_base}  # fmt: skip
 
     def matches(self, config: Mapping[str, Any]) -> bool:
         """Whether a stored config (a record's) trains this adapter: the same name and, with an adapter, the same
@@ -129,12 +133,14 @@ def peft_config(settings: AdapterSettings) -> Any:
 
 
 def wrap_lora(model: Any, settings: AdapterSettings) -> Any:
-    """``get_peft_model`` with fp32 adapter weights (``autocast_adapter_dtype``) over a frozen base. A target the
+    """``get_peft_model`` with fp32 adapter weights (``autocast_adapter_dtype``) over a frozen base, first put in the
+    settings' frozen-base format (``models.frozen_base``: refused with the reason where it cannot run). A target the
     model has no linear module of (PEFT skips those when another matches) is a ConfigError naming
     ``lora_targets`` and the model's linear modules."""
     import torch
     from peft import get_peft_model
 
+    model = apply_frozen_base(model, settings.frozen_base)
     names = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
     allowed = f"{TARGETS_RULE}; this model's: {', '.join(names)}"
     try:
@@ -180,7 +186,8 @@ def _lora_label(settings: AdapterSettings) -> str:
     if settings.alpha != 2 * settings.rank:
         label += f"-a{settings.alpha}"
     targets = settings.target_modules
-    return label if targets == ALL_LINEAR else label + "-" + "+".join(targets)
+    label = label if targets == ALL_LINEAR else label + "-" + "+".join(targets)
+    return label if settings.frozen_base == BF16_BASE else f"{label}-{settings.frozen_base}"
 
 
 ADAPTERS: dict[str, Adapter] = {
@@ -245,7 +252,7 @@ def frozen_matmul_parameters(model: Any) -> int:
             continue
         seen.add(id(weight))
         if not weight.requires_grad:
-            frozen += weight.numel()
+            frozen += stored_weight_count(weight)
     return frozen
 
 
@@ -302,7 +309,7 @@ def parameter_counts(model: Any) -> ParameterCounts:
         if parameter.requires_grad:
             trainable += parameter.numel()
         else:
-            frozen += parameter.numel()
+            frozen += stored_weight_count(parameter)
     return ParameterCounts(trainable, frozen, frozen_matmul_parameters(model), adapter_matmul_parameters(model))
 
 

@@ -34,6 +34,7 @@ from nbhelpers.kernels.probes import FAIL, NOT_RUNNABLE, PASS, compare_kernels, 
 from nbhelpers.kernels.registry import ELEMENTARY_BACKENDS
 from nbhelpers.measure.doctor_records import broken_here, doctor_record, latest_doctor
 from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.models.frozen_base import FROZEN_BASES
 
 FLA_HOPPER = next(e for e in KNOWN_BAD if e.name == "fla-gated-backward-hopper-triton")
 FLA_STACK = {"flash-linear-attention": "0.6.0", "triton": "3.6.0", "tilelang": None}
@@ -155,7 +156,11 @@ def test_probe_refuses_a_negative_tolerance():
 
 def test_every_table_entry_is_a_doctor_path():
     paths = [p.path for p in fused_paths()]
-    assert paths == [f"kernels {b.name}" for b in ELEMENTARY_BACKENDS] + [f"attention {a}" for a in ATTENTION_TABLE]
+    quantized = [f"frozen_base {b.name}" for b in FROZEN_BASES.values() if b.quantized]
+    assert paths == [f"kernels {b.name}" for b in ELEMENTARY_BACKENDS] + [f"attention {a}" for a in ATTENTION_TABLE] + (
+        quantized
+    )
+    assert quantized == ["frozen_base nf4", "frozen_base float8"]
 
 
 def test_doctor_on_a_cpu_reports_absent_packages_as_absent_never_as_errors(monkeypatch):
@@ -297,3 +302,18 @@ def test_the_terminal_verdict_fits_100_columns_and_ends_with_its_verdict():
     assert lines[-2].startswith("paths: 1 broken,") and lines[-2].endswith(f"(of {len(report.paths)})")
     assert any(line.startswith("kernels fake") and BROKEN_PATH in line for line in lines)
     assert sum(line.lstrip().startswith("note: slow-one") for line in lines) == 1
+
+
+def test_the_doctor_checks_bitsandbytes_and_the_quantized_frozen_bases_on_a_cpu():
+    versions = installed_versions()
+    assert "bitsandbytes" in versions
+    paths = {p.path: p for p in fused_paths()}
+    float8 = check_path(paths["frozen_base float8"], "cpu", versions, [])
+    assert float8.verdict == NOT_HERE and "compute capability 8.9" in float8.reason
+    absent = check_path(paths["frozen_base nf4"], "cpu", versions | {"bitsandbytes": None}, [])
+    assert absent.verdict == ABSENT and "not installed: bitsandbytes" in absent.reason
+    if versions["bitsandbytes"] is None:
+        return
+    nf4 = check_path(paths["frozen_base nf4"], "cpu", versions, [])  # bitsandbytes' CPU backend runs NF4
+    assert (nf4.verdict, nf4.probes[0]["status"]) == (OK, PASS), nf4.reason
+    assert 0 < nf4.probes[0]["max_abs_diff"] <= FROZEN_BASES["nf4"].parity_rtol

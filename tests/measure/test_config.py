@@ -58,6 +58,7 @@ BAD_VALUES = [
     ("lora_alpha", -1),
     ("lora_targets", "q_proj,,v_proj"),
     ("lora_input_cast", "never"),
+    ("frozen_base", "int4"),
 ]
 
 

@@ -1,0 +1,101 @@
+"""The frozen float8 linear layer: its weight in float8 e4m3 with one fp32 scale per output row, made once.
+
+Forward ``y = x W^T`` and input gradient ``dx = dy W`` are float8 GEMMs (``torch._scaled_mm``, rowwise scales, bf16
+out) whose other operand, the activation or the output gradient, is cast to e4m3 per row (token) at each call.
+For ``dx`` the weight's row scales fold into ``dy`` before its cast (``dy W = (dy * s) W_q``), so one float8 copy of
+the weight serves both; the backward's GEMM reads it transposed, a copy of one layer's weight that lives for that
+matmul alone. The weight gets no gradient. ``emulate=True`` computes the same rounded operands' product in fp32 by
+dequantizing (a CPU, tests): the numbers a GPU's GEMM makes, up to its accumulation order and bf16 output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+E4M3 = torch.float8_e4m3fn
+E4M3_MAX = 448.0  # the largest finite e4m3 value: each row's absolute maximum is scaled to it
+SCALE_FLOOR = 1e-12  # an all-zero row keeps a positive scale
+
+
+def rowwise_e4m3(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``tensor`` (..., K) as e4m3 values and one fp32 scale per row (shape (..., 1)): ``q * scale`` ~ ``tensor``."""
+    values = tensor.float()
+    scale = values.abs().amax(dim=-1, keepdim=True).clamp(min=SCALE_FLOOR) / E4M3_MAX
+    return (values / scale).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3), scale
+
+
+def scaled_matmul(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor,
+                  emulate: bool) -> torch.Tensor:  # fmt: skip
+    """``(a * a_scale) @ (b * b_scale)`` of e4m3 ``a`` (M, K, row-major) and ``b`` (K, N, column-major), scales (M, 1)
+    and (1, N): ``torch._scaled_mm`` with bf16 out, or in fp32 from the dequantized operands (``emulate``)."""
+    if emulate:
+        with torch.autocast(a.device.type, enabled=False):
+            return (a.float() * a_scale) @ (b.float() * b_scale)
+    return torch._scaled_mm(a, b, scale_a=a_scale, scale_b=b_scale, out_dtype=torch.bfloat16)
+
+
+def frozen_forward(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, emulate: bool) -> torch.Tensor:
+    """``x W^T`` for an e4m3 weight (N, K) with row scales (N,): x cast per row to e4m3, one float8 GEMM."""
+    rows = x.reshape(-1, x.shape[-1])
+    x_q, x_scale = rowwise_e4m3(rows)
+    y = scaled_matmul(x_q, x_scale, weight.t(), scale.view(1, -1), emulate)
+    return y.to(x.dtype).reshape(*x.shape[:-1], weight.shape[0])
+
+
+def frozen_input_grad(dy: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, emulate: bool) -> torch.Tensor:
+    """``dy W`` for the weight of :func:`frozen_forward`: ``(dy * s) W_q``, dy's product cast per row to e4m3."""
+    rows = dy.reshape(-1, dy.shape[-1]).float() * scale.view(1, -1)
+    g_q, g_scale = rowwise_e4m3(rows)
+    column_major = weight.t().contiguous().t()  # (N, K) read down its columns: the GEMM's second operand
+    ones = torch.ones(1, weight.shape[1], device=weight.device, dtype=torch.float32)
+    dx = scaled_matmul(g_q, g_scale, column_major, ones, emulate)
+    return dx.to(dy.dtype).reshape(*dy.shape[:-1], weight.shape[1])
+
+
+class FrozenFloat8Matmul(torch.autograd.Function):
+    """``x W^T`` with a frozen e4m3 weight: a gradient for ``x`` only; saves the weight and its scales, no input."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, emulate: bool) -> torch.Tensor:
+        ctx.save_for_backward(weight, scale)
+        ctx.emulate = emulate
+        return frozen_forward(x, weight, scale, emulate)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+        weight, scale = ctx.saved_tensors
+        dx = frozen_input_grad(dy, weight, scale, ctx.emulate) if ctx.needs_input_grad[0] else None
+        return dx, None, None, None
+
+
+class Float8FrozenLinear(torch.nn.Linear):
+    """A frozen ``nn.Linear`` whose weight is e4m3 with fp32 row scales (``weight_scale``), quantized once from the
+    layer it replaces. ``compute_dtype`` (the replaced weight's dtype) is what PEFT makes its adapters in before
+    casting them to fp32, as it does beside bitsandbytes' layers. Keep it out of ``model.to(dtype)``: that would
+    cast the float8 weight too."""
+
+    def __init__(self, linear: torch.nn.Linear, emulate: bool = False) -> None:
+        torch.nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.compute_dtype = linear.weight.dtype
+        self.emulate = emulate
+        with torch.no_grad():
+            weight, scale = rowwise_e4m3(linear.weight.detach())
+        self.weight = torch.nn.Parameter(weight, requires_grad=False)
+        self.register_buffer("weight_scale", scale.view(-1))
+        bias = linear.bias
+        self.bias = None if bias is None else torch.nn.Parameter(bias.detach(), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = FrozenFloat8Matmul.apply(x, self.weight, self.weight_scale, self.emulate)
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
+    def dequantized(self) -> torch.Tensor:
+        """The weight this layer multiplies by, in fp32 (its e4m3 values times their row scales)."""
+        return self.weight.float() * self.weight_scale.view(-1, 1)
+
+    def extra_repr(self) -> str:
+        mode = "emulated" if self.emulate else "torch._scaled_mm"
+        return f"in_features={self.in_features}, out_features={self.out_features}, e4m3 rowwise, {mode}"

@@ -1,0 +1,239 @@
+"""The frozen-base table: its bytes counted by hand and against the built model, what each format quantizes, where
+it runs (bitsandbytes' CPU backend for NF4; float8 refused on a CPU with the reason), the rounding each format
+promises per weight and per matmul, and the first step's loss and gradient norm against the bf16 base within the
+table's bound, on the tiny presets."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+
+import pytest
+import torch
+
+from nbhelpers.analysis.memory_plan import MemorySettings, plan_memory, settings_from_config
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.models.adapters import AdapterSettings, wrap_model
+from nbhelpers.models.families import model_shape, preset_config
+from nbhelpers.models.float8_base import (
+    E4M3_RELATIVE,
+    convert_frozen_float8,
+    float8_quantizes,
+    float8_stored_bytes,
+    matmul_bound,
+    rounding_bound,
+)
+from nbhelpers.models.float8_linear import Float8FrozenLinear, rowwise_e4m3
+from nbhelpers.models.frozen_base import (
+    FROZEN_BASES,
+    FrozenBaseUnavailable,
+    apply_frozen_base,
+    frozen_base_bytes,
+    frozen_base_refusal,
+    frozen_stored_bytes,
+    quantized_linears,
+    working_copy_bytes,
+)
+from nbhelpers.models.loading import build_model
+from nbhelpers.models.nf4_base import NF4_HALF_GAP, NF4_LEVELS, nf4_stored_bytes
+from nbhelpers.validation import ConfigError
+
+HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None
+needs_bnb = pytest.mark.skipif(not HAS_BNB, reason="bitsandbytes is not installed")
+PRESETS = ["qwen3-tiny", "qwen3.5-tiny"]
+
+
+# ----------------------------------------------------------------------------------------------------- the table
+
+
+def test_bytes_of_one_quantized_linear_by_hand():
+    # NF4 of 128 x 256 = 32,768 weights: 16,384 packed bytes, 512 blocks of 64 -> 512 one-byte absmax, 2 fp32
+    # scales of 256 blocks, the 8-bit code (256 fp32), its offset (fp32) and the 16 fp32 levels.
+    assert nf4_stored_bytes(128, 256) == 16_384 + 512 + 2 * 4 + 1024 + 4 + 64
+    assert float8_stored_bytes(128, 256) == 32_768 + 128 * 4  # a byte a weight, an fp32 scale a row
+    assert FROZEN_BASES["float8"].bytes_per_parameter(128, 256) == pytest.approx(1 + 4 / 256)
+    with pytest.raises(ValueError, match="as built"):
+        FROZEN_BASES["bf16"].bytes_per_parameter(128, 256)
+
+
+def test_what_each_format_quantizes():
+    assert float8_quantizes(64, 128) and not float8_quantizes(4, 64)  # float8 GEMMs need multiples of 16
+    shape = model_shape(preset_config("qwen3.5-tiny"))
+    nf4 = {m.path for m in quantized_linears(shape, "nf4")}
+    float8 = {m.path for m in quantized_linears(shape, "float8")}
+    assert "lm_head" not in nf4 | float8 and "linear_attn.in_proj_b" in nf4  # NF4 takes every linear but the head
+    assert nf4 - float8 == {"linear_attn.in_proj_b", "linear_attn.in_proj_a"}  # 4 x 64: not multiples of 16
+    assert quantized_linears(shape, "bf16") == []
+    assert working_copy_bytes(shape, "nf4") == 192 * 64 * 2  # the widest layer's bf16 dequantized copy
+    assert working_copy_bytes(shape, "float8") == 192 * 64 and working_copy_bytes(shape, "bf16") == 0
+
+
+@needs_bnb
+def test_nf4_levels_are_bitsandbytes_and_the_half_gap_is_the_widest():
+    from bitsandbytes.functional import get_4bit_type
+
+    assert get_4bit_type("nf4", device="cpu").tolist() == pytest.approx(NF4_LEVELS, abs=0)
+    assert NF4_HALF_GAP == pytest.approx((1 - 0.6961928009986877) / 2)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("base", ["bf16", "nf4", "float8"])
+def test_the_tables_bytes_are_what_the_quantized_model_stores(preset, base):
+    if base == "nf4" and not HAS_BNB:
+        pytest.skip("bitsandbytes is not installed")
+    model = build_model(preset)  # fp32 on a CPU
+    if base == "float8":
+        convert_frozen_float8(model, emulate=True)
+    else:
+        model = apply_frozen_base(model, base)
+    model.requires_grad_(False)
+    shape = model_shape(model.config)
+    assert frozen_stored_bytes(model) == frozen_base_bytes(shape, base, "fp32")
+    if base != "bf16":
+        assert frozen_base_bytes(shape, base, "fp32") < frozen_base_bytes(shape, "bf16", "fp32")
+
+
+# ----------------------------------------------------------------------------------------------- where it runs
+
+
+def test_float8_on_a_cpu_is_refused_with_the_reason():
+    why = frozen_base_refusal("float8", "cpu")
+    assert why.startswith("frozen_base='float8': float8 GEMMs") and "compute capability 8.9" in why
+    with pytest.raises(FrozenBaseUnavailable, match="compute capability 8.9"):
+        wrap_model(build_model("qwen3-tiny"), AdapterSettings("lora", 4, 8, frozen_base="float8"))
+    assert frozen_base_refusal("bf16", "cpu") == ""
+
+
+def test_nf4_runs_on_a_cpu_where_bitsandbytes_has_its_cpu_backend_else_says_why():
+    why = frozen_base_refusal("nf4", "cpu")
+    if not HAS_BNB:
+        assert "missing package: bitsandbytes" in why
+    else:
+        assert why == "", why  # bitsandbytes 0.50's CPU backend quantizes and multiplies 4-bit weights
+
+
+def test_a_gpu_only_base_on_a_cpu_is_a_failed_record_with_the_reason(tmp_path):
+    import json
+
+    from nbhelpers.measure.worker import run
+
+    config = RunConfig(model="qwen3-tiny", device="cpu", adapter="lora", frozen_base="float8", run_name="fb")
+    (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
+    assert run(str(tmp_path / "config.json"), str(tmp_path / "record.json")) == 0
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert record["status"] != "ok" and "compute capability 8.9" in json.dumps(record)
+    assert record["config"]["frozen_base"] == "float8"
+    assert "building the model" not in json.dumps(record)  # refused before the data and the weights
+
+
+# ------------------------------------------------------------------------------------------- validation
+
+
+def test_a_bad_frozen_base_names_the_field_and_what_is_allowed():
+    with pytest.raises(ConfigError, match="bf16, nf4, float8") as caught:
+        RunConfig(model="qwen3-tiny", adapter="lora", frozen_base="int4")
+    assert caught.value.parameter == "frozen_base"
+    with pytest.raises(ConfigError, match="without an adapter") as caught:
+        RunConfig(model="qwen3-tiny", frozen_base="nf4")
+    assert caught.value.parameter == "frozen_base"
+    with pytest.raises(ConfigError, match="frozen_base"):
+        MemorySettings(frozen_base="nf4")  # no adapter
+    assert RunConfig(model="qwen3-tiny", adapter="lora", frozen_base="nf4").adapter_settings.frozen_base == "nf4"
+
+
+# ---------------------------------------------------------------------------------------------- the planner
+
+
+def test_the_planner_counts_the_frozen_base_from_the_table():
+    shape = model_shape(preset_config("qwen3-8b"))
+    plans = {}
+    for base in ("bf16", "nf4", "float8"):
+        config = RunConfig(model="qwen3-8b", adapter="lora", lora_rank=16, frozen_base=base, batch_size=1,
+                           max_length=2048)  # fmt: skip
+        settings = settings_from_config(config)
+        assert settings.frozen_base == base
+        plans[base] = plan_memory(shape, settings)
+    adapter_state = plans["bf16"].parameters - shape.total_parameters * 2
+    for base in ("nf4", "float8"):
+        assert plans[base].parameters == frozen_base_bytes(shape, base, "bf16") + adapter_state
+        extra = plans[base].gathered - plans["bf16"].gathered
+        assert extra == working_copy_bytes(shape, base) > 0
+        others = dataclasses.replace(plans[base], parameters=0, gathered=0)
+        assert others == dataclasses.replace(plans["bf16"], parameters=0, gathered=0)  # activations unchanged
+    # 8B: about 2 bytes a weight in bf16, about 0.53 in NF4 (0.5 + absmax), about 1 in float8 (the head in bf16)
+    assert plans["nf4"].total < plans["float8"].total < plans["bf16"].total
+
+
+# ------------------------------------------------------------------------------------------ rounding, per weight
+
+
+@needs_bnb
+def test_nf4_rounds_each_weight_to_within_the_half_gap_of_its_block_absmax():
+    import bitsandbytes.functional as bnbf
+
+    weight = torch.randn(64, 256, generator=torch.Generator().manual_seed(0))
+    packed, state = bnbf.quantize_4bit(weight, blocksize=64, quant_type="nf4", compress_statistics=True)
+    codes = torch.stack([(packed.view(-1) >> 4) & 15, packed.view(-1) & 15], -1).view(-1).long()  # high first
+    blocks = weight.view(-1, 64)
+    absmax = blocks.abs().amax(-1, keepdim=True)
+    levels = torch.tensor(NF4_LEVELS)[codes].view(-1, 64)
+    error = (blocks - levels * absmax).abs()
+    assert (error <= NF4_HALF_GAP * absmax * (1 + 2**-20)).all()  # 2^-20: fp32's rounding of w / absmax
+    assert error.max() > 0.5 * NF4_HALF_GAP * absmax.min()  # the bound is met, not vacuous
+
+
+def test_float8_rounds_each_weight_and_each_matmul_within_its_derived_bound():
+    generator = torch.Generator().manual_seed(0)
+    linear = torch.nn.Linear(128, 64, bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(64, 128, generator=generator))
+    layer = Float8FrozenLinear(linear, emulate=True)
+    weight = linear.weight.detach()
+    w_error = rounding_bound(weight, layer.weight_scale.view(-1, 1))
+    assert ((layer.dequantized() - weight).abs() <= w_error).all()
+    x = torch.randn(16, 128, generator=generator, requires_grad=True)
+    _, x_scale = rowwise_e4m3(x.detach())
+    x_error = rounding_bound(x.detach(), x_scale)
+    y = layer(x)
+    bound = matmul_bound(x.detach(), x_error, weight.t(), w_error.t())
+    assert ((y.detach() - x.detach() @ weight.t()).abs() <= bound).all()
+    dy = torch.randn(16, 64, generator=generator)
+    y.backward(dy)
+    scaled = dy * layer.weight_scale.view(1, -1)  # dy's row cast sees dy * s (the weight's scales folded in)
+    _, g_scale = rowwise_e4m3(scaled)
+    g_error = rounding_bound(scaled, g_scale) / layer.weight_scale.view(1, -1)  # back in dy's units
+    dx_bound = matmul_bound(dy, g_error, weight, w_error)
+    assert ((x.grad - dy @ weight).abs() <= dx_bound).all()
+    assert (dx_bound / (dy.abs() @ weight.abs())).max() < 3 * E4M3_RELATIVE  # two roundings and their product
+
+
+# ------------------------------------------------------------------------------------------------- parity
+
+
+def first_step(preset: str, base: str) -> tuple[float, float]:
+    """The first step's loss and adapter gradient norm with the frozen base in ``base`` (float8 emulated on a CPU)."""
+    torch.manual_seed(0)
+    model = build_model(preset)
+    if base == "float8":
+        convert_frozen_float8(model, emulate=True)
+    settings = AdapterSettings("lora", 4, 8, frozen_base="bf16" if base == "float8" else base)
+    torch.manual_seed(1)
+    model = wrap_model(model, settings)
+    ids = torch.randint(0, model.config.vocab_size, (2, 32), generator=torch.Generator().manual_seed(2))
+    loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+    loss.backward()
+    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None))
+    return float(loss.detach()), float(norm)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("base", ["nf4", "float8"])
+def test_the_first_step_matches_the_bf16_base_within_the_tables_bound(preset, base):
+    if base == "nf4" and not HAS_BNB:
+        pytest.skip("bitsandbytes is not installed")
+    reference = first_step(preset, "bf16")
+    loss, norm = first_step(preset, base)
+    rtol = FROZEN_BASES[base].parity_rtol
+    assert loss == pytest.approx(reference[0], rel=rtol)
+    assert norm == pytest.approx(reference[1], rel=rtol)
+    assert (loss, norm) != reference  # the base was quantized
