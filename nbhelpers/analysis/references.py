@@ -118,16 +118,19 @@ def both_references(records: Iterable[RunRecord], baseline_label: str | None = N
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def references_text(records: Iterable[RunRecord], baseline_label: str | None = None) -> str:
-    """One markdown line per group: what its two references are and how fast each ran."""
+def references_text(records: Iterable[RunRecord], baseline_label: str | None = None, mark: str = "**") -> str:
+    """One markdown line per group: what its two references are and how fast each ran (``mark`` around each
+    reference's label; "" for plain text)."""
     lines = []
     for (machine, run, workload), (base, without, note) in references_of(records, baseline_label).items():
-        first = f"**{record_label(base)}** ({tokens_per_s(base):,.0f} real tok/s)" if base is not None else "none"
+        first = "none"
+        if base is not None:
+            first = f"{mark}{record_label(base)}{mark} ({tokens_per_s(base):,.0f} real tok/s)"
         if without is None:
             second = note
         else:
             ratio = f", {over(without, base)[0]:.2f}x the {REFERENCE_PATH}" if base is not None else ""
-            second = f"**{record_label(without)}** ({tokens_per_s(without):,.0f} real tok/s{ratio})"
+            second = f"{mark}{record_label(without)}{mark} ({tokens_per_s(without):,.0f} real tok/s{ratio})"
         lines.append(f"- {machine}, run {run} ({workload}): {REFERENCE_PATH} {first}; {WITHOUT_WORKBOOK} {second}.")
     return "\n".join(lines) or "No step records."
 

@@ -17,6 +17,7 @@ from nbhelpers.analysis.overview import failed_configurations, peak_flops_source
 from nbhelpers.analysis.peers import export_gap, export_gap_text, peer_table
 from nbhelpers.analysis.recommend import recommend
 from nbhelpers.analysis.records import choose_baselines, machines_of, record_label, run_name_of, step_records
+from nbhelpers.analysis.references import WITHOUT_WORKBOOK_WHAT, both_references, references_text
 from nbhelpers.analysis.repeats import disagreement_table
 from nbhelpers.analysis.speedup import build_table, waterfall_steps
 from nbhelpers.formatting import format_table, format_waterfall
@@ -42,7 +43,7 @@ pre { background: #f7f7f7; border: 1px solid #e3e3e3; padding: 0.7rem; overflow-
 
 
 _TEXT_COLUMNS = ("label", "machine", "run", "status", "reason", "parity", "stage", "path", "installed", "compatible",
-                 "correct", "verdict", "notes")  # fmt: skip
+                 "correct", "verdict", "notes", "engine", "workload", "note")  # fmt: skip
 
 
 def _html_table(frame: Any, css_class: str, machine: str = "") -> str:
@@ -81,7 +82,8 @@ def write_html_report(
 ) -> Path:
     """Write a standalone HTML report (Bokeh resources inline: opens offline) and return its path.
 
-    One section per machine: its peak FLOP/s source, waterfall, plots, the full table (formatted as
+    One section per machine: its peak FLOP/s source, waterfall, the speedups over both references (the reference
+    path and "without the workbook"), plots, the full table (formatted as
     in the notebook), failed configurations with their reasons and the recommended configuration.
     ``left_out``: the lines the records' reader skipped (``<file>:<line>: ...`` each), listed at the top.
     """
@@ -95,6 +97,7 @@ def write_html_report(
     table = build_table(records, baseline_label)
     steps = waterfall_steps(records, baseline_label)
     entries = entry_gains(records, baseline_label)
+    both = both_references(records, baseline_label)
     baselines = choose_baselines(records, baseline_label)
     machines = machines_of(records)
 
@@ -125,7 +128,7 @@ def write_html_report(
                     "measurement nearest to it in time: the table's baseline record).</p>"
                 )
         parts.append(
-            f'<p class="spread">Each speedup\'s interval divides the two rates\' intervals end by end '
+            f"<p class=\"spread\">Each speedup's interval divides the two rates' intervals end by end "
             f"({INTERVAL_METHOD}); a record marked thin rests on fewer than {MIN_TIMED_STEPS} timed steps: its "
             "figure may move more than its interval says.</p>"
         )
@@ -139,12 +142,13 @@ def write_html_report(
             parts.append(_html_table(apart[["run", "configuration", "measurements", "records"]], "disagreements"))
         parts.append("<h3>Waterfall</h3>")
         parts.append(_html_table(format_waterfall(m_steps), "waterfall", machine))
+        parts += _references_section([r for r in records if r.machine == machine], both, machine, baseline_label)
         m_entries = entries[entries["machine"] == machine]
         if len(m_entries):
             parts.append("<h3>What each kernel entry bought</h3>")
             parts.append(f'<p class="entries">{html.escape(ENTRIES_TEXT)}</p>')
             parts.append(_html_table(format_table(m_entries), "entries", machine))
-        plots = report_plots.machine_plots(m_table, m_steps, machine, m_entries)
+        plots = report_plots.machine_plots(m_table, m_steps, machine, m_entries, both[both["machine"] == machine])
         if plots is not None:
             key = f"plots_{index}"
             models[key] = report_plots.to_bokeh(plots)
@@ -254,6 +258,19 @@ def doctor_sections(records: list[RunRecord]) -> str:
             parts.append(f'<h3>Known slow combinations here</h3><ul class="doctor-notes">{items}</ul>')
         parts.append("</section>")
     return "\n".join(parts)
+
+
+def _references_section(records: list[RunRecord], both: Any, machine: str, baseline_label: str | None) -> list[str]:
+    """Every measured configuration of one machine over both references, and what the two references are."""
+    lines = references_text(records, baseline_label, mark="").splitlines()
+    parts = [
+        "<h3>Over both references</h3>",
+        f'<p class="meta">Without the workbook: {html.escape(WITHOUT_WORKBOOK_WHAT)}.</p>',
+        '<ul class="references">' + "".join(f"<li>{html.escape(line[2:])}</li>" for line in lines) + "</ul>",
+    ]
+    shown = both[both["machine"] == machine].drop(columns=["machine", "record_id"])
+    parts.append(_html_table(format_table(shown), "both-references", machine))
+    return parts
 
 
 def _peer_section(records: list[RunRecord], rec: Any, baseline_label: str | None) -> list[str]:

@@ -1,8 +1,9 @@
-"""HoloViews (Bokeh) plots of the report: waterfall, what each kernel entry bought, throughput and memory bars,
-convergence curves.
+"""HoloViews (Bokeh) plots of the report: waterfall, speedups over both references, what each kernel entry bought,
+throughput and memory bars, convergence curves.
 
 Every function takes the frames of :mod:`nbhelpers.views.report` (``build_table`` / ``waterfall_steps`` /
-``entry_gains``) for ONE machine; plots never put two machines on one axis. HoloViews is imported lazily.
+``entry_gains`` / ``both_references``) for ONE machine; plots never put two machines on one axis. HoloViews is
+imported lazily.
 """
 
 from __future__ import annotations
@@ -107,6 +108,35 @@ def entries_plot(entries: Any, title: str = "") -> Any:
     return (bars * labels).opts(ylim=(0, top * 1.18))
 
 
+REFERENCE_COLORS = {"vs reference path": OK_COLOR, "vs without the workbook": UP_COLOR}  # both_references' columns
+
+
+def references_plot(frame: Any, title: str = "") -> Any:
+    """Each measured configuration's speedup over both references (``both_references``, one workload), side by side;
+    a missing second reference draws no bar and the title says why. None when nothing was measured."""
+    hv = holoviews()
+    if frame.empty:
+        return None
+    names = _x_names(frame)
+    rows = [
+        (name, reference, float(value), float(rate))
+        for reference in REFERENCE_COLORS
+        for name, value, rate in zip(names, frame[reference], frame["real tok/s"], strict=True)
+        if value == value  # NaN: that reference was not measured
+    ]
+    notes = sorted({str(n) for n in frame["note"] if n})
+    title = title or "Speedup over both references"
+    if notes:
+        title += " (" + "; ".join(notes) + ")"
+    data = {"configuration": [r[0] for r in rows], "reference": [r[1] for r in rows],
+            "speedup": [r[2] for r in rows], "tok_s": [r[3] for r in rows]}  # fmt: skip
+    bars = hv.Bars(data, kdims=["configuration", "reference"], vdims=["speedup", "tok_s"])
+    return bars.opts(
+        color="reference", cmap=REFERENCE_COLORS, tools=["hover"], ylabel="x the reference", xlabel="",
+        xrotation=30, width=900, height=360, title=title, show_legend=True, multi_level=False,
+    )  # fmt: skip
+
+
 def _bars(table: Any, column: str, ylabel: str, title: str, color: str = OK_COLOR) -> Any:
     hv = holoviews()
     rows = table[table["status"] == "ok"]
@@ -144,14 +174,15 @@ def memory_plot(table: Any) -> Any:
     return _bars(table, "peak memory GiB", "peak memory (GiB)", "Peak memory", color="#8a63b8")
 
 
-def machine_plots(table: Any, steps: Any, machine: str = "", entries: Any = None) -> Any:
-    """Waterfall(s), what each kernel entry bought (``entries``, where given), throughput and memory of one machine
-    as one column, or None if nothing measured."""
+def machine_plots(table: Any, steps: Any, machine: str = "", entries: Any = None, references: Any = None) -> Any:
+    """Waterfall(s), the speedups over both references (``references``, where given), what each kernel entry bought
+    (``entries``, where given), throughput and memory of one machine as one column, or None if nothing measured."""
     hv = holoviews()
     if machine:
         table = table[table["machine"] == machine]
         steps = steps[steps["machine"] == machine]
         entries = entries[entries["machine"] == machine] if entries is not None else None
+        references = references[references["machine"] == machine] if references is not None else None
     machines = set(table["machine"]) | set(steps["machine"])
     if len(machines) > 1:
         raise ValueError(f"machine_plots draws one machine at a time, got {sorted(machines)}")
@@ -160,6 +191,11 @@ def machine_plots(table: Any, steps: Any, machine: str = "", entries: Any = None
         plot = waterfall_plot(group, title=f"Waterfall, run {run}: {workload}")
         if plot is not None:
             plots.append(plot)
+        if references is not None:
+            both = references[(references["run"] == run) & (references["workload"] == workload)]
+            plot = references_plot(both, title=f"Speedup over both references, run {run}")
+            if plot is not None:
+                plots.append(plot)
         if entries is not None:
             bought = entries[(entries["run"] == run) & (entries["workload"] == workload)]
             plot = entries_plot(bought, title=f"What each kernel entry bought, run {run}: {workload}")
@@ -173,16 +209,16 @@ def machine_plots(table: Any, steps: Any, machine: str = "", entries: Any = None
     return hv.Layout(plots).cols(1)
 
 
-def report_plots(table: Any, steps: Any, entries: Any = None) -> Any:
-    """Every machine's plots, one machine after another, for display in a notebook (``entries``: what each kernel
-    entry bought, drawn after each waterfall).
+def report_plots(table: Any, steps: Any, entries: Any = None, references: Any = None) -> Any:
+    """Every machine's plots, one machine after another, for display in a notebook (``references``: the speedups
+    over both references, ``entries``: what each kernel entry bought, drawn after each waterfall).
 
     The notebook loads the plotting extension once (``hv.extension("bokeh")``) before this.
     """
     hv = holoviews()
     layouts = []
     for machine in dict.fromkeys(table["machine"]):
-        plot = machine_plots(table, steps, machine, entries)
+        plot = machine_plots(table, steps, machine, entries, references)
         if plot is not None:
             layouts.append(plot.relabel(machine) if hasattr(plot, "relabel") else plot)
     if not layouts:

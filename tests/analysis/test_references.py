@@ -78,3 +78,18 @@ def test_each_group_has_its_own_second_reference(make_record):
     text = references.references_text(records)
     assert "run a" in text and "1.20x the reference path" in text and "run b" in text
     assert math.isnan(references.over(records[0], None)[0])
+
+
+def test_the_plot_draws_both_references_and_names_a_missing_one(make_record):
+    import holoviews as hv
+
+    from nbhelpers.views import report_plots
+
+    hv.extension("bokeh")
+    both = report_plots.references_plot(references.both_references(_run(make_record, 1200.0)))
+    drawn = {(row.configuration, row.reference): row.speedup for row in both.dframe().itertuples()}
+    assert drawn[("packed", references.VS_REFERENCE)] == pytest.approx(3.0)
+    assert drawn[("packed", references.VS_WITHOUT)] == pytest.approx(2.5)
+    alone = report_plots.references_plot(references.both_references(_run(make_record, None, status="absent")))
+    assert set(alone.dframe()["reference"]) == {references.VS_REFERENCE}  # no invented bar
+    assert "not measured" in alone.opts.get().kwargs["title"]

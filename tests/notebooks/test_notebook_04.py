@@ -8,6 +8,7 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
+from nbhelpers.analysis.references import NOT_MEASURED, VS_REFERENCE, VS_WITHOUT, WITHOUT_WORKBOOK_ENGINE
 from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.sweep import execute_notebook, notebook_parameters
 
@@ -64,6 +65,7 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
         make_record("liger", 1500.0, kernels="liger", run_name="nb04", memory_gib=8.0, parity="pass"),
         make_record("packed", 2250.0, padding="packed", run_name="nb04", memory_gib=9.0, parity="pass"),
         make_record("eager", None, attn="eager", status="failed", reason="out of memory", run_name="nb04"),
+        make_record("TRL defaults", 1200.0, engine=WITHOUT_WORKBOOK_ENGINE, run_name="nb04", memory_gib=11.0),
     ]:
         store.append(record)
     for step, launches in ((10, 1200.0), (20, None)):  # what nbhelpers.monitor writes during a training run
@@ -89,6 +91,13 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
     )
     assert table["eager"]["status"] == "failed" and table["eager"]["reason"] == "out of memory"
     assert table["cpu"]["speedup"] == "1.00x" and table["cpu"]["machine"] == "cpu @ laptop"
+    assert table["packed"][VS_WITHOUT] == "1.88x" and table["cpu"][VS_WITHOUT] == "—"
+    both = {row["label"]: row for row in _frame_rows(by_id["references"])}
+    assert [(both[k][VS_REFERENCE], both[k][VS_WITHOUT]) for k in ("baseline", "packed", "TRL defaults")] == [
+        ("1.00x", "0.83x"), ("2.25x", "1.88x"), ("1.20x", "1.00x"),
+    ]  # fmt: skip
+    assert (both["cpu"][VS_REFERENCE], both["cpu"][VS_WITHOUT]) == ("1.00x", "—")  # the other run has none,
+    assert NOT_MEASURED.startswith(both["cpu"]["note"].rstrip(".…"))  # and says so (pandas shortens a long cell)
     waterfall = [(r["stage"], r["label"], r["speedup"]) for r in _frame_rows(by_id["waterfall"])]
     assert waterfall[:4] == [
         ("baseline", "baseline", "1.00x"),
@@ -101,7 +110,7 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
     assert [(r["label"], r["reason"]) for r in _frame_rows(by_id["failed"])] == [("eager", "out of memory")]
     overview = _frame_rows(by_id["records"])
     assert [(r["run"], r["steps ok"], r["steps failed"], r["other records"]) for r in overview] == [
-        ("nb04", "3", "1", "0"),
+        ("nb04", "4", "1", "0"),
         ("nb04", "0", "0", "2"),  # the monitored training run: another workload, counted apart
         ("other", "1", "0", "0"),
     ]
@@ -129,8 +138,15 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
         "liger": "1.50x",
         "packed": "2.25x",
         "eager": "—",
+        "TRL defaults": "1.20x",
         "cpu": "1.00x",
     }
+    over_both = {
+        row.select_one('td[data-col="label"]').get_text(): row.select_one(f'td[data-col="{VS_WITHOUT}"]').get_text()
+        for row in soup.select("table.both-references tbody tr")
+    }
+    assert over_both == {"baseline": "0.83x", "liger": "1.25x", "packed": "1.88x", "TRL defaults": "1.00x", "cpu": "—"}
+    assert "1.20x the reference path" in soup.select_one("ul.references").get_text()
 
 
 @pytest.mark.slow
