@@ -31,6 +31,7 @@ from .records import (
     step_records,
     tokens_per_s,
 )
+from .references import VS_WITHOUT, over, references_of
 from .repeats import nearest_baseline
 
 EXPORT_GOAL = 0.05  # TRL run from the export should be within 5% of the workbook's loop (issue 16)
@@ -125,7 +126,8 @@ def _record_of(records: Iterable[RunRecord], rec: Recommendation) -> RunRecord |
 
 
 def peer_table(records: Iterable[RunRecord], rec: Recommendation, baseline_label: str | None = None) -> Any:
-    """One row per peer record, then the recommendation: real tok/s, speedup over the baseline, and over the peer."""
+    """One row per peer record, then the recommendation: real tok/s, speedup over the baseline and over "without the
+    workbook" (empty where the run has none), and the recommendation over the peer."""
     import pandas as pd
 
     records = list(records)
@@ -134,6 +136,7 @@ def peer_table(records: Iterable[RunRecord], rec: Recommendation, baseline_label
     if target is not None:
         chosen = choose_baselines(records, baseline_label).get(group_key(target))
         members = group_records(records).get(group_key(target), [])
+        without = references_of(records, baseline_label)[group_key(target)][1]
         for record in [*peer_records(records, rec), target]:
             rate = tokens_per_s(record) if is_measured(record) else None
             base = nearest_baseline(record, chosen, members) if chosen is not None else None
@@ -141,13 +144,14 @@ def peer_table(records: Iterable[RunRecord], rec: Recommendation, baseline_label
                 "label": record_label(record), "engine": engine_name(record), "status": record.status,
                 "real tok/s": rate,
                 "speedup": speedup(record, base) if rate is not None and base is not None else None,
+                VS_WITHOUT: over(record, without)[0] if rate is not None else None,
                 "recommended vs this": rec.real_tokens_per_s / rate if rate else None,
                 "peak memory GiB": metric_value(record, "peak_memory_gib", None),
                 "gradient checkpointing": _checkpointing(record),
                 "reason": record.reason,
             })  # fmt: skip
-    columns = ["label", "engine", "status", "real tok/s", "speedup", "recommended vs this", "peak memory GiB",
-               "gradient checkpointing", "reason"]  # fmt: skip
+    columns = ["label", "engine", "status", "real tok/s", "speedup", VS_WITHOUT, "recommended vs this",
+               "peak memory GiB", "gradient checkpointing", "reason"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -93,3 +93,16 @@ def test_the_plot_draws_both_references_and_names_a_missing_one(make_record):
     alone = report_plots.references_plot(references.both_references(_run(make_record, None, status="absent")))
     assert set(alone.dframe()["reference"]) == {references.VS_REFERENCE}  # no invented bar
     assert "not measured" in alone.opts.get().kwargs["title"]
+
+
+def test_the_peer_table_shows_both_references(make_record):
+    from nbhelpers.analysis.peers import peer_table
+    from nbhelpers.analysis.recommend import recommend
+
+    records = _run(make_record, 1200.0) + [make_record("TRL best", 2000.0, engine="trl_best", run_name="r")]
+    table = peer_table(records, recommend(records)).set_index("label")
+    assert table.loc["packed", "speedup"] == pytest.approx(3.0)
+    assert table.loc["packed", references.VS_WITHOUT] == pytest.approx(2.5)
+    assert table.loc["TRL best", references.VS_WITHOUT] == pytest.approx(2000 / 1200)
+    alone = peer_table(records[:3] + records[4:], recommend(records[:3])).set_index("label")
+    assert alone[references.VS_WITHOUT].isna().all()  # no second reference in the run: nothing invented
