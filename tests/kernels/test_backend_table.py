@@ -210,6 +210,8 @@ def test_composites_are_made_of_entries_that_combine():
         assert backend.name == "+".join(backend.components)
         assert all(part in KERNEL_BACKEND_TABLE for part in backend.components)
         assert set(backend.caches) <= set(COMPILED_CACHES), backend.name
+        # 1e-4: the loosest fp32 CPU class, Liger in Triton's interpreter (registry.INTERPRETED_TRITON_CPU); every
+        # tolerance names its basis
         assert 0 < backend.cpu_tolerance.rel <= 1e-4 and backend.cpu_tolerance.basis, backend.name
     both = kernel_backend("liger+compile")
     assert both.composite and both.components == ("liger", "compile")

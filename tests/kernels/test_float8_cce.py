@@ -158,6 +158,7 @@ def test_cce_forward_matches_eager_loss_and_gradients_on_a_cpu():
 
     eager, patched = step("eager"), step("cce")
     assert eager[2] != (None, True) and patched[2] == (None, True)  # CCE returned no logits, and is reported
+    # the backend table's cpu_tolerance (its basis says why)
     assert patched[0] == pytest.approx(eager[0], rel=kernel_backend("cce").cpu_tolerance.rel)
     assert patched[1] == pytest.approx(eager[1], rel=kernel_backend("cce").cpu_tolerance.rel)
 
@@ -233,7 +234,7 @@ def _bf16_summed_linear_cross_entropy(block: int = 128):
 def _probe(fn, inputs, norm: bool = True):
     from nbhelpers.kernels.probes import compare_kernels
 
-    rtol, atol, norm_rtol = cce.PROBE_TOLERANCE["cuda"]
+    rtol, atol, norm_rtol = cce.PROBE_TOLERANCE["cuda"]  # the doctor's bf16 bounds: what these tests must pass or fail
     reference = cce.after_final_norm(cce.linear_cross_entropy_reference)
     return compare_kernels("probe", cce.after_final_norm(fn), reference, inputs, rtol, atol,
                            norm_rtol=norm_rtol if norm else None, input_names=cce.PROBE_INPUTS)
