@@ -1,11 +1,14 @@
 """Packed rows of a hybrid carry their sequence boundaries, and the measured step hands them to the model."""
 
 import dataclasses
+import math
 
+import pytest
 import torch
 from hybrid_helpers import tiny_hybrid, token_examples
 
 from nbhelpers.data.collate import BOUNDARY_KEYS, collate, count_tokens, sequence_lengths, to_device
+from nbhelpers.data.contamination import HYBRID_LOSS_TOLERANCE
 from nbhelpers.data.strategies import PaddingSettings
 from nbhelpers.kernels.hybrid_paths import use_reference
 from nbhelpers.measure import step as step_module
@@ -70,9 +73,11 @@ def test_a_training_step_on_a_packed_row_with_boundaries_matches_the_sequences_a
             for e in examples
         ]  # fmt: skip
     weighted = sum(loss * n for loss, n in alone) / sum(n for _, n in alone)
-    assert abs(packed_loss - weighted) < 1e-5 * weighted
+    assert abs(packed_loss - weighted) < HYBRID_LOSS_TOLERANCE * weighted  # the package's bound (its comment says why)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     train_step = step_module.make_step(model.train(), optimizer, "fp32", "cpu")
     loss, grad_norm = train_step(batch)
-    assert float(loss) == packed_loss or abs(float(loss) - packed_loss) < 1e-5
+    # the same fp32 kernels with autograd on: only the blocking of the loss's sums over 512 logits may change, log2(512)
+    # = 9 roundings of 2^-24 relative
+    assert float(loss) == pytest.approx(packed_loss, rel=math.log2(model.config.vocab_size) * 2**-24)
     assert float(grad_norm) > 0
