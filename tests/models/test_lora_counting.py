@@ -131,7 +131,8 @@ def test_what_fits_one_h200_with_lora_on_the_27b_shape():
     frame = lora_fit_frame("qwen3.8-27b", max_length=2048, tokens_per_gpu=4096)
     state = (shape.total_parameters * 2 + lora_parameters(shape, 16) * 16) / GIB
     first = frame.iloc[0]
-    assert first["parameters"] + first["gradients"] + first["optimizer"] == pytest.approx(state, abs=0.02)
+    # three columns, each rounded to 0.01 GiB: at most 3 x 0.005 apart
+    assert first["parameters"] + first["gradients"] + first["optimizer"] == pytest.approx(state, abs=3 * 0.005)
     budgets = dict(zip(frame["setting"], frame["largest_token_budget"]))
     assert budgets["LoRA, eager, full checkpointing"] > budgets["LoRA, eager"] > 0
     assert budgets["LoRA, Liger, full checkpointing"] > budgets["LoRA, eager, full checkpointing"]

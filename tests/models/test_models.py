@@ -25,6 +25,7 @@ def _rounding_tolerance(printed: str) -> float:
 def test_counts_match_model_cards(name, published):
     total, non_embedding = published
     shape = ModelShape.from_config(preset_config(name))
+    # the model card's figures are rounded: half a unit of their last digit (_rounding_tolerance)
     assert shape.total_parameters / 1e9 == pytest.approx(float(total), abs=_rounding_tolerance(total))
     assert shape.non_embedding_parameters / 1e9 == pytest.approx(
         float(non_embedding), abs=_rounding_tolerance(non_embedding)
@@ -67,6 +68,7 @@ def test_training_models_have_no_kv_cache_so_packed_rows_match_padded():
     from nbhelpers.data.loading import load_examples
     from nbhelpers.data.strategies import PaddingSettings
     from nbhelpers.data.tokenizer import load_tokenizer
+    from nbhelpers.kernels.registry import cpu_tolerance
 
     tokenizer = load_tokenizer()
     examples = load_examples("default", tokenizer, 3, 64)
@@ -77,4 +79,5 @@ def test_training_models_have_no_kv_cache_so_packed_rows_match_padded():
         out = model(**collate(examples, PaddingSettings(strategy, max_length=64), tokenizer.pad_token_id))
         out.loss.backward()
         results[strategy] = (out.loss.item(), torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9).item())
-    assert results["packed"] == pytest.approx(results["dynamic"], rel=1e-5)
+    # the baseline's cpu_tolerance (spec.SAME_KERNELS_CPU: padded and packed rows of one batch, its basis says why)
+    assert results["packed"] == pytest.approx(results["dynamic"], rel=cpu_tolerance("eager").rel)
