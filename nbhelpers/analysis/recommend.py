@@ -33,7 +33,7 @@ from nbhelpers.analysis.records import (
 )
 from nbhelpers.analysis.repeats import nearest_baseline
 from nbhelpers.data.strategies import STRATEGIES, PaddingSettings, Strategy
-from nbhelpers.formatting import fmt_gib, fmt_rate, fmt_speedup
+from nbhelpers.formatting import MISSING, fmt_gib, fmt_rate, fmt_speedup
 from nbhelpers.kernels.attention import (
     ATTENTION_TABLE,
     DEFAULT_ATTENTION,
@@ -48,6 +48,7 @@ from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.families import NO_CHECKPOINT, hub_id
 
 from .exports import call_code, literal, sft_trainer_code, trainer_code
+from .references import NOT_MEASURED, over, references_of
 from .start_cost import without_needless_compile
 from .tuner_choice import prefer_tuner_winner
 
@@ -72,6 +73,8 @@ class Recommendation:
     excluded: dict[str, int] = field(default_factory=dict)  # why other records were not eligible
     passed_over: list[dict[str, Any]] = field(default_factory=list)  # faster records without a parity pass
     note: str = ""  # why a faster record that compiles at start was set aside (analysis.start_cost), or ''
+    over_without: float | None = None  # over the run's "without the workbook" record (analysis.references)
+    without_label: str = ""  # that record's label, or why there is none
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -131,7 +134,15 @@ class Recommendation:
             + "."
             + (f" Passed over though faster: {passed_over_text(self.passed_over)}." if self.passed_over else "")
             + (f" {self.note[0].upper()}{self.note[1:]}." if self.note else "")
+            + " "
+            + self.without_text()
         )
+
+    def without_text(self) -> str:
+        """Its speedup over the second reference, "without the workbook", or why it is missing."""
+        if self.over_without is None:
+            return f"Over without the workbook: {MISSING} ({self.without_label or NOT_MEASURED})."
+        return f"{fmt_speedup(self.over_without)} over without the workbook ({self.without_label})."
 
     # -- keyword arguments ----------------------------------------------------------------------
 
@@ -246,6 +257,8 @@ class Recommendation:
                 "real_tokens_per_s": self.real_tokens_per_s,
                 "speedup": self.speedup,
                 "baseline": self.baseline_label,
+                "vs_without_the_workbook": self.over_without,
+                "without_the_workbook": self.without_label,
                 "peak_memory_gib": self.peak_memory_gib,
                 "mfu": self.mfu,
                 "parity": self.parity,
@@ -348,6 +361,7 @@ def recommend(
          "parity": parity_status(r), "why": _why_not(r)}
         for r in faster
     ]  # fmt: skip
+    _, without, why = references_of(records, baseline_label)[group_key(best)]
     return Recommendation(
         label=record_label(best),
         machine=best.machine,
@@ -365,6 +379,8 @@ def recommend(
         excluded=excluded,
         passed_over=passed_over,
         note=start_note,
+        over_without=over(best, without)[0] if without is not None else None,
+        without_label=record_label(without) if without is not None else why,
     )
 
 

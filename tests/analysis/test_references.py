@@ -106,3 +106,17 @@ def test_the_peer_table_shows_both_references(make_record):
     assert table.loc["TRL best", references.VS_WITHOUT] == pytest.approx(2000 / 1200)
     alone = peer_table(records[:3] + records[4:], recommend(records[:3])).set_index("label")
     assert alone[references.VS_WITHOUT].isna().all()  # no second reference in the run: nothing invented
+
+
+def test_the_recommendation_states_both_references(make_record):
+    from nbhelpers.analysis.recommend import recommend
+
+    rec = recommend(_run(make_record, 1200.0))
+    assert (rec.label, rec.speedup, rec.over_without) == ("packed", pytest.approx(3.0), pytest.approx(2.5))
+    assert "2.50x over without the workbook (trl defaults)." in rec.summary()
+    assert rec.to_dict()["measured"]["vs_without_the_workbook"] == pytest.approx(2.5)
+    alone = recommend(_run(make_record, None, status="absent"))
+    assert alone.over_without is None and f"Over without the workbook: {MISSING} ({NOT})" in alone.summary()
+
+
+NOT = references.NOT_MEASURED
