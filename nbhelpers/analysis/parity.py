@@ -27,6 +27,7 @@ from nbhelpers.data.strategies import SAME_FIRST_BATCH_STRATEGIES
 from nbhelpers.kernels.registry import BASELINE_BACKEND, cpu_tolerance, precision_tolerance, uses_liger_switches
 from nbhelpers.kernels.spec import Tolerance
 from nbhelpers.measure.store import RunRecord
+from nbhelpers.models.frozen_base import BF16_BASE, frozen_base_tolerance
 
 PASS, FAIL, NOT_CHECKED, BASELINE = "pass", "fail", "not checked", "baseline"
 
@@ -76,7 +77,8 @@ def _dtype_of(record: RunRecord) -> str:
 
 def tolerance_for(record: RunRecord) -> Tolerance:
     """The tolerance a record's parity is judged by: bf16 anywhere, fp32 on a GPU, else the backend's own
-    CPU tolerance (its entry in nbhelpers.kernels.registry); a lower-precision backend's (float8) where looser."""
+    CPU tolerance (its entry in nbhelpers.kernels.registry); a lower-precision backend's (float8) or a quantized
+    frozen base's (its entry in nbhelpers.models.frozen_base, from the format's rounding) where looser."""
     kernels = str(record.config.get("kernels", BASELINE_BACKEND))
     if "bf16" in _dtype_of(record):
         chosen = TOLERANCES[("any", "bf16")]
@@ -85,7 +87,9 @@ def tolerance_for(record: RunRecord) -> Tolerance:
     else:
         chosen = cpu_tolerance(kernels)
     lower = precision_tolerance(kernels)
-    return lower if lower is not None and lower.rel > chosen.rel else chosen
+    chosen = lower if lower is not None and lower.rel > chosen.rel else chosen
+    quantized = frozen_base_tolerance(str(record.config.get("frozen_base", BF16_BASE)))
+    return Tolerance(*quantized) if quantized is not None and quantized[0] > chosen.rel else chosen
 
 
 def pair_tolerance(record: RunRecord, baseline: RunRecord) -> Tolerance:

@@ -1,19 +1,19 @@
 """The suite table: every benchmark suite by name, in the order ``nbhelpers bench --list`` shows them.
 
 Adding a suite is one ``Suite`` entry in the module of its model family (``dense_grid``, ``dense_entries``,
-``dense_peers``, ``hybrid``); its name says where its records are filed.
+``dense_peers``, ``hybrid``, ``frozen_bases``); its name says where its records are filed.
 """
 
 from __future__ import annotations
 
 from nbhelpers.validation import ConfigError
 
-from . import dense_entries, dense_grid, dense_peers, hybrid
+from . import dense_entries, dense_grid, dense_peers, frozen_bases, hybrid
 from .suite import Suite
 
 SUITES: dict[str, Suite] = {
     suite.name: suite
-    for module in (dense_grid, dense_entries, dense_peers, hybrid)
+    for module in (dense_grid, dense_entries, dense_peers, hybrid, frozen_bases)
     for suite in module.SUITES
 }
 

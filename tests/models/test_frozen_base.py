@@ -237,3 +237,24 @@ def test_the_first_step_matches_the_bf16_base_within_the_tables_bound(preset, ba
     assert loss == pytest.approx(reference[0], rel=rtol)
     assert norm == pytest.approx(reference[1], rel=rtol)
     assert (loss, norm) != reference  # the base was quantized
+
+
+def test_a_quantized_base_is_judged_at_its_tables_bound(make_record):
+    from nbhelpers.analysis.parity import FAIL, PASS, check_against_first, tolerance_for
+
+    def record(label, base, loss, grad):
+        r = make_record(label, 1000.0, adapter="lora", frozen_base=base)
+        r.metrics.update(loss_first=loss, grad_norm_first=grad, compute_dtype="bf16-autocast")
+        return r
+
+    reference = record("bf16 base", "bf16", 12.0, 0.50)
+    assert tolerance_for(reference).rel == 2e-2  # bf16 compute's own
+    near = record("nf4 base", "nf4", 12.1, 0.55)  # 10% off in the gradient norm: inside NF4's 0.304
+    far = record("float8 base", "float8", 12.0, 0.60)  # 20% off: outside float8's 0.125
+    assert tolerance_for(near).rel == FROZEN_BASES["nf4"].parity_rtol
+    assert "absmax" in tolerance_for(near).basis
+    earlier = [reference]
+    check_against_first(reference, [])
+    for r in (near, far):
+        check_against_first(r, earlier)
+    assert near.metrics["parity"]["status"] == PASS and far.metrics["parity"]["status"] == FAIL
