@@ -1,8 +1,8 @@
-"""Peer rows: TRL's SFTTrainer on the recommendation's workload, beside the workbook's own records.
+"""Peer rows: TRL's SFTTrainer and Unsloth on the recommendation's workload, beside the workbook's own records.
 
-:func:`peer_configs` makes the configurations (TRL's defaults, its best flags, the recommendation's own export),
-measured by the runner like any other (:mod:`nbhelpers.measure.engines`); :func:`peer_table` shows them against
-the baseline and the recommendation of the same workload; :func:`export_gap` says how close TRL, run from the
+:func:`peer_configs` makes the configurations (TRL's defaults, its best flags, the recommendation's own export,
+Unsloth), measured by the runner like any other (:mod:`nbhelpers.measure.engines`); :func:`peer_table` shows them
+against the baseline and the recommendation of the same workload; :func:`export_gap` says how close TRL, run from the
 recommendation's export, comes to the workbook's loop (goal: within :data:`EXPORT_GOAL`).
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from nbhelpers.data.strategies import STRATEGY_FIELDS
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.engines import ENGINES, TRL_ENGINES, WORKBOOK
+from nbhelpers.measure.engines import ENGINES, PEER_ENGINES, WORKBOOK
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.planning.lists import parse_list
 from nbhelpers.validation import ConfigError
@@ -48,19 +48,20 @@ PEER_MIN_TIMED_STEPS = 16
 
 
 def parse_peers(text: str) -> list[str]:
-    """``"trl_defaults, trl_best"`` -> engine names; "" -> none; an unknown name raises ConfigError (PEER_ROWS)."""
+    """``"trl_defaults, trl_best, unsloth"`` -> engine names; "" -> none; an unknown name raises ConfigError
+    (PEER_ROWS)."""
     if not isinstance(text, str):
-        raise ConfigError("PEER_ROWS", text, "'' or a comma-separated list drawn from " + ", ".join(TRL_ENGINES))
-    return list(parse_list(text, TRL_ENGINES, "PEER_ROWS", empty=True))
+        raise ConfigError("PEER_ROWS", text, "'' or a comma-separated list drawn from " + ", ".join(PEER_ENGINES))
+    return list(parse_list(text, PEER_ENGINES, "PEER_ROWS", empty=True))
 
 
 def peer_configs(rec: Recommendation, engines: str) -> list[RunConfig]:
-    """The recommendation's workload under each TRL engine in ``engines`` (PEER_ROWS), one configuration each."""
+    """The recommendation's workload under each peer engine in ``engines`` (PEER_ROWS), one configuration each."""
     return peers_of(RunConfig.from_record(rec.config), rec.label, engines, on_gpu=rec.device_type != "cpu")
 
 
 def peers_of(base: RunConfig, label: str, engines: str, on_gpu: bool) -> list[RunConfig]:
-    """``base`` (a configuration labelled ``label``) under each TRL engine in ``engines``; on a GPU the export's
+    """``base`` (a configuration labelled ``label``) under each peer engine in ``engines``; on a GPU the export's
     row times at least :data:`PEER_MIN_TIMED_STEPS` steps (the export gap is judged there)."""
     configs = []
     for name in parse_peers(engines):
@@ -156,6 +157,9 @@ def peer_table(records: Iterable[RunRecord], rec: Recommendation, baseline_label
 
 
 def _checkpointing(record: RunRecord) -> str:
+    named = record.metrics.get("gradient_checkpointing")
+    if isinstance(named, str):  # a peer that names its own (Unsloth's "on (unsloth)")
+        return named
     flags = record.metrics.get("sft_config")
     if isinstance(flags, dict):  # a TRL row: its flags, else TRL's default (on)
         value = flags.get("activation_checkpointing", flags.get("gradient_checkpointing", True))

@@ -1,14 +1,17 @@
-"""The training loops a configuration can be measured in, in one table: the workbook's step or TRL's SFTTrainer.
+"""The training loops a configuration can be measured in, in one table: the workbook's step, TRL's SFTTrainer, Unsloth.
 
 A TRL entry is a peer row: TRL's ``SFTTrainer`` on the same samples, timed the same way (one untimed pass, one
 timed epoch, real tokens per second), so its record is of the same workload and divides with the workbook's.
-Each TRL entry says which ``SFTConfig`` flags it sets; :mod:`nbhelpers.measure.trl_loop` runs it.
+Each TRL entry says which ``SFTConfig`` flags it sets; :mod:`nbhelpers.measure.trl_loop` runs it. The Unsloth entry
+runs in :mod:`nbhelpers.measure.unsloth_loop`, in a fresh process whose own site folder (``site_variable``) comes
+first on its ``PYTHONPATH``: Unsloth pins other versions of transformers and TRL than the workbook's.
 
 Adding an engine is one entry in :data:`ENGINES`. Light at import (RunConfig reads :data:`ENGINE_NAMES`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,20 +21,34 @@ from nbhelpers.data.strategies import PaddingSettings
 from .trainer_args import Settings, sft_settings, spelled
 
 SftFlags = Callable[[Mapping[str, Any], str], Settings]  # (config dict, device type) -> SFTConfig flags, comments
+UNSLOTH_LOOP = "unsloth"  # Engine.loop of the Unsloth entry (nbhelpers.measure.unsloth_loop)
+UNSLOTH_SITE_VARIABLE = "NBHELPERS_UNSLOTH_SITE"  # a `pip install --target` folder (scripts/gpu_unsloth_wheels.sh)
+
+
+class EngineRefusal(RuntimeError):
+    """A peer engine cannot run this workload here; the message is the failed record's reason, decided before any
+    work."""
 
 
 @dataclass(frozen=True)
 class Engine:
-    """One training loop: the workbook's own step, or TRL's SFTTrainer with some flags."""
+    """One training loop: the workbook's own step, TRL's SFTTrainer with some flags, or Unsloth's."""
 
     name: str
-    label: str  # the records' label (TRL entries)
+    label: str  # the records' label (peer entries)
     description: str
-    sft_flags: SftFlags | None = None  # None: the workbook's own loop
+    sft_flags: SftFlags | None = None  # None: the workbook's own loop (or the loop named by ``loop``)
+    loop: str = ""  # "" : the workbook's step or TRL (by sft_flags); UNSLOTH_LOOP: nbhelpers.measure.unsloth_loop
+    site_variable: str = ""  # environment variable naming a site folder that goes first on its process's PYTHONPATH
 
     @property
     def is_trl(self) -> bool:
         return self.sft_flags is not None
+
+    @property
+    def needs_fresh_process(self) -> bool:
+        """Whether it must start in a process of its own (never a spare worker, which imported transformers)."""
+        return bool(self.site_variable) or self.loop == UNSLOTH_LOOP
 
 
 def _no_checkpointing() -> dict[str, bool]:
@@ -81,10 +98,15 @@ ENGINES: dict[str, Engine] = {
         Engine("trl_packing", "TRL packing (bfd) + Liger, no checkpointing",
                "TRL packing='bfd' into rows of the token budget + use_liger_kernel, gradient checkpointing off",
                packing_flags),
+        Engine("unsloth", "Unsloth (FastLanguageModel, its LoRA, checkpointing and packing)",
+               "Unsloth's FastLanguageModel and get_peft_model with its recommended settings, TRL's SFTTrainer as "
+               "Unsloth patches it, in its own process and site folder", loop=UNSLOTH_LOOP,
+               site_variable=UNSLOTH_SITE_VARIABLE),
     )
 }  # fmt: skip
 ENGINE_NAMES = tuple(ENGINES)
 TRL_ENGINES = tuple(name for name, e in ENGINES.items() if e.is_trl)
+PEER_ENGINES = tuple(name for name in ENGINES if name != WORKBOOK)  # what PEER_ROWS may name
 
 
 def engine_of(config: Mapping[str, Any]) -> Engine:
@@ -92,4 +114,17 @@ def engine_of(config: Mapping[str, Any]) -> Engine:
     return ENGINES.get(str(config.get("engine", WORKBOOK)), ENGINES[WORKBOOK])
 
 
-__all__ = ["ENGINES", "ENGINE_NAMES", "TRL_ENGINES", "WORKBOOK", "Engine", "engine_of"]
+def site_env(engine: Engine, environ: Mapping[str, str]) -> dict[str, str]:
+    """What the engine's process adds to ``environ``: ``PYTHONPATH`` with its own site folder first, where it has one
+    and ``environ`` names it ({} otherwise: its process then finds only the workbook's packages)."""
+    site = environ.get(engine.site_variable, "") if engine.site_variable else ""
+    if not site:
+        return {}
+    rest = [part for part in environ.get("PYTHONPATH", "").split(os.pathsep) if part and part != site]
+    return {"PYTHONPATH": os.pathsep.join([site, *rest])}
+
+
+__all__ = [
+    "ENGINES", "ENGINE_NAMES", "PEER_ENGINES", "TRL_ENGINES", "UNSLOTH_LOOP", "UNSLOTH_SITE_VARIABLE", "WORKBOOK",
+    "Engine", "EngineRefusal", "engine_of", "site_env",
+]  # fmt: skip

@@ -24,6 +24,7 @@ from nbhelpers.kernels.registry import kernel_backend
 
 from .config import RunConfig
 from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failure
+from .engines import ENGINES, site_env
 from .env import detect_platform
 from .progress import PROGRESS_VARIABLE, Progress, ProgressReader
 from .spare import SparePool, die_with_parent, spares_wanted
@@ -92,6 +93,7 @@ def _child_env(config: RunConfig, extra_env: dict[str, str] | None) -> dict[str,
     if cpu_env and config.device != "cuda" and not _cuda_available():
         for name, value in cpu_env.items():
             env.setdefault(name, value)
+    env.update(site_env(ENGINES[config.engine], env))  # a peer engine's own site folder: first, in its process only
     env.update(extra_env or {})
     return env
 
@@ -115,7 +117,8 @@ def _start_process(
     """The process that measures ``config``, how it started ("spare": a spare started with ``env``, its imports
     done; else "fresh") and why a waiting spare was not used ("" when none waited or one was); then a spare for the
     configuration after this one (started with ``next_env``, by default ``env``), where spares are wanted."""
-    use_spares = not needs_launch(config) and spares_wanted(_cuda_available())
+    fresh = ENGINES[config.engine].needs_fresh_process  # Unsloth: its own imports first, never a spare's
+    use_spares = not needs_launch(config) and not fresh and spares_wanted(_cuda_available())
     child, unused = _spares.take(env, args, str(progress), str(stderr)) if use_spares else (None, "")
     how = "spare" if child is not None else "fresh"
     if child is None:
@@ -251,7 +254,7 @@ def run_config(
 ) -> RunRecord:  # fmt: skip
     """Measure one configuration: in a subprocess by default (``on_progress`` hears where it is; ``extra_env`` is
     added to its environment), in this process when isolate=False (then ``extra_env`` must be None)."""
-    if isolate or needs_launch(config):  # a sharded configuration always runs under torchrun
+    if isolate or needs_launch(config) or ENGINES[config.engine].needs_fresh_process:  # torchrun; Unsloth's own
         return run_isolated(config, notebook, extra_env=extra_env, on_progress=on_progress)
     if extra_env:
         raise ValueError("extra_env needs isolate=True: a process's own environment is not changed for one run")

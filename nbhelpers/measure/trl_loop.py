@@ -26,6 +26,7 @@ from nbhelpers.data.loading import IGNORE_INDEX
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.kernels.registry import model_setup_parts
+from nbhelpers.machine import package_versions
 from nbhelpers.models.adapters import parameter_counts, peft_config, skip_input_casts, weights_dtype
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.loading import ResolvedModel, build_resolved, count_parameters, resolve_model
@@ -38,6 +39,8 @@ from .spread import spread_metrics
 from .step import check_finite_losses, compute_dtype, config_examples, throughput_metrics
 from .store import RunRecord
 from .trainer_args import model_init_settings
+
+TRL_VERSIONS = ("trl", "transformers", "peft", "accelerate", "datasets", "liger-kernel")  # a TRL record's packages
 
 
 class CountingCollator:
@@ -109,15 +112,20 @@ def sft_config(
 
     flags, _ = engine_of(config.to_dict()).sft_flags(config.to_dict(), device)  # type: ignore[misc]
     flags = {k: v for k, v in flags.items() if k not in ("output_dir", "model_init_kwargs", "use_cpu")}
+    for key in ("bf16", "seed"):  # the workload's dtype and seed, whatever the flags say
+        flags.pop(key, None)
+    return SFTConfig(**(harness_settings(config, device, output_dir, epochs) | flags | extra)), flags
+
+
+def harness_settings(config: RunConfig, device: str, output_dir: str, epochs: int = 2) -> dict[str, Any]:
+    """The SFTConfig settings a measurement needs whatever the engine: ``epochs`` in all (the first untimed), no
+    checkpoints or reports, a loss every step, the workload's seed, dtype and device."""
     dtype = compute_dtype(config, device)
-    harness = {
+    return {
         "output_dir": output_dir, "num_train_epochs": epochs, "save_strategy": "no", "report_to": "none",
         "logging_strategy": "steps", "logging_steps": 1, "disable_tqdm": True, "seed": config.seed,
         "bf16": dtype in ("bf16", "bf16-autocast"), "use_cpu": device == "cpu",
     }  # fmt: skip
-    for key in ("bf16", "seed"):  # the workload's dtype and seed, whatever the flags say
-        flags.pop(key, None)
-    return SFTConfig(**(harness | flags | extra)), flags
 
 
 @dataclass
@@ -197,17 +205,26 @@ def measure_trl(
     with tempfile.TemporaryDirectory(prefix="nbhelpers-trl-") as output_dir:  # TRL writes nothing we keep
         tokenizer, rows = sft_rows(config, resolved)
         built = build_sft_trainer(config, output_dir, tokenizer, rows, resolved=resolved)
-        trainer, model, args, flags = built.trainer, built.model, built.trainer.args, built.flags
-        epochs = 1 + timed_epochs(config, trainer_steps_per_epoch(trainer))
-        args.num_train_epochs = epochs  # read by train(): enough timed epochs for the floor of timed steps
-        device, dtype, attention, engine = built.device, built.dtype, built.attention, built.engine
-        shape = model_shape(model.config)
-        parameters = parameter_counts(trainer.model)
-        counter = CountingCollator(trainer.data_collator)
-        trainer.data_collator = counter
-        timer = epoch_timer(device)
-        trainer.add_callback(timer)
-        trainer.train()
+        return timed_record(config, built, rows, notebook, TRL_VERSIONS)
+
+
+def timed_record(
+    config: RunConfig, built: BuiltTrainer, rows: list[dict[str, Any]], notebook: str, versions: tuple[str, ...]
+) -> RunRecord:
+    """Train ``built`` for one untimed epoch and the timed ones (up to the floor of timed steps) and return its
+    record, with the versions of ``versions`` (the packages its loop ran on). Call it inside the folder the trainer
+    writes into."""
+    trainer, model, args, flags = built.trainer, built.model, built.trainer.args, built.flags
+    epochs = 1 + timed_epochs(config, trainer_steps_per_epoch(trainer))
+    args.num_train_epochs = epochs  # read by train(): enough timed epochs for the floor of timed steps
+    device, dtype, attention, engine = built.device, built.dtype, built.attention, built.engine
+    shape = model_shape(model.config)
+    parameters = parameter_counts(trainer.model)
+    counter = CountingCollator(trainer.data_collator)
+    trainer.data_collator = counter
+    timer = epoch_timer(device)
+    trainer.add_callback(timer)
+    trainer.train()
     if len(timer.epochs) != epochs or len(counter.batches) % epochs:
         raise RuntimeError(f"expected {epochs} epochs of equal batches; got {len(timer.epochs)} epoch(s)")
     first = len(counter.batches) // epochs
@@ -249,6 +266,7 @@ def measure_trl(
         "attn_implementation_used": attention,
         "samples_without_loss_tokens": dropped,  # TRL drops them; the workbook trains on them (no loss)
         "engine": engine.name,
+        "peer_versions": package_versions(versions),
     }
     return RunRecord(
         config=config.to_dict() | {"label": config.name},

@@ -15,8 +15,11 @@ from pathlib import Path
 from nbhelpers.models.loading import ResolvedModel, resolve_model
 
 from .config import RunConfig
-from .engines import ENGINES
-from .env import safe_environment
+from .engines import ENGINES, UNSLOTH_LOOP, EngineRefusal
+from .env import resolve_device, safe_environment
+from .memory_cap import memory_cap
+from .memory_plan import MemoryCapExceeded
+from .parallel import current_rank
 from .progress import report_progress
 from .store import RunRecord
 
@@ -31,6 +34,10 @@ def failure_reason(error: BaseException) -> str:
         return f"out of memory: {first_line[:300]}"
     if type(error).__name__ == "InterpreterError":  # Triton's CPU interpreter met what only a GPU compiles
         return f"Triton's CPU interpreter cannot run this kernel; it runs on a CUDA GPU ({first_line[:300]})"
+    if isinstance(error, EngineRefusal):  # a peer engine's own reason, decided before any work
+        return str(error).splitlines()[0][:600]
+    if isinstance(error, MemoryCapExceeded):  # the memory planner's reason, decided before any work
+        return str(error)
     if isinstance(error, ImportError):
         return f"missing package: {first_line[:300]}"
     if str(error).startswith(("no GPU", "non-finite loss")):
@@ -68,8 +75,21 @@ def attach_probe(record: RunRecord, config: RunConfig, resolved: ResolvedModel |
 
 
 def measure_config(config: RunConfig, notebook: str = "") -> RunRecord:
-    """Measure one configuration in this process with its engine: the workbook's step (with its parity probe)
-    or TRL's SFTTrainer, its model resolved once for both; raises on failure."""
+    """Measure one configuration in this process with its engine under its memory cap (``gpu_memory_gib``, kept in
+    the record's metrics); raises on failure."""
+    with memory_cap(config.gpu_memory_gib, resolve_device(config.device), current_rank().local_rank) as cap:
+        record = measure_engine(config, notebook)
+    record.metrics.update(cap)
+    return record
+
+
+def measure_engine(config: RunConfig, notebook: str = "") -> RunRecord:
+    """Measure one configuration in this process with its engine: the workbook's step (with its parity probe),
+    TRL's SFTTrainer (its model resolved once for both) or Unsloth; raises on failure."""
+    if ENGINES[config.engine].loop == UNSLOTH_LOOP:  # first: Unsloth is imported before anything imports transformers
+        from .unsloth_loop import measure_unsloth
+
+        return measure_unsloth(config, notebook=notebook)
     resolved = resolve_model(config.model)
     if ENGINES[config.engine].is_trl:
         from .trl_loop import measure_trl
