@@ -1,5 +1,6 @@
-"""Qwen3 dense: TRL's SFTTrainer beside the workbook's best row, FSDP2 on one and two GPUs, where a row's wall time
-goes, pad-to-longest over a few steps, and a CPU smoke suite that proves the bench path in seconds."""
+"""Qwen3 dense: TRL's SFTTrainer beside the workbook's best row, Unsloth and TRL beside the pick of a Qwen3-8B LoRA,
+FSDP2 on one and two GPUs, where a row's wall time goes, pad-to-longest over a few steps, and a CPU smoke suite that
+proves the bench path in seconds."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ BEST = TRL_BASE.replace(
     token_budget=16384, kernels="liger", liger_kernels=NO_FLCE, attn_implementation="torch_varlen",
 )  # fmt: skip
 CONVERGENCE_STEPS = 50
+
+LORA_8B = RunConfig(model="qwen3-8b", adapter="lora", lora_rank=16, lora_alpha=32, lora_targets="all-linear",
+                    batch_size=8, max_length=2048, num_samples=64, timing="epoch", timeout_s=600)  # fmt: skip
+LORA_8B_PICK = LORA_8B.replace(
+    label="8b lora: liger without fused linear cross-entropy, token_budget 16k, torch_varlen", padding="token_budget",
+    token_budget=16384, kernels="liger", liger_kernels=NO_FLCE, attn_implementation="torch_varlen",
+)  # fmt: skip
+LORA_8B_PEERS = "trl_defaults,trl_best,unsloth"
 
 FSDP = RunConfig(
     model="qwen3-8b", dtype="bf16", batch_size=64, max_length=2048, num_samples=1024, padding="token_budget",
@@ -50,10 +59,16 @@ def fsdp_rows() -> dict[str, list[RunConfig]]:
 
 
 TRL_NEEDS = "TRL (../shared/gpu/wheels.sh trl), liger-kernel"
+UNSLOTH_NEEDS = (TRL_NEEDS + "; Unsloth's own site: scripts/gpu_unsloth_wheels.sh installed with --target, "
+                 "NBHELPERS_UNSLOTH_SITE naming it")  # fmt: skip
 SUITES = (
     Suite("qwen3-1.7b/trl-peers/peers", "the workbook's static and best rows, then TRL's engines on the best's data",
           lambda _: [TRL_BASE.replace(label="eager, static, sdpa", padding="static"), BEST]
           + peers_of(BEST, BEST.label, ",".join(TRL_ENGINES), on_gpu=True), needs=TRL_NEEDS),
+    Suite("qwen3-8b/lora-peers/unsloth", "Qwen3-8B LoRA r16 all-linear: the workbook's pick, then TRL's defaults, "
+          "its best flags and Unsloth on the same samples", lambda _: [LORA_8B_PICK]
+          + peers_of(LORA_8B_PICK, LORA_8B_PICK.label, LORA_8B_PEERS, on_gpu=True), parity=False,
+          needs=UNSLOTH_NEEDS),
     Suite("qwen3-1.7b/trl-peers/convergence", "the best row's loss curve against its baseline's, 50 steps each",
           lambda _: convergence_pair(BEST, BEST.label, CONVERGENCE_STEPS), measure=CONVERGENCE, parity=False),
     Suite("qwen3-8b/fsdp2-scaling/plain", "plain FSDP2 on 1 and 2 GPUs", lambda _: fsdp_rows()["plain"],
