@@ -116,6 +116,8 @@ def measure_unsloth(config: RunConfig, notebook: str = "") -> Any:
     return its record; raises :class:`EngineRefusal` at once for a workload it cannot run here."""
     if reason := refusal(config):
         raise EngineRefusal(reason)
+    if is_preset(config.model) or Path(config.model).expanduser().is_dir():
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a folder: nothing to fetch, from Unsloth's import on
     phases: dict[str, float] = {}
     started = time.perf_counter()
     backends = import_unsloth(folders_root() / "compiled")
@@ -125,8 +127,6 @@ def measure_unsloth(config: RunConfig, notebook: str = "") -> Any:
     device = "cuda"
     torch.manual_seed(config.seed)
     source, phases["save_preset"] = load_folder(config, device)
-    if is_preset(config.model) or Path(source).is_dir():
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a folder: nothing to fetch
     shape = preset_shape(config.model) if is_preset(config.model) else None
     if shape is None:
         from nbhelpers.models.families import model_shape
