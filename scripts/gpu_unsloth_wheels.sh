@@ -12,7 +12,9 @@
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/unsloth-site DIR/*.whl
 #   export NBHELPERS_UNSLOTH_SITE=/tmp/unsloth-site   # only the Unsloth engine's process puts it first on PYTHONPATH
 #   export NBHELPERS_UNSLOTH_MODELS=/tmp/unsloth-models  # where presets are saved for from_pretrained (disk)
-# DIR is git-excluded (/.whl-*/ in .git/info/exclude): name it in the run's carry list.
+# DIR is git-excluded (/.whl-*/ in .git/info/exclude): name it in the run's carry list. benchmarks/gpu_job.sh puts every
+# carried .whl* folder into /tmp/site by default: give it JOB_WHEELS without this one (e.g. JOB_WHEELS=.whl-trl) so
+# the workbook's own TRL stays the one its other rows import.
 set -euo pipefail
 dir=${1:-.whl-unsloth}
 mkdir -p "$dir"
