@@ -30,6 +30,7 @@ from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
 
 from .engines import ENGINE_NAMES, ENGINES, WORKBOOK
+from .memory_cap import NO_CAP, cap_rule, valid_cap
 from .padding import padding_settings_of
 
 DTYPES = ("auto", *PRECISIONS)  # nbhelpers.models.precision: what each keeps per parameter
@@ -101,6 +102,7 @@ class RunConfig:
     lora_targets: str = "all-linear"  # PEFT's target_modules: "all-linear" or a comma list of module names
     lora_input_cast: str = "auto"  # one of LORA_INPUT_CASTS: PEFT's fp32 cast of each adapted layer's input
     frozen_base: str = BF16_BASE  # one of FROZEN_BASE_NAMES (nbhelpers.models.frozen_base): "nf4", "float8" with LoRA
+    gpu_memory_gib: float = NO_CAP  # memory the step may use per GPU (a smaller GPU on a larger one); 0: the device's
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the record
 
     def __post_init__(self) -> None:
@@ -162,6 +164,8 @@ class RunConfig:
         if self.profile and self.timing == "steps" and self.profile_steps > self.steps:
             raise ConfigError("profile_steps", self.profile_steps, f"at most steps ({self.steps})")
         check_int("timeout_s", self.timeout_s, 1, 7 * 24 * 3600)
+        if not valid_cap(self.gpu_memory_gib):
+            raise ConfigError("gpu_memory_gib", self.gpu_memory_gib, cap_rule())
         self._check_scale_out()
         check_choice("engine", self.engine, ENGINE_NAMES)
         if self.engine != WORKBOOK and (self.sharding != "none" or self.profile):

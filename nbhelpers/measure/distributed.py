@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import RunConfig
+from .env import resolve_device
+from .memory_cap import memory_cap
 from .metrics import step_time_stats
 from .parallel import barrier, current_rank
 from .spread import spread_metrics
@@ -30,8 +32,6 @@ def needs_launch(config: RunConfig) -> bool:
 
 def gpu_shortfall(config: RunConfig, cuda_devices: int | None = None) -> str:
     """Why ``config.gpus`` processes cannot each get a CUDA device here ('' when they can, or on the CPU)."""
-    from .env import resolve_device
-
     if config.gpus <= 1 or resolve_device(config.device) != "cuda":
         return ""
     if cuda_devices is None:
@@ -110,7 +110,9 @@ def run_rank(config: RunConfig, result_path: str, notebook: str = "") -> int:
     from .step import measure
 
     rank = current_rank()
-    record = measure(config, notebook=notebook, progress=rank.rank == 0)
+    with memory_cap(config.gpu_memory_gib, resolve_device(config.device), rank.local_rank) as cap:
+        record = measure(config, notebook=notebook, progress=rank.rank == 0)
+    record.metrics.update(cap)
     record.metrics["communication_per_step_us"] = communication_per_step_us(record)
     records = gather_records(record)
     if rank.rank == 0:

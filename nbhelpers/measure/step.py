@@ -34,6 +34,7 @@ from nbhelpers.models.precision import MASTER_WEIGHTS
 from .config import RunConfig
 from .env import environment, peak_flops, resolve_device, sync_device
 from .master_weights import make_optimizer
+from .memory_plan import MemoryCapExceeded, cap_plan_refusal
 from .metrics import mfu, model_flops, step_time_stats
 from .parallel import Rank, full_value, global_loss_tokens, init_process_group, loss_scale, prepare_model
 from .phases import PhaseClock
@@ -353,6 +354,8 @@ def measure(
         torch.backends.cuda.matmul.allow_tf32 = True
     resolved = resolved or resolve_model(config.model)  # once: source, config, family and packing of the model
     check_positions(resolved.config, config.max_length)  # before any data or weights load
+    if config.gpu_memory_gib and (why := cap_plan_refusal(config, resolved.shape())):  # planned over its cap
+        raise MemoryCapExceeded(why)
     tokenizer = load_tokenizer(resolved.source)
     batches = prepare_batches(config, tokenizer, device, rank, resolved)
     phases.lap("data")

@@ -171,11 +171,14 @@ def _refuse(model: str, refusal: str) -> None:
 
 
 def device_memory_bytes(device: str) -> int:
-    """Memory of one device: the current CUDA GPU's total, or the machine's physical memory for a CPU."""
+    """Memory of one device as this process may use it: the current CUDA GPU's total times the allocator's
+    per-process fraction (a memory cap, RunConfig.gpu_memory_gib), or the machine's physical memory for a CPU."""
     if device.startswith("cuda"):
         import torch
 
-        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+        index = torch.cuda.current_device()
+        fraction = getattr(torch.cuda, "get_per_process_memory_fraction", lambda index: 1.0)(index)
+        return int(torch.cuda.get_device_properties(index).total_memory * min(float(fraction), 1.0))
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
