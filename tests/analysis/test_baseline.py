@@ -180,6 +180,8 @@ def test_shipped_trace_is_the_committed_baseline_step() -> None:
     m = record.metrics
     assert summary["unit"] == "GPU kernels" and summary["num_sms"] == 132
     assert summary["launches_per_step"] == m["trace_launches_per_step"]
+    # the record holds the same float64 computation on the same trace: exact but for summation order (1e-6 is far
+    # above float64's 2^-53 per rounding)
     assert summary["mfu"] == pytest.approx(m["trace_mfu"], rel=1e-6)
     assert summary["nominal_utilization"] == pytest.approx(m["trace_nominal_utilization"], rel=1e-6)
     assert summary["nominal_utilization"] > 0.9 > 0.1 > summary["mfu"] > 0

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from nbhelpers.analysis.records import group_key
+from nbhelpers.kernels.registry import cpu_tolerance
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.metrics import model_flops
 from nbhelpers.models.adapters import AdapterSettings, shape_counts, wrap_model
@@ -64,4 +65,5 @@ def test_a_trl_peer_row_trains_the_same_adapter(runs_root):
     assert trl.metrics["trainable_parameters"] == workbook.metrics["trainable_parameters"]
     assert trl.metrics["timed_real_tokens"] == workbook.metrics["timed_real_tokens"]
     assert trl.metrics["model_flops_per_step"] == pytest.approx(workbook.metrics["model_flops_per_step"])
-    assert trl.metrics["losses"][0] == pytest.approx(workbook.metrics["losses"][0], rel=1e-5)  # same first step
+    # the same first step through another loop: the baseline's cpu_tolerance (spec.SAME_KERNELS_CPU says why)
+    assert trl.metrics["losses"][0] == pytest.approx(workbook.metrics["losses"][0], rel=cpu_tolerance("eager").rel)
