@@ -6,6 +6,10 @@ For ``dx`` the weight's row scales fold into ``dy`` before its cast (``dy W = (d
 the weight serves both; the backward's GEMM reads it transposed, a copy of one layer's weight that lives for that
 matmul alone. The weight gets no gradient. ``emulate=True`` computes the same rounded operands' product in fp32 by
 dequantizing (a CPU, tests): the numbers a GPU's GEMM makes, up to its accumulation order and bf16 output.
+
+Why not torchao: its float8 training (``convert_to_float8_training``, the ``float8`` kernel backend) keeps each
+weight in bf16 and casts it again every step, for a weight that trains; a frozen base needs the weight stored once
+in e4m3 (half the bytes) with only the input gradient, which this layer does over ``torch._scaled_mm``.
 """
 
 from __future__ import annotations
