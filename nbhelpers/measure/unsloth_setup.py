@@ -29,6 +29,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from nbhelpers.data.strategies import PaddingSettings
+from nbhelpers.machine import package_versions
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.families import MODEL_PRESETS, family_of_preset
 from nbhelpers.models.linears import parse_targets, targeted
@@ -198,13 +199,7 @@ def installed_requirements(distribution: str) -> list[str]:
 
 def installed_versions(names: Sequence[str]) -> dict[str, str | None]:
     """The version this process would import of each distribution (None where none is installed)."""
-    versions: dict[str, str | None] = {}
-    for name in names:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
+    return package_versions(names, missing=None)
 
 
 def pin_refusal() -> str:
