@@ -126,6 +126,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"tuning", "views"}),
     frozenset({"workbook"}),  # the notebooks' facades
     frozenset({"sweep", "bench"}),  # batch runs of notebooks; benchmark suites through the runner
+    frozenset({"warm_cache"}),  # the warm-cache command (its records go through the bench manifest)
     frozenset({"cli"}),
     frozenset({""}),  # the package face
 )
