@@ -277,7 +277,9 @@ def test_sweep_over_the_adapter_runs_notebook_01_with_and_without_lora(tmp_path,
         assert entry["status"] == "ok" and entry["parameters"]["LORA_RANK"] == 4, entry
         points[entry["parameters"]["ADAPTER"]] = entry["point"]
     full, lora = (RunStore(sweep_dir / points[name]).load() for name in ("none", "lora"))
-    assert [(r.label, r.status) for r in full + lora] == [("baseline", "ok")] * 2
+    # notebook 01 measures its baseline, then "without the workbook" (TRL's defaults) beside it
+    assert [(r.label, r.config["engine"], r.status) for r in (full[0], lora[0])] == [("baseline", "workbook", "ok")] * 2
+    assert [(r.config["engine"], r.status) for r in (full[1], lora[1])] == [("trl_defaults", "ok")] * 2
     assert full[0].config["adapter"] == "none" and full[0].metrics["frozen_parameters"] == 0
     assert lora[0].config["adapter"] == "lora" and lora[0].config["lora_rank"] == 4
     assert 0 < lora[0].metrics["trainable_parameters"] < lora[0].metrics["frozen_parameters"]
