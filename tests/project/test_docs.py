@@ -483,11 +483,11 @@ def test_there_are_pages_to_check():
 
 def test_readme_names_the_commands_ci_runs():
     text = README.read_text(encoding="utf-8")
-    for command in ("bash scripts/run_workbook.sh", "bash scripts/test.sh",
+    for command in ("bash scripts/run_workbook.sh", "bash scripts/test.sh", "bash scripts/test_all.sh",
                     "WORKBOOK_PYTHON=python3 bash scripts/run_workbook_gpu.sh"):  # fmt: skip
         assert command in text, f"README.md does not show `{command}`"
-    assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text(encoding="utf-8"), (
-        ".ci/run no longer runs the README's test command"
+    assert "bash scripts/test_all.sh" in (ROOT / ".ci" / "run").read_text(encoding="utf-8"), (
+        ".ci/run no longer runs the README's full test tier"
     )
 
 
