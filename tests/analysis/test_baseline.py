@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from nbhelpers.analysis import baseline
+from nbhelpers.analysis.gpu_results import record_files
 from nbhelpers.measure.store import RunRecord, RunStore
 from nbhelpers.validation import ConfigError
 
@@ -47,14 +48,14 @@ def _record(tmp_path: Path, *, status: str = "ok", trace: bool = True) -> RunRec
 def _committed_baseline() -> dict:
     """The newest committed baseline record with trace metrics (the one whose trace data/ ships)."""
     found = []
-    for path in sorted(GPU_DIR.glob("*.jsonl")):
+    for path in (p for p in record_files(GPU_DIR) if p.suffix == ".jsonl"):  # filed by model and question
         for line in path.read_text().splitlines():
             data = json.loads(line) if line.strip() else {}
             label = str(data.get("config", {}).get("label", ""))
             if data.get("status") == "ok" and label.startswith("baseline") and "trace_mfu" in data["metrics"]:
                 found.append(data)
     assert found, "no committed H200 baseline record with trace metrics"
-    return found[-1]
+    return max(found, key=lambda data: data["created_at"])
 
 
 def test_gpu_baseline_summary_reads_the_committed_h200_records() -> None:
