@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from nbhelpers.validation import ConfigError
 
-from . import dense_entries, dense_grid, dense_peers, frozen_bases, hybrid
+from .dense_entries import SUITES as DENSE_ENTRIES
+from .dense_grid import SUITES as DENSE_GRID
+from .dense_peers import SUITES as DENSE_PEERS
+from .frozen_bases import SUITES as FROZEN_BASES
+from .hybrid import SUITES as HYBRID
 from .suite import Suite
 
 SUITES: dict[str, Suite] = {
-    suite.name: suite
-    for module in (dense_grid, dense_entries, dense_peers, hybrid, frozen_bases)
-    for suite in module.SUITES
+    suite.name: suite for group in (DENSE_GRID, DENSE_ENTRIES, DENSE_PEERS, HYBRID, FROZEN_BASES) for suite in group
 }
 
 
