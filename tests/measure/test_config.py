@@ -59,6 +59,7 @@ BAD_VALUES = [
     ("lora_targets", "q_proj,,v_proj"),
     ("lora_input_cast", "never"),
     ("frozen_base", "int4"),
+    ("gpu_memory_gib", -24),
 ]
 
 
