@@ -185,10 +185,10 @@ def test_liger_fused_linear_cross_entropy_under_fsdp2_matches_one_process(runs_r
 
 
 def test_more_gpus_than_the_machine_has_is_a_failed_record_before_anything_starts(monkeypatch, runs_root):
-    from nbhelpers.measure import distributed, env, runner
+    from nbhelpers.measure import distributed, runner
 
     config = RunConfig(run_name="short", gpus=2, sharding="fsdp2")
-    monkeypatch.setattr(env, "resolve_device", lambda device: "cuda")
+    monkeypatch.setattr(distributed, "resolve_device", lambda device: "cuda")
     assert distributed.gpu_shortfall(config, cuda_devices=2) == ""
     assert distributed.gpu_shortfall(config.replace(gpus=1), cuda_devices=0) == ""
     why = distributed.gpu_shortfall(config, cuda_devices=1)
