@@ -45,11 +45,16 @@ def outputs_text(cell) -> str:
     return "\n".join(parts)
 
 
+# A cell that runs this long at the tests' tiny sizes is stuck (the slowest, a hybrid grid, takes a few minutes): it
+# fails with the cell named instead of holding the run until CI's limit.
+CELL_TIMEOUT_S = 1200
+
+
 def execute(notebook: Path, out: Path, parameters: dict) -> dict:
     """Run ``notebook`` into ``out`` with papermill (kernel python3, cwd notebooks/); cells by id."""
     papermill.execute_notebook(
         str(notebook), str(out), parameters=parameters, kernel_name="python3", cwd=str(notebook.parent),
-        progress_bar=False,
+        progress_bar=False, execution_timeout=CELL_TIMEOUT_S,
     )  # fmt: skip
     executed = nbformat.read(out, as_version=4)
     return {cell.get("id"): cell for cell in executed.cells}
