@@ -113,7 +113,7 @@ REFERENCE_COLORS = {"vs reference path": OK_COLOR, "vs without the workbook": UP
 
 def references_plot(frame: Any, title: str = "") -> Any:
     """Each measured configuration's speedup over both references (``both_references``, one workload), side by side;
-    a missing second reference draws no bar and the title says why. None when nothing was measured."""
+    a missing second reference draws no bar and the title says why. None when no speedup was measured."""
     hv = holoviews()
     if frame.empty:
         return None
@@ -124,16 +124,21 @@ def references_plot(frame: Any, title: str = "") -> Any:
         for name, value, rate in zip(names, frame[reference], frame["real tok/s"], strict=True)
         if value == value  # NaN: that reference was not measured
     ]
+    if not rows:  # neither reference measured in this run (the section's text says why)
+        return None
     notes = sorted({str(n) for n in frame["note"] if n})
     title = title or "Speedup over both references"
     if notes:
         title += " (" + "; ".join(notes) + ")"
-    data = {"configuration": [r[0] for r in rows], "reference": [r[1] for r in rows],
+    data = {"configuration_over_references": [r[0] for r in rows], "reference": [r[1] for r in rows],
             "speedup": [r[2] for r in rows], "tok_s": [r[3] for r in rows]}  # fmt: skip
-    bars = hv.Bars(data, kdims=["configuration", "reference"], vdims=["speedup", "tok_s"])
+    # Its own name and label for the configurations: a Layout links the axes of equal dimensions, and this axis holds
+    # (configuration, reference) pairs, which the throughput plot's axis of configuration names cannot map.
+    configuration = hv.Dimension("configuration_over_references", label="configuration and reference")
+    bars = hv.Bars(data, kdims=[configuration, "reference"], vdims=["speedup", "tok_s"])
     return bars.opts(
         color="reference", cmap=REFERENCE_COLORS, tools=["hover"], ylabel="x the reference", xlabel="",
-        xrotation=30, width=900, height=360, title=title, show_legend=True, multi_level=False,
+        xrotation=30, width=900, height=360, title=title, show_legend=False, multi_level=True,  # axis names both
     )  # fmt: skip
 
 

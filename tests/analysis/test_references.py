@@ -87,7 +87,7 @@ def test_the_plot_draws_both_references_and_names_a_missing_one(make_record):
 
     hv.extension("bokeh")
     both = report_plots.references_plot(references.both_references(_run(make_record, 1200.0)))
-    drawn = {(row.configuration, row.reference): row.speedup for row in both.dframe().itertuples()}
+    drawn = {(row.configuration_over_references, row.reference): row.speedup for row in both.dframe().itertuples()}
     assert drawn[("packed", references.VS_REFERENCE)] == pytest.approx(3.0)
     assert drawn[("packed", references.VS_WITHOUT)] == pytest.approx(2.5)
     alone = report_plots.references_plot(references.both_references(_run(make_record, None, status="absent")))
