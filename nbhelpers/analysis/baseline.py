@@ -71,7 +71,7 @@ def baseline_config(
 # The parameters of notebook 01 its baseline's RunConfig takes (the rest choose the trace and what is shown).
 WORKLOAD = (
     "RUN_NAME", "MODEL", *DATA_NAMES, "BATCH_SIZE", "MAX_LENGTH", "NUM_SAMPLES", "STEPS", "WARMUP", "TIMING",
-    "PADDING", *ADAPTER_NAMES, "ACTIVATION_CHECKPOINTING", "DTYPE",
+    "PADDING", *ADAPTER_NAMES, "ACTIVATION_CHECKPOINTING", "DTYPE", "GPU_MEMORY_GIB",
 )  # fmt: skip
 
 

@@ -27,10 +27,11 @@ WORKLOAD_FIELDS: dict[str, str] = {
     "KERNELS": "kernels", "LIGER_KERNELS": "liger_kernels", "DEVICE": "device", "DTYPE": "dtype", "PROFILE": "profile",
     "ACTIVATION_CHECKPOINTING": "activation_checkpointing",
     "ADAPTER": "adapter", "LORA_RANK": "lora_rank", "LORA_ALPHA": "lora_alpha", "LORA_TARGETS": "lora_targets",
+    "FROZEN_BASE": "frozen_base", "GPU_MEMORY_GIB": "gpu_memory_gib",
 }  # fmt: skip
 DATA_NAMES = tuple(DATA_PARAMETERS)  # DATASET, DATA_FORMAT, PROMPT_FIELD, RESPONSE_FIELD, ...
-ADAPTER_NAMES = ("ADAPTER", "LORA_RANK", "LORA_ALPHA", "LORA_TARGETS")
-RENAMED = {"BACKENDS": "KERNELS"}  # old notebook parameter -> its name now
+ADAPTER_NAMES = ("ADAPTER", "LORA_RANK", "LORA_ALPHA", "LORA_TARGETS", "FROZEN_BASE")
+RENAMED = {"BACKENDS": "KERNELS", "CAPACITY_GIB": "GPU_MEMORY_GIB"}  # old notebook parameter -> its name now
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,8 @@ def workload_from(parameters: Mapping[str, Any], names: Sequence[str], **fixed: 
     except ConfigError as error:
         raise _as_parameter(error, names) from None
     data = DataParams(**{field: fields[field] for field in DATA_PARAMETERS.values() if field in fields})
-    adapter = AdapterSettings(config.adapter, config.lora_rank, config.lora_alpha, config.lora_targets)
+    adapter = AdapterSettings(config.adapter, config.lora_rank, config.lora_alpha, config.lora_targets,
+                              frozen_base=config.frozen_base)  # fmt: skip
     return Workload(config, data, adapter)
 
 

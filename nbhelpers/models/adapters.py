@@ -89,11 +89,12 @@ class AdapterSettings:
 
     def matches(self, config: Mapping[str, Any]) -> bool:
         """Whether a stored config (a record's) trains this adapter: the same name and, with an adapter, the same
-        rank, alpha and targets (without one, the LoRA fields change nothing and are not compared)."""
+        rank, alpha, targets and frozen base (without one, the LoRA fields change nothing and are not compared)."""
         other = AdapterSettings.from_config(config)
         if other.name != self.name:
             return False
-        same = (other.rank, other.alpha, other.target_modules) == (self.rank, self.alpha, self.target_modules)
+        same = (other.rank, other.alpha, other.target_modules, other.frozen_base) == (
+            self.rank, self.alpha, self.target_modules, self.frozen_base)  # fmt: skip
         return not self.active or same
 
 

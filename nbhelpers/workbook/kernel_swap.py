@@ -56,7 +56,7 @@ from .grid_runs import run_configs
 # The parameters of notebook 02 its base workload takes (KERNELS and LIGER_KERNELS make one config per backend).
 WORKLOAD = (
     "RUN_NAME", "MODEL", *DATA_NAMES, "BATCH_SIZE", "MAX_LENGTH", "NUM_SAMPLES", "STEPS", "WARMUP", "TIMING",
-    "PADDING", *ADAPTER_NAMES, "ACTIVATION_CHECKPOINTING", "DTYPE",
+    "PADDING", *ADAPTER_NAMES, "ACTIVATION_CHECKPOINTING", "DTYPE", "GPU_MEMORY_GIB",
 )  # fmt: skip
 
 

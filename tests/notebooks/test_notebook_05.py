@@ -19,9 +19,8 @@ PARAMETERS = {
     "ATTENTION": "str", "KERNELS": "str", "LIGER_KERNELS": "str", "BATCH_SIZE": "int", "MAX_LENGTH": "int",
     "NUM_SAMPLES": "int",
     "STEPS": "int", "WARMUP": "int", "ACTIVATION_CHECKPOINTING": "str",
-    "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str",
-    "PLAN_MODEL": "str", "PLAN_TOKENS": "int",
-    "CAPACITY_GIB": "float",
+    "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str", "FROZEN_BASE": "str",
+    "GPU_MEMORY_GIB": "float", "PLAN_MODEL": "str", "PLAN_TOKENS": "int",
 }  # fmt: skip
 
 

@@ -43,16 +43,18 @@ def old_inline_config(notebook: str, p: dict[str, Any]) -> RunConfig:
     """The RunConfig each notebook built inline before its set-up call (the reference the call must match)."""
     data = DataParams(p["DATASET"], p["DATA_FORMAT"], p["PROMPT_FIELD"], p["RESPONSE_FIELD"], p["PROMPT_TEMPLATE"],
                       p["USE_CHAT_TEMPLATE"])  # fmt: skip
-    adapter = AdapterSettings(p["ADAPTER"], p["LORA_RANK"], p["LORA_ALPHA"], p["LORA_TARGETS"]).config_fields()
+    adapter = AdapterSettings(p["ADAPTER"], p["LORA_RANK"], p["LORA_ALPHA"], p["LORA_TARGETS"],
+                              frozen_base=p["FROZEN_BASE"]).config_fields()  # fmt: skip
     common = dict(run_name=p["RUN_NAME"], model=p["MODEL"], **data.config_fields(), batch_size=p["BATCH_SIZE"],
                   max_length=p["MAX_LENGTH"], num_samples=p["NUM_SAMPLES"], steps=p["STEPS"], warmup=p["WARMUP"],
-                  activation_checkpointing=p["ACTIVATION_CHECKPOINTING"], dtype=p["DTYPE"], **adapter)  # fmt: skip
+                  activation_checkpointing=p["ACTIVATION_CHECKPOINTING"], dtype=p["DTYPE"], **adapter,
+                  gpu_memory_gib=p["GPU_MEMORY_GIB"])  # fmt: skip
     if notebook == "01_baseline_profile":
         return baseline.baseline_config(
             p["RUN_NAME"], p["MODEL"], p["DATASET"], p["BATCH_SIZE"], p["MAX_LENGTH"], p["PADDING"], p["STEPS"],
             p["WARMUP"], num_samples=p["NUM_SAMPLES"], timing=p["TIMING"], dtype=p["DTYPE"],
             activation_checkpointing=p["ACTIVATION_CHECKPOINTING"], **data.kwargs(), **adapter,
-        )  # fmt: skip
+        ).replace(gpu_memory_gib=p["GPU_MEMORY_GIB"])  # fmt: skip
     if notebook == "02_kernel_swap_in":
         return RunConfig(**common, padding=p["PADDING"], timing=p["TIMING"], profile=True)
     if notebook == "03_dynamic_padding":
@@ -65,13 +67,15 @@ def old_inline_config(notebook: str, p: dict[str, Any]) -> RunConfig:
 @by_notebook
 def test_the_set_up_call_makes_the_config_the_notebook_built_inline(notebook):
     parameters = defaults(notebook)
-    changed = parameters | {"BATCH_SIZE": 3, "MAX_LENGTH": 96, "ADAPTER": "lora", "LORA_RANK": 4}
+    changed = parameters | {"BATCH_SIZE": 3, "MAX_LENGTH": 96, "ADAPTER": "lora", "LORA_RANK": 4,
+                            "FROZEN_BASE": "float8", "GPU_MEMORY_GIB": 24.0}  # fmt: skip
     for values in (parameters, changed):
         workload = FACADES[notebook].setup_workload(values)
         assert workload.config == old_inline_config(notebook, values)
         assert workload.data.dataset == values["DATASET"] and workload.data.kwargs()["data_format"] == "auto"
         assert workload.adapter == AdapterSettings(values["ADAPTER"], values["LORA_RANK"], values["LORA_ALPHA"],
-                                                   values["LORA_TARGETS"])  # fmt: skip
+                                                   values["LORA_TARGETS"], frozen_base=values["FROZEN_BASE"])  # fmt: skip
+        assert workload.config.gpu_memory_gib == values["GPU_MEMORY_GIB"]
 
 
 @by_notebook
