@@ -1,11 +1,17 @@
 """Quantized frozen bases on a GPU: Qwen3-8B with LoRA r16 over a bf16, an NF4 (QLoRA) and a float8 base, timed over
 one epoch of the same samples (plain and with the workbook's best kernels), and their first-step parity against
-the bf16 base within each format's bound (``models.frozen_base.FROZEN_BASES``)."""
+the bf16 base within each format's bound (``models.frozen_base.FROZEN_BASES``); and the best row on the GPUs people
+have: under memory caps of 80, 48 and 24 GiB (a smaller GPU on a larger one, enforced by the CUDA allocator), each
+base at the largest token budget the memory planner fits under the cap, with the least recomputation that fits."""
 
 from __future__ import annotations
 
+from nbhelpers.analysis.adapter_plan import largest_fitting_tokens
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.memory_plan import settings_from_config
+from nbhelpers.models.families import model_shape
 from nbhelpers.models.frozen_base import FROZEN_BASE_NAMES
+from nbhelpers.models.loading import model_config
 
 from .suite import Suite
 
@@ -25,6 +31,33 @@ def base_rows(row: RunConfig, what: str) -> list[RunConfig]:
     return [row.replace(label=f"8b lora r16, {base} base, {what}", frozen_base=base) for base in FROZEN_BASE_NAMES]
 
 
+CAPS_GIB = (80.0, 48.0, 24.0)  # an H100 or A100 80 GB, an L40S or A6000, an L4 (Colab) or a 4090
+BUDGET_STEP = 1024  # token budgets of the capped rows are multiples of this
+MAX_BUDGET = 16384  # and at most this (the uncapped best row's budget is 8,192)
+RECOMPUTATION = (("none", 2), ("every_k", 2), ("full", 2))  # tried in this order: the first that fits is used
+CAPPED_8B = BEST_8B.replace(timing="steps", steps=10, warmup=2, num_samples=384)  # >= 12 batches at 16k tokens
+
+
+def capped_row(row: RunConfig, cap_gib: float) -> RunConfig:
+    """``row`` under a cap of ``cap_gib``: the least recomputation at which the planner fits a token budget of at
+    least one full-length row, at the largest such budget (up to :data:`MAX_BUDGET`). When nothing fits, the row as
+    it is under the cap: the step refuses it with the planner's reason, a failed record."""
+    shape = model_shape(model_config(row.model))
+    for checkpointing, every in RECOMPUTATION:
+        config = row.replace(gpu_memory_gib=cap_gib, activation_checkpointing=checkpointing, checkpoint_every=every)
+        tokens = min(largest_fitting_tokens(shape, settings_from_config(config), BUDGET_STEP), MAX_BUDGET)
+        if tokens >= row.max_length:
+            what = checkpointing if checkpointing != "every_k" else f"every_k={every}"
+            return config.replace(token_budget=tokens, label=f"{config.label}, cap {cap_gib:g} GiB: budget "
+                                  f"{tokens}, checkpointing {what}")  # fmt: skip
+    return row.replace(gpu_memory_gib=cap_gib, label=f"{row.label}, cap {cap_gib:g} GiB: nothing fits")
+
+
+def capped_rows() -> list[RunConfig]:
+    """The best row over each frozen base under each cap, largest cap first."""
+    return [capped_row(base, cap) for cap in CAPS_GIB for base in base_rows(CAPPED_8B, "liger, varlen")]
+
+
 def parity_rows() -> list[RunConfig]:
     """One step of each base on the same batch: the first-step loss and gradient norm each record is judged by."""
     return [r.replace(label=f"{r.label} (parity probe)", timing="steps", steps=1, warmup=0)
@@ -37,6 +70,8 @@ SUITES = (
     Suite("qwen3-8b/frozen-base/best", "the same three bases under Liger (no fused linear CE), a token budget of "
           "8,192 and torch_varlen", lambda _: base_rows(BEST_8B, "liger, token_budget 8192, torch_varlen"),
           parity=False, needs=f"{NEEDS}; liger-kernel"),  # parity: the parity suite's, on the eager reference
+    Suite("qwen3-8b/memory-caps/best", "the best row over each base under caps of 80, 48 and 24 GiB, at the "
+          "planner's largest token budget", lambda _: capped_rows(), parity=False, needs=f"{NEEDS}; liger-kernel"),
     Suite("qwen3-8b/frozen-base/parity", "each base's first step against the bf16 base's, within the format's bound",
           lambda _: parity_rows(), needs=NEEDS),
 )  # fmt: skip
