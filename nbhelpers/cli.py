@@ -210,7 +210,9 @@ def _workload_help() -> dict[str, str]:
     from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
     from nbhelpers.kernels.registry import KERNEL_BACKENDS
     from nbhelpers.measure.config import DEVICES, DTYPES, TIMINGS
+    from nbhelpers.measure.memory_cap import cap_rule
     from nbhelpers.models.adapters import ADAPTER_NAMES
+    from nbhelpers.models.frozen_base import FROZEN_BASE_NAMES
 
     return {
         "model": "a preset (e.g. qwen3-tiny, qwen3-1.7b, qwen3.5-2b), a hub id or a local folder",
@@ -225,6 +227,9 @@ def _workload_help() -> dict[str, str]:
         "kernels": f"one of {', '.join(KERNEL_BACKENDS)}", "padding": f"one of {', '.join(PADDING_STRATEGIES)}",
         "attn_implementation": f"one of {', '.join(ATTENTION_IMPLEMENTATIONS)}",
         "token_budget": "tokens per step of padding=token_budget (0 = batch x max length)",
+        "frozen_base": f"with an adapter, the frozen base's format: one of {', '.join(FROZEN_BASE_NAMES)}",
+        "gpu_memory_gib": f"GiB the step may use per GPU, a smaller GPU on this one (80, 48, 24): the tuner drops "
+        f"candidates the memory planner puts over it and the step enforces it; {cap_rule()}",
     }  # fmt: skip
 
 
@@ -237,10 +242,11 @@ def _tune_arguments(tune: argparse.ArgumentParser) -> None:
     helps = _workload_help()
     tune.add_argument("--run-name", default=defaults["run_name"], help="run folder under --out for records")
     tune.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/)")
-    for name in ("model", "dataset", "timing", "dtype", "device", "adapter", "lora_targets"):
+    for name in ("model", "dataset", "timing", "dtype", "device", "adapter", "lora_targets", "frozen_base"):
         tune.add_argument(f"--{name.replace('_', '-')}", default=defaults[name], help=helps[name])
     for name in ("batch_size", "max_length", "num_samples", "steps", "warmup", "seed", "lora_rank", "lora_alpha"):
         tune.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=helps[name])
+    tune.add_argument("--gpu-memory-gib", type=float, default=defaults["gpu_memory_gib"], help=helps["gpu_memory_gib"])
     tune.add_argument("--kernels", default="eager,liger",
                       help=f"comma-separated kernel backends of {', '.join(KERNEL_BACKENDS)}")  # fmt: skip
     tune.add_argument(
@@ -276,6 +282,7 @@ def _tune(args: argparse.Namespace) -> int:
         max_length=args.max_length, num_samples=args.num_samples, steps=args.steps, warmup=args.warmup,
         seed=args.seed, timing=args.timing, dtype=args.dtype, device=args.device, adapter=args.adapter,
         lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, lora_targets=args.lora_targets,
+        frozen_base=args.frozen_base, gpu_memory_gib=args.gpu_memory_gib,
     )  # fmt: skip
     result = tune(
         workload, args.kernels, args.strategies, args.attention, budget_s=args.budget_s,

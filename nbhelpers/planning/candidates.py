@@ -7,6 +7,9 @@ out before anything is measured, with the reason (:mod:`nbhelpers.planning.devic
 candidates is :mod:`nbhelpers.tuning`'s. Regional compile and its Liger composition are backends of the table, so
 they are candidates wherever their family and device allow them (the hybrid family does not offer them).
 
+A workload with a memory cap (``RunConfig.gpu_memory_gib``) keeps only the candidates the memory planner fits under
+it (:func:`nbhelpers.measure.memory_plan.cap_plan_refusal`); the others are left out with the planner's reason.
+
 The precision setting (``RunConfig.dtype``, e.g. ``bf16-master``) is not searched: it changes the numbers the
 step computes (another parity class), and a speedup divides records of one workload, whose dtype is part of it;
 the tuner keeps the workload's dtype, and a user compares dtypes as workloads of their own.
@@ -22,6 +25,8 @@ from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS, DEFAULT_ATTEN
 from nbhelpers.kernels.liger import LIGER_KERNELS
 from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, liger_switches_for
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.memory_plan import cap_plan_refusal
+from nbhelpers.models.shape import ModelShape
 from nbhelpers.validation import ConfigError
 
 from .device import refusal
@@ -115,9 +120,16 @@ def baseline_candidate(workload: RunConfig) -> Candidate:
     return Candidate(BASELINE_BACKEND, (), BASELINE_STRATEGY, 0, DEFAULT_ATTENTION)
 
 
-def why_not(candidate: Candidate, workload: RunConfig, device: str, broken: Mapping[str, str] | None = None) -> str:
+def why_not(
+    candidate: Candidate,
+    workload: RunConfig,
+    device: str,
+    broken: Mapping[str, str] | None = None,
+    shape: ModelShape | None = None,
+) -> str:
     """'' when the candidate can be tried on this device for this model, else why not; ``broken`` holds the paths
-    a kernel-doctor verdict marks broken (:func:`nbhelpers.kernels.doctor.broken_paths`)."""
+    a kernel-doctor verdict marks broken (:func:`nbhelpers.kernels.doctor.broken_paths`); with ``shape`` (the
+    model's), a candidate the memory planner puts over the workload's cap is left out with the planner's reason."""
     packed = STRATEGIES[candidate.padding].packed
     reason = refusal(
         candidate.kernels, candidate.attn_implementation, device, model=workload.model, packed=packed, broken=broken,
@@ -126,10 +138,20 @@ def why_not(candidate: Candidate, workload: RunConfig, device: str, broken: Mapp
     if reason:
         return reason
     try:
-        candidate.config(workload)
+        config = candidate.config(workload)
     except ConfigError as error:
         return str(error)
-    return ""
+    return cap_plan_refusal(config, shape) if shape is not None else ""
+
+
+def capped_shape(workload: RunConfig) -> ModelShape | None:
+    """The shape of the workload's model when it names a memory cap (the planner checks each candidate against
+    it), else None."""
+    if not workload.gpu_memory_gib:
+        return None
+    from nbhelpers.models.loading import resolve_model
+
+    return resolve_model(workload.model).shape()
 
 
 def build_space(
@@ -155,6 +177,7 @@ def build_space(
     switch_sets = [tuple(s) for s in liger_sets] if liger_sets else with_unfused_twin(workload.liger_kernels)
     runnable: list[Candidate] = []
     dropped: list[tuple[Candidate, str]] = []
+    shape = capped_shape(workload)
     for backend in kernels:
         # Each set as the backend runs it (without Liger's loss kernels beside Cut Cross-Entropy), once.
         sets = list(dict.fromkeys(liger_switches_for(backend, s) for s in switch_sets)) or [()]
@@ -164,6 +187,6 @@ def build_space(
                 for budget in dict.fromkeys(budgets):
                     for attention in attentions:
                         candidate = Candidate(backend, tuple(switches), strategy, budget, attention)
-                        reason = why_not(candidate, workload, device, broken)
+                        reason = why_not(candidate, workload, device, broken, shape)
                         (dropped.append((candidate, reason)) if reason else runnable.append(candidate))
     return runnable, dropped
