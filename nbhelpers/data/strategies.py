@@ -70,6 +70,15 @@ class PaddingSettings:
         """Tokens per step of token-budget batching."""
         return self.token_budget or self.batch_size * self.max_length
 
+    @property
+    def most_tokens_per_step(self) -> int:
+        """Token positions one step holds at most: the budget for budget batching (one row of ``max_length`` when
+        that is longer: a sample alone in its step), else ``batch_size`` rows of ``max_length``; rounded up to
+        ``token_multiple``."""
+        rows = self.batch_size * self.max_length
+        tokens = max(self.effective_token_budget, self.max_length) if self.entry.plan is plan_token_budget else rows
+        return math.ceil(tokens / self.token_multiple) * self.token_multiple
+
     def describe(self) -> str:
         """The strategy with the settings it reads, e.g. ``token budget, 16,384 tokens a step``."""
         shown = {

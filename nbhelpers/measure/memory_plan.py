@@ -288,12 +288,11 @@ def planned_capacity_gib(config: Any, default: float = H200_USABLE_GIB) -> float
 
 def settings_from_config(config: Any, capacity_gib: float | None = None) -> MemorySettings:
     """The memory settings of a RunConfig on a GPU (its dtype, GPU count, sharding, checkpointing), planned
-    for the most positions a step of it can hold per GPU (batch size x max length, or the token budget) and for
+    for the most positions a step of it can hold per GPU (PaddingSettings.most_tokens_per_step) and for
     ``capacity_gib`` (None: its cap, or an H200's memory without one)."""
     switches = set(config.liger_kernels) if uses_liger_switches(config.kernels) else set()
     loss = "fused_linear_ce" if "fused_linear_cross_entropy" in switches else "plain"
     loss = "liger_ce" if "cross_entropy" in switches else loss
-    tokens = max(config.batch_size * config.max_length, config.effective_token_budget)  # positions at most
     adapter = config.adapter_settings  # an adapter's frozen base is bf16 on a GPU unless the step is fp32
     bf16 = config.dtype == "bf16" or (adapter.entry.frozen_base and config.dtype != "fp32")
     weights = MASTER_WEIGHTS if config.dtype == MASTER_WEIGHTS else "bf16" if bf16 else "fp32"
@@ -302,7 +301,8 @@ def settings_from_config(config: Any, capacity_gib: float | None = None) -> Memo
         autocast=config.dtype in ("auto", "bf16-autocast"), cast_inputs=adapter.cast_inputs,
         gpus=config.gpus, weights=weights, sharding=config.sharding,
         checkpointing=config.activation_checkpointing, checkpoint_every=config.checkpoint_every,
-        tokens_per_gpu=tokens, fused_norm_mlp={"rms_norm", "swiglu"} <= switches, loss=loss,
+        tokens_per_gpu=config.padding_settings.most_tokens_per_step, loss=loss,
+        fused_norm_mlp={"rms_norm", "swiglu"} <= switches,
         fused_gated_norm=FUSED_GATED_NORM in requested_kernels(config.kernels, config.liger_kernels),
         capacity_gib=planned_capacity_gib(config) if capacity_gib is None else capacity_gib,
         frozen_base=adapter.frozen_base,

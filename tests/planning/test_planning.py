@@ -11,12 +11,15 @@ import nbformat
 import pytest
 from test_architecture import LAYERS, layer_of, module_name, package_of
 
-from nbhelpers.data.strategies import PADDING_STRATEGIES
+from nbhelpers.data.strategies import PADDING_STRATEGIES, PaddingSettings
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
 from nbhelpers.kernels.float8 import float8_status
 from nbhelpers.kernels.liger import LIGER_KERNELS
 from nbhelpers.kernels.registry import KERNEL_BACKENDS
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.memory_plan import cap_plan_refusal, settings_from_config
+from nbhelpers.models.families import model_shape
+from nbhelpers.models.loading import model_config
 from nbhelpers.planning import candidates, device
 from nbhelpers.planning.candidates import build_space, parse_budgets
 from nbhelpers.planning.device import (
@@ -272,6 +275,32 @@ def test_the_candidates_reasons_are_the_device_checks():
     with pytest.raises(ConfigError, match="kernels.*unknown: turbo"):
         build_space(workload, ["eager", "turbo"], ["static"], ["sdpa"])
     assert set(KERNEL_BACKENDS) >= {c.kernels for c in runnable}
+
+
+def test_under_a_memory_cap_the_tuner_leaves_out_what_the_planner_cannot_fit_with_its_reason():
+    workload = RunConfig(run_name="k", model="qwen3-8b", adapter="lora", batch_size=8, max_length=2048,
+                         gpu_memory_gib=48)  # fmt: skip
+    grid = (["liger"], ["static", "token_budget"], ["sdpa"])
+    runnable, dropped = build_space(workload, *grid, token_budgets=[2048, 16384], device="cuda")
+    assert [(c.padding, c.token_budget) for c in runnable] == [("token_budget", 2048)]
+    assert {(c.padding, c.token_budget) for c, _ in dropped} == {("static", 0), ("token_budget", 16384)}
+    for candidate, why in dropped:
+        assert why.startswith("gpu_memory_gib=48: the memory planner puts this step's peak at ")
+        assert "over the cap" in why
+        assert why == cap_plan_refusal(candidate.config(workload), model_shape(model_config("qwen3-8b")))
+    uncapped = build_space(workload.replace(gpu_memory_gib=0), *grid, token_budgets=[2048, 16384], device="cuda")
+    assert len(uncapped[0]) == 3 and not uncapped[1]
+
+
+def test_a_token_budget_step_is_planned_at_its_budget_not_at_batch_size_rows():
+    settings = PaddingSettings("token_budget", batch_size=8, max_length=2048, token_budget=2048)
+    assert settings.most_tokens_per_step == 2048
+    assert settings.replace(max_length=4096).most_tokens_per_step == 4096  # one sample alone past the budget
+    assert settings.replace(strategy="static").most_tokens_per_step == 8 * 2048
+    assert settings.replace(token_budget=1000, token_multiple=16).most_tokens_per_step == 2048
+    assert settings.replace(max_length=100, token_budget=1000, token_multiple=16).most_tokens_per_step == 1008
+    config = RunConfig(run_name="k", padding="token_budget", batch_size=8, max_length=2048, token_budget=2048)
+    assert settings_from_config(config).tokens_per_gpu == 2048
 
 
 # -- where the grids come from ------------------------------------------------------------------------------
