@@ -20,6 +20,7 @@ PARAMETERS = {
     "BATCH_SIZE": "int", "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int",
     "TIMING": "str", "PADDING": "str",
     "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str",
+    "FROZEN_BASE": "str", "GPU_MEMORY_GIB": "float",
     "ACTIVATION_CHECKPOINTING": "str", "DTYPE": "str",
     "TRACE_SOURCE": "str",
 }  # fmt: skip

@@ -21,6 +21,7 @@ PARAMETERS = {
     "MAX_LENGTH": "int", "NUM_SAMPLES": "int", "STEPS": "int", "WARMUP": "int", "TIMING": "str", "TOKEN_BUDGET": "int",
     "PAD_TO_MULTIPLE_OF": "int", "NUM_BUCKETS": "int",
     "ADAPTER": "str", "LORA_RANK": "int", "LORA_ALPHA": "int", "LORA_TARGETS": "str",
+    "FROZEN_BASE": "str", "GPU_MEMORY_GIB": "float",
     "ACTIVATION_CHECKPOINTING": "str", "DTYPE": "str",
     "PROFILE": "bool", "PROOF_SEQUENCES": "int",
     "GPU_RESULTS": "str", "TUNE_BUDGET_S": "int", "TUNE_TOKEN_BUDGETS": "str",

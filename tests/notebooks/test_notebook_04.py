@@ -54,6 +54,7 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
         "LORA_RANK": "int",
         "LORA_ALPHA": "int",
         "LORA_TARGETS": "str",
+        "FROZEN_BASE": "str",
     }
 
 
