@@ -28,7 +28,9 @@ LORA_8B_PICK = capped_row(LORA_8B.replace(
     label="8b lora: liger without fused linear cross-entropy, torch_varlen", padding="token_budget",
     token_budget=16384, kernels="liger", liger_kernels=NO_FLCE, attn_implementation="torch_varlen",
 ), CAPS_GIB[0])  # fmt: skip
-LORA_8B_PEERS = "trl_defaults,trl_best,unsloth"
+# Unsloth first: each row runs in its own process, so the order changes no figure, and a job cut short by its
+# time limit keeps the peer the workbook had never stood beside.
+LORA_8B_PEERS = "unsloth,trl_defaults,trl_best"
 
 FSDP = RunConfig(
     model="qwen3-8b", dtype="bf16", batch_size=64, max_length=2048, num_samples=1024, padding="token_budget",

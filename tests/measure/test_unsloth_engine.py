@@ -9,6 +9,7 @@ import os
 import pytest
 
 from nbhelpers.analysis.peers import parse_peers, peers_of
+from nbhelpers.bench.frozen_bases import BUDGET_STEP, CAPS_GIB, MAX_BUDGET
 from nbhelpers.bench.table import suite_named
 from nbhelpers.measure import unsloth_loop, unsloth_setup
 from nbhelpers.measure.config import RunConfig
@@ -146,6 +147,12 @@ def test_peer_rows_accept_unsloth_and_name_what_is_allowed():
 
 def test_the_8b_rehearsal_suite_puts_unsloth_beside_trl_and_the_pick_on_the_same_samples():
     rows = suite_named("qwen3-8b/lora-peers/unsloth").rows(None)
-    assert [r.engine for r in rows] == ["workbook", "trl_defaults", "trl_best", "unsloth"]
-    workload = {(r.model, r.num_samples, r.seed, r.adapter, r.lora_rank, r.lora_targets, r.token_budget) for r in rows}
-    assert workload == {("qwen3-8b", rows[0].num_samples, rows[0].seed, "lora", 16, "all-linear", 16384)}
+    assert [r.engine for r in rows] == ["workbook", "unsloth", "trl_defaults", "trl_best"]
+    fields = ("model", "num_samples", "seed", "adapter", "lora_rank", "lora_targets", "token_budget", "gpu_memory_gib")
+    workload = {tuple(getattr(r, name) for name in fields) for r in rows}
+    pick = rows[0]
+    assert workload == {("qwen3-8b", pick.num_samples, pick.seed, "lora", 16, "all-linear", pick.token_budget,
+                         CAPS_GIB[0])}  # fmt: skip
+    # the pick on an 80 GB card: a token budget the planner fits under its cap, a multiple of the budget step, at
+    # least one full-length row and at most the uncapped row's 16k
+    assert pick.max_length <= pick.token_budget <= MAX_BUDGET and pick.token_budget % BUDGET_STEP == 0
