@@ -31,6 +31,13 @@ LORA_8B_PICK = capped_row(LORA_8B.replace(
 # Unsloth first: each row runs in its own process, so the order changes no figure, and a job cut short by its
 # time limit keeps the peer the workbook had never stood beside.
 LORA_8B_PEERS = "unsloth,trl_defaults,trl_best"
+# The same pick and peers at the 1.7B shape: a first look at Unsloth in about two minutes of a GPU (a 3.4 GB preset
+# to save and load instead of 16 GB).
+LORA_17B_PICK = LORA_8B.replace(
+    model="qwen3-1.7b", label="1.7b lora: liger without fused linear cross-entropy, token_budget 16k, torch_varlen",
+    padding="token_budget", token_budget=16384, kernels="liger", liger_kernels=NO_FLCE,
+    attn_implementation="torch_varlen", timeout_s=300,
+)  # fmt: skip
 
 FSDP = RunConfig(
     model="qwen3-8b", dtype="bf16", batch_size=64, max_length=2048, num_samples=1024, padding="token_budget",
@@ -72,6 +79,10 @@ SUITES = (
     Suite("qwen3-8b/lora-peers/unsloth", "Qwen3-8B LoRA r16 all-linear: the workbook's pick, then TRL's defaults, "
           "its best flags and Unsloth on the same samples", lambda _: [LORA_8B_PICK]
           + peers_of(LORA_8B_PICK, LORA_8B_PICK.label, LORA_8B_PEERS, on_gpu=True), parity=False,
+          needs=UNSLOTH_NEEDS),
+    Suite("qwen3-1.7b/lora-peers/unsloth", "Qwen3-1.7B LoRA r16 all-linear: the workbook's pick, then Unsloth, TRL's "
+          "defaults and its best flags on the same samples", lambda _: [LORA_17B_PICK]
+          + peers_of(LORA_17B_PICK, LORA_17B_PICK.label, LORA_8B_PEERS, on_gpu=True), parity=False,
           needs=UNSLOTH_NEEDS),
     Suite("qwen3-1.7b/trl-peers/convergence", "the best row's loss curve against its baseline's, 50 steps each",
           lambda _: convergence_pair(BEST, BEST.label, CONVERGENCE_STEPS), measure=CONVERGENCE, parity=False),
