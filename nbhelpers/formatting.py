@@ -102,6 +102,30 @@ def fmt_us(value: Any) -> str:
     return f"{value:,.1f} us"
 
 
+def fmt_hours(value: Any) -> str:
+    """A duration given in hours, as a person reads it: "7 h 52 min"; "52 min" under an hour, "4 min 10 s" under ten
+    minutes, "45 s" under one; "unbounded" for infinity (a rate whose interval reaches 0)."""
+    if is_missing(value):
+        return MISSING
+    if not math.isfinite(float(value)):
+        return "unbounded"
+    sign, seconds = "-" if value < 0 else "", round(abs(float(value)) * 3600)
+    if seconds < 600:
+        minutes, rest = divmod(seconds, 60)
+        return sign + " ".join([f"{minutes} min"] * bool(minutes) + [f"{rest} s"] * bool(rest or not minutes))
+    hours, minutes = divmod(round(seconds / 60), 60)
+    if not hours:
+        return f"{sign}{minutes} min"
+    return f"{sign}{hours:,} h {minutes} min" if minutes else f"{sign}{hours:,} h"
+
+
+def fmt_money(value: Any) -> str:
+    """An amount of money with two decimals: ``$12.30``."""
+    if is_missing(value):
+        return MISSING
+    return f"-${-float(value):,.2f}" if value < 0 else f"${float(value):,.2f}"
+
+
 def fmt_reason(value: Any, limit: int = 160) -> str:
     """First line of a failure reason, shortened for a table cell."""
     if not value:
@@ -132,6 +156,16 @@ COLUMN_FORMATS: dict[str, Callable[[Any], str]] = {
     "relative difference": lambda v: "" if is_missing(v) else f"{float(v):.2e}",
     "recommended loss": lambda v: "" if is_missing(v) else f"{float(v):.5f}",
     "baseline loss": lambda v: "" if is_missing(v) else f"{float(v):.5f}",
+    # notebook 05's scaling rows (analysis.scaling) and the memory planner beside them (analysis.memory_plan)
+    "real_tok_s": fmt_rate,
+    "real_tok_s_per_gpu": fmt_rate,
+    "scaling_efficiency": functools.partial(fmt_percent, fixed=True),
+    "mfu": functools.partial(fmt_percent, fixed=True),
+    "first_loss": lambda v: "" if is_missing(v) else f"{float(v):.5f}",
+    "communication_ms_per_step": lambda v: "" if is_missing(v) else f"{float(v):.2f}",
+    "planned_gib": fmt_gib,
+    "measured_gib": fmt_gib,
+    "error": lambda v: "" if is_missing(v) else f"{float(v):+.1%}",
 }
 
 

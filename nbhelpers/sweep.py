@@ -456,8 +456,8 @@ def run_all(
     """Every notebook in order, once, on its embedded defaults with RUN_NAME ``run_name``.
 
     ``parameters`` (``{"MODEL": ..., "02:KERNELS": ...}``) reach only the notebooks that declare them.
-    Returns the path of ``out/<run_name>/report.html`` (written by notebook 04, or here from the
-    records when 04 did not write it) and what ran. Nothing is skipped: each call measures afresh; what an
+    Returns the path of ``out/<run_name>/report.html``, written here last from every notebook's records (notebook
+    04 writes one too, for a run of 04 alone), and what ran. Nothing is skipped: each call measures afresh; what an
     earlier call killed mid-notebook wrote is set aside first (``interrupted-records.jsonl``), as the sweep does.
     """
     from nbhelpers.views.report import write_html_report
@@ -467,7 +467,6 @@ def run_all(
     out = Path(out).resolve()
     notebooks = list_notebooks(notebooks_dir)
     report = out / run_name / "report.html"
-    started = time.time()
     result = run_points(
         [(run_name, dict(parameters or {}))],
         notebooks,
@@ -479,6 +478,22 @@ def run_all(
         progress=progress,
         sweep_name=run_name,
     )
-    if not report.exists() or report.stat().st_mtime < started:  # 04 missing or failed: report anyway
-        write_html_report(_load_run(out / run_name), report)
+    # Last, after every notebook (05's scaling rows and 04's peers and watched run included), with 04's baseline.
+    write_html_report(_load_run(out / run_name), report, report_parameter(parameters or {}, "BASELINE_LABEL") or None)
     return report, result
+
+
+REPORT_NOTEBOOK = "04"  # the notebook whose parameters (BASELINE_LABEL) the run's last report follows
+
+
+def report_parameter(parameters: dict[str, Any], name: str) -> Any:
+    """The value of report notebook 04's parameter ``name`` among run-all's ``parameters`` ("04:NAME" wins over
+    "NAME", as the notebooks see them); None when not given."""
+    from nbhelpers.planning.sweep_grid import scoped
+
+    found = None
+    for key, value in sorted(parameters.items(), key=lambda item: bool(scoped(item[0])[0])):
+        scope, bare = scoped(key)
+        if bare.upper() == name and REPORT_NOTEBOOK.startswith(scope):
+            found = value
+    return found

@@ -27,6 +27,9 @@ from nbhelpers.measure.spread import INTERVAL_METHOD, MIN_TIMED_STEPS
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.validation import output_target
 
+from .html_table import html_table
+from .report_sections import findings_html, monitor_section, scaling_section
+
 _CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto; max-width: 1200px;
        color: #222; line-height: 1.45; padding: 0 1rem; }
@@ -40,30 +43,6 @@ table.nbh-table td:first-child, table.nbh-table td.text { text-align: left; }
 .failed { color: #a40000; } .meta { color: #555; font-size: 0.9rem; }
 pre { background: #f7f7f7; border: 1px solid #e3e3e3; padding: 0.7rem; overflow-x: auto; font-size: 0.85rem; }
 """
-
-
-_TEXT_COLUMNS = ("label", "machine", "run", "status", "reason", "parity", "stage", "path", "installed", "compatible",
-                 "correct", "verdict", "notes", "engine", "workload", "note")  # fmt: skip
-
-
-def _html_table(frame: Any, css_class: str, machine: str = "") -> str:
-    """A formatted (string) DataFrame as an HTML table; each cell carries its column name."""
-    columns = list(frame.columns)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
-    body = []
-    for _, row in frame.iterrows():
-        cells = []
-        for column in columns:
-            value = str(row[column])
-            cls = ' class="text"' if column in _TEXT_COLUMNS else ""
-            cells.append(f'<td data-col="{html.escape(str(column))}"{cls}>{html.escape(value)}</td>')
-        status = row.get("status", "ok") if hasattr(row, "get") else "ok"
-        row_class = ' class="failed"' if status not in ("ok", "") and "status" in columns else ""
-        body.append(f"<tr{row_class}>{''.join(cells)}</tr>")
-    return (
-        f'<table class="nbh-table {css_class}" data-machine="{html.escape(machine)}">'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )
 
 
 def _environment_line(records: list[RunRecord], machine: str) -> str:
@@ -139,22 +118,22 @@ def write_html_report(
                 "once in one run and their intervals do not overlap, so the machine's speed moved between "
                 "the measurements; a speedup across them is less certain than its interval says.</p>"
             )
-            parts.append(_html_table(apart[["run", "configuration", "measurements", "records"]], "disagreements"))
+            parts.append(html_table(apart[["run", "configuration", "measurements", "records"]], "disagreements"))
         parts.append("<h3>Waterfall</h3>")
-        parts.append(_html_table(format_waterfall(m_steps), "waterfall", machine))
+        parts.append(html_table(format_waterfall(m_steps), "waterfall", machine))
         parts += _references_section([r for r in records if r.machine == machine], both, machine, baseline_label)
         m_entries = entries[entries["machine"] == machine]
         if len(m_entries):
             parts.append("<h3>What each kernel entry bought</h3>")
             parts.append(f'<p class="entries">{html.escape(ENTRIES_TEXT)}</p>')
-            parts.append(_html_table(format_table(m_entries), "entries", machine))
+            parts.append(html_table(format_table(m_entries), "entries", machine))
         plots = report_plots.machine_plots(m_table, m_steps, machine, m_entries, both[both["machine"] == machine])
         if plots is not None:
             key = f"plots_{index}"
             models[key] = report_plots.to_bokeh(plots)
             parts.append(f"{{{{{key}}}}}")
         parts.append("<h3>Every configuration</h3>")
-        parts.append(_html_table(format_table(m_table), "records", machine))
+        parts.append(html_table(format_table(m_table), "records", machine))
         failed = [f for f in failed_configurations(records) if f[0] == machine]
         parts.append("<h3>Failed configurations</h3>")
         if failed:
@@ -186,10 +165,7 @@ def write_html_report(
         parts.append("</section>")
         sections.append("\n".join(parts))
 
-    script, divs = components(models) if models else ("", {})
     body = "\n".join(sections)
-    for key, div in divs.items():
-        body = body.replace(f"{{{{{key}}}}}", div)
     summary = (
         f"{len(step_records(records))} step records "
         f"({sum(1 for r in step_records(records) if not r.ok)} failed) "
@@ -204,7 +180,16 @@ def write_html_report(
             f'<section class="left-out"><h2>Records left out</h2><p>{len(left_out)} line(s) of the records files '
             f"could not be read as records and are not drawn:</p><ul>{items}</ul></section>\n" + body
         )
+    body += "\n" + scaling_section(records)
+    monitor_html, monitor_plot = monitor_section(records)
+    if monitor_plot is not None:
+        models["monitor_plot"] = report_plots.to_bokeh(monitor_plot)
+    body += "\n" + monitor_html
     body += doctor_sections(records)
+    body = findings_html(records, baseline_label) + "\n" + body
+    script, divs = components(models) if models else ("", {})
+    for key, div in divs.items():
+        body = body.replace(f"{{{{{key}}}}}", div)
     document = f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -251,7 +236,7 @@ def doctor_sections(records: list[RunRecord]) -> str:
         verdict = f"broken, skipped by notebooks 02 and 03: {', '.join(broken)}" if broken else "no path is broken"
         parts.append(f'<p class="doctor-verdict">{html.escape(verdict)} (record {html.escape(record.record_id)}, '
                      f"{html.escape(record.created_at)})</p>")  # fmt: skip
-        parts.append(_html_table(table.drop(columns=["notes"]), "doctor", machine))
+        parts.append(html_table(table.drop(columns=["notes"]), "doctor", machine))
         notes = [note for row in record.metrics.get("paths", []) for note in row.get("notes") or []]
         if notes:
             items = "".join(f"<li>{html.escape(note)}</li>" for note in dict.fromkeys(notes))
@@ -269,7 +254,7 @@ def _references_section(records: list[RunRecord], both: Any, machine: str, basel
         '<ul class="references">' + "".join(f"<li>{html.escape(line[2:])}</li>" for line in lines) + "</ul>",
     ]
     shown = both[both["machine"] == machine].drop(columns=["machine", "record_id"])
-    parts.append(_html_table(format_table(shown), "both-references", machine))
+    parts.append(html_table(format_table(shown), "both-references", machine))
     return parts
 
 
@@ -286,7 +271,7 @@ def _peer_section(records: list[RunRecord], rec: Any, baseline_label: str | None
         "epoch, as in a real run; samples without a loss token are dropped by TRL). A peer row is never a "
         "baseline or a recommendation.</p>"
     )
-    parts.append(_html_table(format_table(table), "peers"))
+    parts.append(html_table(format_table(table), "peers"))
     parts.append(f'<p class="export-gap">{html.escape(export_gap_text(export_gap(records, rec)))}</p>')
     return parts
 
@@ -299,7 +284,7 @@ def _convergence_section(result: Convergence | None) -> list[str]:
         return parts
     parts.append(f'<p class="convergence">{html.escape(result.summary())}</p>')
     losses = result.frame().rename(columns={"recommended": "recommended loss", "baseline": "baseline loss"})
-    parts.append(_html_table(format_table(losses), "convergence"))
+    parts.append(html_table(format_table(losses), "convergence"))
     return parts
 
 

@@ -396,6 +396,29 @@ def test_an_unreadable_sweep_manifest_is_refused(tmp_path):
         sweep.check_same_sweep(folder / "sweep.json", {"name": "k1", "grid": {}, "notebooks": ["01_first.ipynb"]})
 
 
+def test_run_all_writes_the_report_last_with_every_notebooks_records_and_04s_baseline(tmp_path, kernel_env):
+    """A report notebook (as 04) writes report.html before a later notebook (as 05) measures: run-all writes it again
+    at the end, so the later records are in it, with the baseline named to the report notebook."""
+    nbs = stand_ins(tmp_path / "nbs")
+    early = "from nbhelpers.measure.store import run_dir\n(run_dir(RUN_NAME) / 'report.html').write_text('early')\n"
+    run_name = {"RUN_NAME": ': str = "default"  # run folder'}
+    write_notebook(tmp_path / "nbs" / "04_report.ipynb", "04",
+                   {**run_name, "BASELINE_LABEL": ': str = ""  # baseline'}, source=early)  # fmt: skip
+    write_notebook(tmp_path / "nbs" / "05_later.ipynb", "05", {**run_name, "SLEEP_S": ": float = 0.0  # pause",
+                   "PADDING": ': str = "static"  # strategy'}, source="BATCH_SIZE = 3\n" + STAND_IN)  # fmt: skip
+    out = tmp_path / "runs"
+    report, _ = sweep.run_all(nbs[0].parent, out, progress=False, parameters={"04:BASELINE_LABEL": "02-static"})
+    text = report.read_text()
+    assert text != "early" and all(label in text for label in ("01-static", "02-static", "05-static"))
+    assert "over <b>02-static</b>" in text  # the baseline 04 was given, not the default rule's first record
+
+
+def test_the_report_notebooks_parameters_are_read_as_the_notebooks_see_them():
+    assert sweep.report_parameter({"BASELINE_LABEL": "a", "04:BASELINE_LABEL": "b"}, "BASELINE_LABEL") == "b"
+    assert sweep.report_parameter({"baseline_label": "a", "03:BASELINE_LABEL": "c"}, "BASELINE_LABEL") == "a"
+    assert sweep.report_parameter({}, "BASELINE_LABEL") is None
+
+
 def test_run_all_again_keeps_one_record_per_configuration(tmp_path, kernel_env):
     nbs = stand_ins(tmp_path / "nbs")
     out = tmp_path / "runs"

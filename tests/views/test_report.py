@@ -131,3 +131,42 @@ def test_html_report_has_a_doctor_section_when_a_doctor_record_is_present(tmp_pa
     assert rows["kernels fake"]["verdict"] == BROKEN_PATH and "probe failed" in rows["kernels fake"]["reason"]
     assert "skipped by notebooks 02 and 03: kernels fake" in section.select_one("p.doctor-verdict").get_text()
     assert [li.get_text() for li in section.select("ul.doctor-notes li")] == [doctor.paths[-1].notes[0]]
+
+
+def test_the_report_opens_on_what_was_found_and_holds_notebook_05_and_the_watched_run(make_record, tmp_path):
+    """The first screen's three lines, notebook 05's scaling rows, and the monitored run's summary; each section
+    without records says which notebook or parameter fills it."""
+    from nbhelpers.measure.store import RunRecord
+
+    base = make_record("eager, static", 500.0)
+    best = make_record("liger, packed", 1500.0, kernels="liger", padding="packed", parity="pass")
+    bare = BeautifulSoup(report.write_html_report([base, best], tmp_path / "bare.html").read_text(), "html.parser")
+    first = bare.select_one("body > section")
+    assert "findings" in first["class"]
+    lines = [li.get_text() for li in first.select("ol.findings li")]
+    assert len(lines) == 3 and "liger, packed" in lines[0] and "3.00x the reference path" in lines[0]
+    assert "notebook 05 measures" in bare.select_one("section.scaling").get_text()
+    assert "MONITOR_STEPS" in bare.select_one("section.monitor").get_text()
+
+    one = make_record("fsdp2", 800.0, gpus=1, sharding="fsdp2")
+    two = make_record("fsdp2", 1500.0, gpus=2, sharding="fsdp2")
+    for record in (one, two):
+        record.notebook = "05_several_gpus.ipynb"
+    watched = [
+        RunRecord(config={"label": "watched", "session": "sft-1"}, kind="monitor",
+                  metrics={"step": step, "real_tokens_per_s": rate, "mfu": 0.3, "padding_fraction": 0.1,
+                           "peak_memory_gib": 12.0, "launches_per_step": None},
+                  environment=dict(base.environment))
+        for step, rate in ((4, 1000.0), (8, 1200.0), (12, 1100.0))
+    ]  # fmt: skip
+    records = [base, best, one, two, *watched]
+    soup = BeautifulSoup(report.write_html_report(records, tmp_path / "whole.html").read_text(), "html.parser")
+    scaling = soup.select_one("section.scaling")
+    rows = _parse_tables(scaling, "scaling")[""]
+    assert [row["gpus"] for row in rows] == ["1", "2"]
+    assert rows[1]["scaling_efficiency"] == "93.8%"  # 1500 / 2 per GPU over 800 on one GPU
+    monitor = soup.select_one("section.monitor")
+    (summary,) = _parse_tables(monitor, "monitor")[""]
+    assert summary["run"] == "sft-1" and summary["last step"] == "12"
+    assert summary["real tok/s (median)"] == "1,100" and summary["MFU (median)"] == "30.0%"
+    assert monitor.select_one("div") is not None  # the plot over the steps, embedded
