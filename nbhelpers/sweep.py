@@ -460,6 +460,7 @@ def run_all(
     04 writes one too, for a run of 04 alone), and what ran. Nothing is skipped: each call measures afresh; what an
     earlier call killed mid-notebook wrote is set aside first (``interrupted-records.jsonl``), as the sweep does.
     """
+    from nbhelpers.analysis.job_projection import PARAMETERS, JobSpec
     from nbhelpers.views.report import write_html_report
 
     check_run_name(run_name, "run_name")
@@ -479,7 +480,10 @@ def run_all(
         sweep_name=run_name,
     )
     # Last, after every notebook (05's scaling rows and 04's peers and watched run included), with 04's baseline.
-    write_html_report(_load_run(out / run_name), report, report_parameter(parameters or {}, "BASELINE_LABEL") or None)
+    given = parameters or {}
+    job = JobSpec.from_parameters({name: value for name in PARAMETERS.values()
+                                   if (value := report_parameter(given, name)) is not None})  # fmt: skip
+    write_html_report(_load_run(out / run_name), report, report_parameter(given, "BASELINE_LABEL") or None, job=job)
     return report, result
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from nbhelpers.analysis.convergence import Convergence, convergence_of
 from nbhelpers.analysis.entry_gains import ENTRIES_TEXT, entry_gains
+from nbhelpers.analysis.job_projection import JobSpec
 from nbhelpers.analysis.overview import failed_configurations, peak_flops_sources
 from nbhelpers.analysis.peers import export_gap, export_gap_text, peer_table
 from nbhelpers.analysis.recommend import recommend
@@ -28,7 +29,7 @@ from nbhelpers.measure.store import RunRecord
 from nbhelpers.validation import output_target
 
 from .html_table import html_table
-from .report_sections import findings_html, monitor_section, scaling_section
+from .report_sections import findings_html, job_section, monitor_section, scaling_section
 
 _CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto; max-width: 1200px;
@@ -58,6 +59,7 @@ def write_html_report(
     baseline_label: str | None = None,
     title: str = "Fine-tuning speedup report",
     left_out: Sequence[str] = (),
+    job: JobSpec | None = None,
 ) -> Path:
     """Write a standalone HTML report (Bokeh resources inline: opens offline) and return its path.
 
@@ -65,6 +67,8 @@ def write_html_report(
     path and "without the workbook"), plots, the full table (formatted as
     in the notebook), failed configurations with their reasons and the recommended configuration.
     ``left_out``: the lines the records' reader skipped (``<file>:<line>: ...`` each), listed at the top.
+    ``job``: the training job projected in hours and money (notebook 04's JOB_* parameters); None: the dataset's
+    full size, one epoch, one GPU, no price.
     """
     from bokeh.embed import components
 
@@ -186,7 +190,7 @@ def write_html_report(
         models["monitor_plot"] = report_plots.to_bokeh(monitor_plot)
     body += "\n" + monitor_html
     body += doctor_sections(records)
-    body = findings_html(records, baseline_label) + "\n" + body
+    body = findings_html(records, baseline_label) + "\n" + job_section(records, job or JobSpec(), baseline_label) + body
     script, divs = components(models) if models else ("", {})
     for key, div in divs.items():
         body = body.replace(f"{{{{{key}}}}}", div)

@@ -9,8 +9,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from nbhelpers.analysis.findings import findings
+from nbhelpers.analysis.job_projection import JobSpec, assumptions, project_sweep_point, projection_markdown
 from nbhelpers.analysis.memory_plan import planned_vs_measured
-from nbhelpers.analysis.records import gpu_count, step_records
+from nbhelpers.analysis.records import gpu_count, machines_of, run_name_of, step_records
 from nbhelpers.analysis.scaling import scaling_frame
 from nbhelpers.formatting import fmt_gib, fmt_percent, fmt_rate, format_table
 from nbhelpers.measure.store import RunRecord
@@ -28,6 +29,31 @@ def findings_html(records: Iterable[RunRecord], baseline_label: str | None = Non
     return f'<section class="findings"><h2>What was found</h2><ol class="findings">{items}</ol></section>'
 
 
+def job_section(records: Iterable[RunRecord], job: JobSpec, baseline_label: str | None = None) -> str:
+    """Your job, in hours and money: for each machine and run (a sweep's points are runs), the baseline's, the
+    recommendation's and "without the workbook"'s projected wall time, GPU-hours and cost, with the assumptions."""
+    from markdown_it import MarkdownIt
+
+    records = list(records)
+    render = MarkdownIt("commonmark").enable("table").render
+    parts = ['<section class="job"><h2>Your job, in hours and money</h2>']
+    groups = [(m, run) for m in machines_of(step_records(records))
+              for run in dict.fromkeys(run_name_of(r) for r in step_records(records) if r.machine == m)]  # fmt: skip
+    if not groups:
+        parts.append("<p>No projection: no configuration was measured.</p>")
+    for machine, run in groups:
+        mine = [r for r in records if r.machine == machine and run_name_of(r) == run]
+        parts.append(f'<h3 class="job-run">{html.escape(machine)}, run {html.escape(run)}</h3>')
+        try:
+            frame = project_sweep_point(mine, job, baseline_label)
+        except ValueError as error:  # a baseline label this run lacks
+            parts.append(f"<p>No projection: {html.escape(str(error))}</p>")
+            continue
+        parts.append(render(projection_markdown(frame, assumptions(job, frame))))  # escapes what the records hold
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
 def scaling_section(records: Iterable[RunRecord]) -> str:
     """Notebook 05: the configuration on 1 and N GPUs (throughput, scaling efficiency, memory per GPU) and the memory
     planner's prediction beside each measured peak; a sentence when the run has no several-GPU record."""
@@ -43,7 +69,7 @@ def scaling_section(records: Iterable[RunRecord]) -> str:
     frame = scaling_frame(shown)
     parts.append(
         '<p class="meta">Scaling efficiency is per-GPU throughput on N GPUs over the 1-GPU record of the same '
-        "configuration; on a CPU the \"GPUs\" are processes sharing its cores (the note says so).</p>"
+        'configuration; on a CPU the "GPUs" are processes sharing its cores (the note says so).</p>'
     )
     parts.append(html_table(format_table(frame), "scaling"))
     planned = planned_vs_measured(shown, cuda_only=False)
@@ -103,4 +129,4 @@ def monitor_section(records: Iterable[RunRecord]) -> tuple[str, Any | None]:
     return "\n".join(parts), monitor_plot(records)
 
 
-__all__ = ["findings_html", "scaling_section", "monitor_summary", "monitor_section"]
+__all__ = ["findings_html", "job_section", "scaling_section", "monitor_summary", "monitor_section"]

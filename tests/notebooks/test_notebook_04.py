@@ -55,6 +55,11 @@ def test_notebook_is_committed_clean_and_declares_its_parameters():
         "LORA_ALPHA": "int",
         "LORA_TARGETS": "str",
         "FROZEN_BASE": "str",
+        "JOB_ROWS": "int",
+        "JOB_TOKENS": "int",
+        "JOB_EPOCHS": "float",
+        "JOB_GPUS": "int",
+        "GPU_HOUR_PRICE": "float",
     }
 
 
@@ -80,7 +85,8 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
     )
 
     out = tmp_path / "04.ipynb"
-    execute_notebook(NOTEBOOK, out, {"RUN_NAME": "nb04", "RUN_DIRS": "other"})
+    job = {"JOB_EPOCHS": 3.0, "JOB_GPUS": 2, "GPU_HOUR_PRICE": 4.0}
+    execute_notebook(NOTEBOOK, out, {"RUN_NAME": "nb04", "RUN_DIRS": "other", **job})
     executed = nbformat.read(out, as_version=4)
     by_id = {cell.get("id"): cell for cell in executed.cells}
 
@@ -123,6 +129,9 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
     recommendation = _outputs_text(by_id["recommend"])
     assert "**Recommended:** packed" in recommendation and "padding_free=True" in recommendation
     assert "**Recommended:** cpu" in recommendation  # the other machine gets its own
+    projection = _outputs_text(by_id["job"])  # one projection per machine, at the job's parameters
+    assert projection.count("**Your job:**") == 2 and "x 3 epoch(s) on 2 GPU(s)" in projection
+    assert "scaled linearly to JOB_GPUS=2" in projection and "GPU_HOUR_PRICE=$4.00 per GPU-hour" in projection
     report = runs_root / "nb04" / "report.html"
     assert str(report) in _outputs_text(by_id["report"])
     soup = BeautifulSoup(report.read_text(), "html.parser")
@@ -148,6 +157,8 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
     }
     assert over_both == {"baseline": "0.83x", "liger": "1.25x", "packed": "1.88x", "TRL defaults": "1.00x", "cpu": "—"}
     assert "1.20x the reference path" in soup.select_one("ul.references").get_text()
+    job_text = soup.select_one("section.job").get_text()  # the report projects the same job, with its cost
+    assert "x 3 epoch(s) on 2 GPU(s)" in job_text and "$" in job_text and "no price given" not in job_text
 
 
 @pytest.mark.slow

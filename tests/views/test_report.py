@@ -145,6 +145,13 @@ def test_the_report_opens_on_what_was_found_and_holds_notebook_05_and_the_watche
     assert "findings" in first["class"]
     lines = [li.get_text() for li in first.select("ol.findings li")]
     assert len(lines) == 3 and "liger, packed" in lines[0] and "3.00x the reference path" in lines[0]
+    job = bare.select_one("section.job")  # the job at its defaults: the dataset's full size, one epoch, one GPU
+    rows = {
+        tr.find_all("td")[0].get_text(): [td.get_text() for td in tr.find_all("td")] for tr in job.select("tbody tr")
+    }
+    assert set(rows) == {"baseline", "recommendation"} and rows["recommendation"][1] == "liger, packed"
+    assert all(row[5] == "no price given" for row in rows.values())
+    assert "3.00x" in job.get_text() and "Assumptions:" in job.get_text()
     assert "notebook 05 measures" in bare.select_one("section.scaling").get_text()
     assert "MONITOR_STEPS" in bare.select_one("section.monitor").get_text()
 
