@@ -169,6 +169,18 @@ COLUMN_FORMATS: dict[str, Callable[[Any], str]] = {
 }
 
 
+class Note(str):
+    """A sentence shown where a table would have a header and no row (a notebook renders it as Markdown)."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+def table_or_note(table: Any, note: str) -> Any:
+    """``table`` when it has a row, else :class:`Note` ``note``: a reader sees why, not an empty header."""
+    return table if len(table) else Note(note)
+
+
 def format_table(table: Any, drop: Sequence[str] = ("record_id", "baseline")) -> Any:
     """The table as display strings: the notebook shows this, and the HTML report embeds the same."""
     shown = table.drop(columns=[c for c in drop if c in table.columns])

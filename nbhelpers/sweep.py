@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.measure.jsonl import append_line, read_lines
+from nbhelpers.measure.progress import PLAIN_BARS_VARIABLE, progress_bar
 from nbhelpers.measure.set_aside import (
     SET_ASIDE_NAME,
     move_aside,
@@ -160,7 +161,8 @@ def execute_notebook(
     """Run one notebook with papermill; the executed copy appears at ``output`` only once it is complete.
 
     Papermill saves as it goes into ``<output>.partial.ipynb``; that file is renamed into place when
-    papermill returns (or fails: the copy then holds the error). Raises what papermill raised.
+    papermill returns (or fails: the copy then holds the error). Raises what papermill raised. The kernel draws
+    plain-text progress bars (``PLAIN_BARS_VARIABLE``): a widget bar would be saved at its first state.
     """
     import papermill
 
@@ -169,6 +171,8 @@ def execute_notebook(
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(output.stem + ".partial.ipynb")
     partial.unlink(missing_ok=True)  # left by a run that was killed
+    saved = os.environ.get(PLAIN_BARS_VARIABLE)
+    os.environ[PLAIN_BARS_VARIABLE] = "1"  # the kernel draws text bars: the saved copy shows where each bar ended
     try:
         papermill.execute_notebook(
             str(notebook),
@@ -182,6 +186,10 @@ def execute_notebook(
             engine_name=register(),
         )
     finally:
+        if saved is None:
+            os.environ.pop(PLAIN_BARS_VARIABLE, None)
+        else:
+            os.environ[PLAIN_BARS_VARIABLE] = saved
         if partial.exists():
             os.replace(partial, output)
 
@@ -270,6 +278,13 @@ def check_points(points: Sequence[tuple[str, dict[str, Any]]], notebooks: Sequen
     return declared
 
 
+def notebook_line(entry: dict[str, Any]) -> str:
+    """One notebook run's outcome in a line: point, notebook, status and seconds (and the error's first line)."""
+    error = str(entry.get("error") or "").strip().splitlines()
+    why = f": {error[0]}" if error and entry["status"] != "ok" else ""
+    return f"{entry['point']} / {entry['notebook']}: {entry['status']} in {entry['duration_s']:.1f} s{why}"
+
+
 def run_points(
     points: Sequence[tuple[str, dict[str, Any]]],
     notebooks: Sequence[str | Path],
@@ -291,8 +306,6 @@ def run_points(
     the records its earlier attempt wrote (into ``interrupted-records.jsonl``), so the store keeps exactly one
     record per configuration and nothing measured is lost.
     """
-    from tqdm.auto import tqdm
-
     timeout = check_timeout(timeout)
     runs_root = Path(runs_root).resolve()
     sweep_dir = Path(journal_dir).resolve() if journal_dir is not None else runs_root
@@ -305,9 +318,10 @@ def run_points(
         done = journal_all if resume else {}
         if retry_failed:
             done = {key: entry for key, entry in done.items() if entry.get("status") == "ok"}
-        complete = sum(all((name, nb.name) in done for nb in notebooks) for name, _ in points)
+        complete = sum((name, nb.name) in done for name, _ in points for nb in notebooks)
         label = sweep_name or sweep_dir.name
-        bar = tqdm(total=len(points), initial=complete, desc=label, disable=not progress)
+        bar = progress_bar(total=len(points) * len(notebooks), initial=complete, desc=label, unit="notebook",
+                           disable=not progress)  # fmt: skip
         try:
             for name, point in points:
                 todo = [nb for nb in notebooks if (name, nb.name) not in done]
@@ -352,7 +366,9 @@ def run_points(
                     journal.append(entry)
                     marker.unlink(missing_ok=True)
                     result.ran.append(entry)
-                bar.update(1)
+                    bar.update(1)
+                    if progress:  # a line that stays: each notebook's outcome and time
+                        bar.write(notebook_line(entry))
         finally:
             bar.close()
     return result

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import nbformat
 import papermill
+
+from nbhelpers.measure.progress import PLAIN_BARS_VARIABLE
 
 # The smallest run of notebook 03 that still measures a configuration and proves packing (a few seconds of work).
 TINY_NB03 = {
@@ -51,13 +55,59 @@ CELL_TIMEOUT_S = 1200
 
 
 def execute(notebook: Path, out: Path, parameters: dict) -> dict:
-    """Run ``notebook`` into ``out`` with papermill (kernel python3, cwd notebooks/); cells by id."""
-    papermill.execute_notebook(
-        str(notebook), str(out), parameters=parameters, kernel_name="python3", cwd=str(notebook.parent),
-        progress_bar=False, execution_timeout=CELL_TIMEOUT_S,
-    )  # fmt: skip
+    """Run ``notebook`` into ``out`` with papermill (kernel python3, cwd notebooks/) as a batch run draws its bars
+    (plain text); the saved copy must read cleanly (:func:`assert_saved_cleanly`); cells by id."""
+    saved = os.environ.get(PLAIN_BARS_VARIABLE)
+    os.environ[PLAIN_BARS_VARIABLE] = "1"
+    try:
+        papermill.execute_notebook(
+            str(notebook), str(out), parameters=parameters, kernel_name="python3", cwd=str(notebook.parent),
+            progress_bar=False, execution_timeout=CELL_TIMEOUT_S,
+        )  # fmt: skip
+    finally:
+        if saved is None:
+            os.environ.pop(PLAIN_BARS_VARIABLE, None)
+        else:
+            os.environ[PLAIN_BARS_VARIABLE] = saved
+    assert_saved_cleanly(out)
     executed = nbformat.read(out, as_version=4)
     return {cell.get("id"): cell for cell in executed.cells}
+
+
+# A bar's last drawn state still at zero steps: "0/0 steps", "0%|          | 0/2"
+FROZEN_BAR = re.compile(r"(?<![\d.])0/0\b|\b0%\|[^|]*\|\s*0/\d+")
+
+
+def empty_tables(html: str) -> list[str]:
+    """The header lines of HTML tables that have a header and no row."""
+    from bs4 import BeautifulSoup
+
+    empty = []
+    for table in BeautifulSoup(html, "html.parser").find_all("table"):
+        if table.find("th") is not None and not [tr for tr in table.find_all("tr") if tr.find("td") is not None]:
+            empty.append(" | ".join(th.get_text(strip=True) for th in table.find_all("th"))[:120])
+    return empty
+
+
+def frozen_bars(text: str) -> list[str]:
+    """The lines of a stream or display whose last drawn state (after the last carriage return) is a bar at 0."""
+    last_states = (line.split("\r")[-1] for line in text.split("\n"))
+    return [state.strip()[:120] for state in last_states if FROZEN_BAR.search(state)]
+
+
+def assert_saved_cleanly(path: Path) -> None:
+    """What a reader of the saved copy sees: no table with a header and no row (a sentence says why instead) and no
+    progress bar left at zero steps."""
+    problems = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            problems += [f"{cell.get('id')}: empty table {t}" for t in empty_tables(str(data.get("text/html", "")))]
+            if "Empty DataFrame" in str(data.get("text/plain", "")):
+                problems.append(f"{cell.get('id')}: an empty DataFrame")
+            for text in (output.get("text", ""), str(data.get("text/plain", ""))):
+                problems += [f"{cell.get('id')}: a bar at zero: {bar}" for bar in frozen_bars(text)]
+    assert not problems, f"{path.name}: " + "; ".join(problems)
 
 
 def assert_committed_clean(notebook: Path, title_prefix: str) -> nbformat.NotebookNode:

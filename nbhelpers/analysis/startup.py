@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from nbhelpers.formatting import table_or_note
 from nbhelpers.kernels.registry import COMPILED_CACHES
 from nbhelpers.measure.store import RunRecord
 
@@ -49,3 +50,15 @@ def startup_table(records: Iterable[RunRecord]) -> Any:
         for name, first in zip(configuration, frame["first step s"])
     ]
     return frame
+
+
+def startup_view(records: Iterable[RunRecord], enabled: bool) -> Any:
+    """:func:`startup_table`, or a sentence saying why nothing was measured (MEASURE_STARTUP off, or no kernel entry
+    of the grid fills a compiled-kernel cache, so there is no cold start to compare)."""
+    why = (
+        "Not measured: MEASURE_STARTUP is off."
+        if not enabled
+        else "Not measured: no kernel entry here compiles kernels into a cache (eager only), so a cold and a warm "
+        "start are the same."
+    )
+    return table_or_note(startup_table(records), why)

@@ -11,8 +11,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PROGRESS_VARIABLE = "NBHELPERS_PROGRESS_FILE"
+# Set (to "1") for a notebook run in batch (run-all, sweep, papermill): bars are plain text, so the saved notebook
+# shows each bar's last state; a widget bar saves only its first ("0/0").
+PLAIN_BARS_VARIABLE = "NBHELPERS_PLAIN_PROGRESS"
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,21 @@ class Progress:
     phase: str
     done: int
     total: int
+
+
+def plain_bars() -> bool:
+    """Whether bars are drawn as plain text (a batch run: :data:`PLAIN_BARS_VARIABLE`)."""
+    return os.environ.get(PLAIN_BARS_VARIABLE) == "1"
+
+
+def progress_bar(*args: Any, **kwargs: Any) -> Any:
+    """A tqdm bar: a widget in a live notebook, plain text where :data:`PLAIN_BARS_VARIABLE` is set (batch runs,
+    whose saved notebooks keep text, not widget state) and in a terminal."""
+    if plain_bars():
+        from tqdm.std import tqdm
+    else:
+        from tqdm.auto import tqdm
+    return tqdm(*args, **kwargs)
 
 
 def report_progress(phase: str, done: int, total: int) -> None:

@@ -26,7 +26,7 @@ from .config import RunConfig
 from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failure
 from .engines import ENGINES, site_env
 from .env import detect_platform
-from .progress import PROGRESS_VARIABLE, Progress, ProgressReader
+from .progress import PROGRESS_VARIABLE, Progress, ProgressReader, plain_bars, progress_bar
 from .spare import SparePool, die_with_parent, spares_wanted
 from .store import RunRecord, RunStore, runs_root
 from .worker import failed_record
@@ -267,16 +267,18 @@ def run_config(
 
 
 class ConfigBar:
-    """One configuration's bar under the list's, fed by its process's progress (``on_progress`` of
-    :func:`run_config`): its name, phase, steps done out of the phase's, and the time spent."""
+    """One configuration's bar, fed by its process's progress (``on_progress`` of :func:`run_config`): its name,
+    phase, steps done out of the phase's, the time spent and tqdm's estimate of the time left in the phase (a phase
+    without steps, such as building the model, shows its name and the time only). Nested under the list's bar in a
+    live notebook; alone on its line in a batch run's plain text, where it clears itself when done."""
 
-    def __init__(self, name: str) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=0, desc=name, unit="step", leave=False, position=1, bar_format=BAR_FORMAT)
+    def __init__(self, name: str, nested: bool = True) -> None:
+        self.bar = progress_bar(total=0, desc=name, unit="step", leave=False, position=1 if nested else 0,
+                                bar_format=PHASE_FORMAT)  # fmt: skip
         self.bar.set_postfix_str("starting")
 
     def __call__(self, progress: Progress) -> None:
+        self.bar.bar_format = BAR_FORMAT if progress.total else PHASE_FORMAT
         self.bar.total = progress.total
         self.bar.n = progress.done
         self.bar.set_postfix_str(progress.phase)  # refreshes the bar
@@ -285,7 +287,9 @@ class ConfigBar:
         self.bar.close()
 
 
-BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} steps [{elapsed}{postfix}]"
+# label: steps of the phase, time spent < time left in the phase (tqdm's estimate from its rate), the phase
+BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} steps [{elapsed}<{remaining}{postfix}]"
+PHASE_FORMAT = "{desc}: [{elapsed}{postfix}]"  # a phase without steps: its name and the time spent
 
 
 def finished_line(record: RunRecord, seconds: float, reused: bool = False) -> str:
@@ -327,17 +331,16 @@ def run_configs(
         store.check_writable()  # a read-only or vanished runs folder fails before anything is measured
     iterator: Iterable[RunConfig] = configs
     bar = None
+    plain = plain_bars()  # a batch run's text: one bar at a time, numbered, instead of a bar over bars
     if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(configs, desc="configurations", unit="config")
+        bar = progress_bar(configs, desc="configurations", unit="config", disable=plain)
         iterator = bar
     records = []
-    for config in iterator:
+    for number, config in enumerate(iterator, 1):
         steps = None
         if bar is not None:
             bar.set_postfix_str(config.name)
-            steps = ConfigBar(config.name)
+            steps = ConfigBar(f"[{number}/{len(configs)}] {config.name}" if plain else config.name, nested=not plain)
         stored = reuse(config) if reuse is not None else None
         started = time.perf_counter()
         try:

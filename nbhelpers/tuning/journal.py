@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.analysis.records import speedup, tokens_per_s
+from nbhelpers.formatting import table_or_note
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.planning.candidates import Candidate
@@ -77,6 +78,10 @@ class TuneResult:
         import pandas as pd
 
         return pd.DataFrame([vars(d) for d in self.decisions])
+
+    def journal_view(self) -> Any:
+        """The journal, or a sentence when the search took no decision (no budget, nothing to try)."""
+        return table_or_note(self.journal, f"No decision to show: {self.summary()}")
 
     @property
     def speedup(self) -> float | None:

@@ -372,9 +372,9 @@ class Tuner:
         for candidate, reason in self.not_runnable:
             self.decide(Decision.of(candidate, "space", NOT_RUNNABLE, reason))
         if self.progress:
-            from tqdm.auto import tqdm
+            from nbhelpers.measure.progress import progress_bar
 
-            self._bar = tqdm(total=1 + len(self.candidates), desc="tuner", unit="measurement")
+            self._bar = progress_bar(total=1 + len(self.candidates), desc="tuner", unit="measurement")
         try:
             self.measure_baseline()
             history: dict[Candidate, Measured] = {}

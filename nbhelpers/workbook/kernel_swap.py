@@ -29,7 +29,7 @@ from nbhelpers.analysis.parity import (
     store_checked,
 )
 from nbhelpers.analysis.speedup import build_table
-from nbhelpers.analysis.startup import startup_table
+from nbhelpers.analysis.startup import startup_table, startup_view
 from nbhelpers.data.loading import DataParams, describe_format
 from nbhelpers.formatting import format_table
 from nbhelpers.kernels.doctor import DoctorReport, broken_paths, describe_machine, doctor_table, run_doctor
@@ -142,5 +142,6 @@ __all__ = [
     "setup_workload",
     "shipped_records",
     "startup_table",
+    "startup_view",
     "store_checked",
 ]

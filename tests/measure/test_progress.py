@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.progress import PROGRESS_VARIABLE, Progress, ProgressReader, read_progress, report_progress
+from nbhelpers.measure.progress import (
+    PLAIN_BARS_VARIABLE,
+    PROGRESS_VARIABLE,
+    Progress,
+    ProgressReader,
+    read_progress,
+    report_progress,
+)
 from nbhelpers.measure.runner import ConfigBar, run_isolated
+from nbhelpers.sweep import notebook_line
 
 
 def test_a_report_is_read_back_and_nothing_is_written_unasked(tmp_path, monkeypatch):
@@ -55,3 +63,27 @@ def test_the_bar_shows_the_phase_and_its_steps():
     bar(Progress("timed pass 1", 1, 3))
     assert (bar.bar.n, bar.bar.total) == (1, 3) and "timed pass 1" in str(bar.bar)
     bar.close()
+
+
+def test_a_batch_runs_bar_is_text_with_its_label_steps_time_spent_and_time_left(monkeypatch, capsys):
+    """Under a fake clock: 2 of 4 steps in 10 s leaves 10 s (tqdm's estimate from the rate), printed as text, the
+    last state being what a saved notebook shows."""
+    import tqdm.std
+
+    clock = iter([100.0, 100.0, 110.0, 110.0, 110.0, 110.0, 110.0, 110.0])
+    monkeypatch.setattr(tqdm.std, "time", lambda: next(clock, 110.0))
+    monkeypatch.setenv(PLAIN_BARS_VARIABLE, "1")
+    bar = ConfigBar("liger, packed")
+    assert type(bar.bar) is tqdm.std.tqdm  # not a widget: its text is what the saved notebook keeps
+    bar(Progress("timed pass 1", 2, 4))
+    bar.close()
+    last = capsys.readouterr().err.split("\r")[-2]  # the last drawn state, before the bar is cleared
+    assert last.startswith("liger, packed: 2/4 steps [00:10<00:10, timed pass 1]"), last
+
+
+def test_the_run_level_bar_writes_each_notebooks_outcome_and_time():
+    ok = {"point": "default", "notebook": "01_baseline_profile.ipynb", "status": "ok", "duration_s": 40.04, "error": ""}
+    failed = ok | {"notebook": "02_kernel_swap_in.ipynb", "status": "failed", "duration_s": 3.0,
+                   "error": "PapermillExecutionError\nmore"}  # fmt: skip
+    assert notebook_line(ok) == "default / 01_baseline_profile.ipynb: ok in 40.0 s"
+    assert notebook_line(failed) == "default / 02_kernel_swap_in.ipynb: failed in 3.0 s: PapermillExecutionError"

@@ -7,6 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from bs4 import BeautifulSoup
+from notebook_helpers import assert_saved_cleanly
 
 from nbhelpers.analysis.references import NOT_MEASURED, VS_REFERENCE, VS_WITHOUT, WITHOUT_WORKBOOK_ENGINE
 from nbhelpers.measure.store import RunRecord, RunStore
@@ -87,6 +88,7 @@ def test_notebook_04_reports_a_store(runs_root, make_record, kernel_env, tmp_pat
     out = tmp_path / "04.ipynb"
     job = {"JOB_EPOCHS": 3.0, "JOB_GPUS": 2, "GPU_HOUR_PRICE": 4.0}
     execute_notebook(NOTEBOOK, out, {"RUN_NAME": "nb04", "RUN_DIRS": "other", **job})
+    assert_saved_cleanly(out)
     executed = nbformat.read(out, as_version=4)
     by_id = {cell.get("id"): cell for cell in executed.cells}
 
@@ -174,6 +176,7 @@ def test_notebook_04_measures_trl_peers_and_convergence_on_the_tiny_preset(runs_
     run_configs([tiny], store=RunStore.for_run("nb04trl"), isolate=False, progress=False)
     out = tmp_path / "04.ipynb"
     execute_notebook(NOTEBOOK, out, {"RUN_NAME": "nb04trl", "PEER_ROWS": "trl", "CONVERGENCE_STEPS": 2})
+    assert_saved_cleanly(out)
     by_id = {cell.get("id"): cell for cell in nbformat.read(out, as_version=4).cells}
     rows = {row["label"]: row for row in _frame_rows(by_id["peers"])}
     assert set(rows) == {"TRL from the export of eager/packed/sdpa/b2x128", "eager/packed/sdpa/b2x128"}
@@ -204,6 +207,7 @@ def test_notebook_04_recommends_the_lora_workload_and_measures_its_convergence(
     store.append(make_record("full fine-tuning", 99999.0, run_name="nb04lora"))  # another machine's, no adapter
     out = tmp_path / "04.ipynb"
     execute_notebook(NOTEBOOK, out, {"RUN_NAME": "nb04lora", "CONVERGENCE_STEPS": 2, **LORA})
+    assert_saved_cleanly(out)
     by_id = {cell.get("id"): cell for cell in nbformat.read(out, as_version=4).cells}
     recommendation = _outputs_text(by_id["recommend"])
     assert "**Recommended:** eager/packed/sdpa/b2x64/lora-r4" in recommendation and "LoraConfig" in recommendation
