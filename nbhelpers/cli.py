@@ -46,7 +46,7 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action) or ""
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbhelpers", description="Run the fine-tuning workbook and report.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -74,8 +74,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Search kernel backends x padding strategies x attention implementations on one workload "
                     "within a wall-clock budget (successive halving); the winner is stored as the run's tuned "
                     "configuration.",
-        epilog="example: nbhelpers tune --model qwen3-tiny --kernels eager,liger --strategies static,packed "
-               "--budget-s 120",
+        epilog="example: nbhelpers tune --model qwen3-tiny --strategies static,packed,token_budget --budget-s 120 "
+               "(on a GPU: --kernels eager,liger --attention sdpa,torch_varlen)",
         formatter_class=DefaultsHelpFormatter,
     ))  # fmt: skip
 
@@ -237,8 +237,10 @@ def _tune_arguments(tune: argparse.ArgumentParser) -> None:
     from nbhelpers.data.strategies import PADDING_STRATEGIES
     from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
     from nbhelpers.kernels.registry import KERNEL_BACKENDS
+    from nbhelpers.planning.notebook_defaults import NOTEBOOK_DEFAULTS
 
-    defaults = RUN_CONFIG_DEFAULTS
+    # the notebooks' defaults (notebook 03 runs the same tuner), then RunConfig's for what no notebook sets
+    defaults = RUN_CONFIG_DEFAULTS | {name.lower(): value for name, value in NOTEBOOK_DEFAULTS.items()}
     helps = _workload_help()
     tune.add_argument("--run-name", default=defaults["run_name"], help="run folder under --out for records")
     tune.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/)")
@@ -247,18 +249,21 @@ def _tune_arguments(tune: argparse.ArgumentParser) -> None:
     for name in ("batch_size", "max_length", "num_samples", "steps", "warmup", "seed", "lora_rank", "lora_alpha"):
         tune.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=helps[name])
     tune.add_argument("--gpu-memory-gib", type=float, default=defaults["gpu_memory_gib"], help=helps["gpu_memory_gib"])
-    tune.add_argument("--kernels", default="eager,liger",
-                      help=f"comma-separated kernel backends of {', '.join(KERNEL_BACKENDS)}")  # fmt: skip
+    tune.add_argument("--kernels", default=defaults["kernels"],
+                      help=f"comma-separated kernel backends of {', '.join(KERNEL_BACKENDS)}; auto: eager,liger on a "
+                           "GPU, eager on a CPU (where Liger runs only in Triton's interpreter)")  # fmt: skip
     tune.add_argument(
         "--liger-kernels", default="", help="Liger switch sets, ';' between sets (default: RunConfig's set)"
     )
     tune.add_argument("--no-unfused-twin", action="store_true", help="no plain cross-entropy twin of a fused set")
-    tune.add_argument("--strategies", default="static,packed,token_budget",
+    tune.add_argument("--strategies", default=defaults["strategies"],
                       help=f"comma-separated padding strategies of {', '.join(PADDING_STRATEGIES)}")  # fmt: skip
-    tune.add_argument("--token-budgets", default="0", help="comma-separated token budgets (0 = batch x max length)")
-    tune.add_argument("--attention", default="sdpa",
+    tune.add_argument("--token-budgets", default=defaults["tune_token_budgets"],
+                      help="comma-separated token budgets (0 = batch x max length)")  # fmt: skip
+    tune.add_argument("--attention", default=defaults["attention"],
                       help=f"comma-separated attention implementations of {', '.join(ATTENTION_IMPLEMENTATIONS)}")
-    tune.add_argument("--budget-s", type=float, default=300.0, help="wall-clock budget of the whole search")
+    tune.add_argument("--budget-s", type=float, default=float(defaults["tune_budget_s"]),
+                      help="wall-clock budget of the whole search")  # fmt: skip
     tune.add_argument("--eta", type=int, default=3, help="each rung keeps the best 1/eta")
     tune.add_argument("--first-steps", type=int, default=2, help="timed steps of rung 0 (x eta per rung)")
     tune.add_argument("--final-count", type=int, default=1, help="survivors measured at the workload's timing")
@@ -342,7 +347,7 @@ def _report_records(run_dirs: list[str]) -> tuple[list[RunRecord], list[str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         if args.command == "run-all":
             from nbhelpers.sweep import run_all

@@ -140,7 +140,7 @@ def test_tune_help_shows_defaults_allowed_values_and_an_example(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "RunConfig." not in text
     assert "one of steps, epoch (default: steps)" in text and "one of none, lora (default: none)" in text
-    assert "(default: 300.0)" in text and "eager, liger, compile" in text
+    assert "(default: 60.0)" in text and "eager, liger, compile" in text and "(default: auto)" in text
     assert "example: nbhelpers tune --model qwen3-tiny" in text
     assert "(default: None)" not in text and "(default: )" not in text
 

@@ -277,3 +277,26 @@ def test_last_code_cell_writes_or_reports_the_run(path):
     assert re.search(r"store|RunStore|report", last) and "print(" in last, (
         "the last cell writes the run's record(s) (or the report) and prints where"
     )
+
+
+def test_every_notebook_default_and_every_commands_default_is_the_one_table():
+    """A notebook's parameter named in NOTEBOOK_DEFAULTS holds that default, and `nbhelpers tune` with no option
+    measures what notebook 03 measures with no parameter (05, the several-GPU notebook, keeps its own workload)."""
+    from nbhelpers.cli import build_parser
+    from nbhelpers.planning.notebook_defaults import NOTEBOOK_DEFAULTS
+    from nbhelpers.sweep import notebook_parameters
+
+    checked = 0
+    for notebook in (path for path in NOTEBOOKS if path.name[:2] in ("01", "02", "03", "04")):
+        for name, info in notebook_parameters(notebook).items():
+            if name in NOTEBOOK_DEFAULTS:
+                assert ast.literal_eval(info["default"]) == NOTEBOOK_DEFAULTS[name], (notebook.name, name)
+                checked += 1
+    assert checked >= 3 * 12  # the workload's parameters in notebooks 01-03 at least
+    tune = build_parser().parse_args(["tune"])
+    options = {"model": "MODEL", "batch_size": "BATCH_SIZE", "max_length": "MAX_LENGTH",
+               "num_samples": "NUM_SAMPLES", "steps": "STEPS", "warmup": "WARMUP", "kernels": "KERNELS",
+               "strategies": "STRATEGIES", "attention": "ATTENTION", "budget_s": "TUNE_BUDGET_S",
+               "token_budgets": "TUNE_TOKEN_BUDGETS"}  # fmt: skip
+    given = {option: getattr(tune, option) for option in options}
+    assert given == {option: NOTEBOOK_DEFAULTS[name] for option, name in options.items()}
