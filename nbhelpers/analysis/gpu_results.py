@@ -196,6 +196,19 @@ def gpu_results_frame(records: list[RunRecord], columns: tuple[str, ...] | None 
     return frame[shown]
 
 
+FAILED_COLUMNS = ("machine", "source", "label", "reason")  # a failed shipped row: what it was and why
+
+
+def measured_and_failed(frame: Any) -> tuple[Any, Any]:
+    """:func:`gpu_results_frame` split in two: the rows that measured (their figures), and the failed ones in a
+    short table of what and why (their figure columns would be empty)."""
+    if frame.empty or "status" not in frame.columns:
+        return frame, frame.iloc[0:0]
+    failed = frame["status"] != "ok"
+    measured = frame[~failed].drop(columns=["reason"], errors="ignore").reset_index(drop=True)
+    return measured, frame[failed][[c for c in FAILED_COLUMNS if c in frame.columns]].reset_index(drop=True)
+
+
 def describe_gpu_results(records: list[RunRecord], folder: str | Path | None = None, device: str = "cpu") -> str:
     """One line: how many shipped records from which machines, or that there are none (and where looked); on a
     GPU, that the notebook's own rows stand in for them."""

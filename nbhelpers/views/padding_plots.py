@@ -108,11 +108,19 @@ def gpu_overview(
             "`nbhelpers bench qwen3-1.7b/padding-strategies-epoch --out DIR` on a GPU and point `GPU_RESULTS` "
             "at `DIR/qwen3-1.7b/padding-strategies-epoch`."
         )
+    from IPython.display import display
+
+    from nbhelpers.analysis.gpu_results import measured_and_failed
+
     steps = [r for r in records if r.kind == "step"]
     table = measured_table(steps)
     table.insert(1, "machine", [r.machine for r in steps])
     table.insert(2, "validity", [(validity or {}).get(r.record_id, "") for r in steps])
-    return table
+    measured, failed = measured_and_failed(table)
+    if failed.empty:
+        return measured
+    display(measured)  # the rows with figures, then the failed ones in a short table: what and why
+    return failed
 
 
 def skip_verdict(gain: Any, records: Sequence[RunRecord] = (), validity: dict[str, str] | None = None) -> Any:

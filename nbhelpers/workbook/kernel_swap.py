@@ -19,6 +19,7 @@ from nbhelpers.analysis.gpu_results import (
     gpu_results_frame,
     liger_switch_table,
     load_gpu_records,
+    measured_and_failed,
 )
 from nbhelpers.analysis.kernel_diff import backend_kernel_diff, patch_reports_frame
 from nbhelpers.analysis.parity import (
@@ -31,7 +32,7 @@ from nbhelpers.analysis.parity import (
 from nbhelpers.analysis.speedup import build_table
 from nbhelpers.analysis.startup import startup_table, startup_view
 from nbhelpers.data.loading import DataParams, describe_format
-from nbhelpers.formatting import format_table
+from nbhelpers.formatting import format_table, table_or_note
 from nbhelpers.kernels.doctor import DoctorReport, broken_paths, describe_machine, doctor_table, run_doctor
 from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.config import RunConfig
@@ -128,6 +129,7 @@ __all__ = [
     "gpu_results_frame",
     "kernel_diff_plot",
     "liger_switch_table",
+    "measured_and_failed",
     "load_gpu_records",
     "measure_startup",
     "prepare_startup",
@@ -144,4 +146,5 @@ __all__ = [
     "startup_table",
     "startup_view",
     "store_checked",
+    "table_or_note",
 ]

@@ -152,3 +152,20 @@ def test_the_wheel_carries_every_file_a_shelf_shows():
         return len(parts) == len(globs) and all(fnmatch.fnmatchcase(p, g) for p, g in zip(parts, globs))
 
     assert [s for s in shown if not any(carried(s, pattern) for pattern in patterns)] == []
+
+
+def test_failed_shipped_rows_go_to_a_short_table_of_what_and_why():
+    import pandas as pd
+
+    from nbhelpers.analysis.gpu_results import FAILED_COLUMNS, measured_and_failed
+
+    frame = pd.DataFrame({"machine": ["h200", "h200"], "source": ["a.jsonl", "b.jsonl"], "label": ["ok row", "oom"],
+                          "status": ["ok", "failed"], "real_tokens_per_s": [100.0, None],
+                          "reason": ["", "CUDA out of memory"]})  # fmt: skip
+    measured, failed = measured_and_failed(frame)
+    assert list(measured["label"]) == ["ok row"] and "reason" not in measured.columns
+    assert list(failed.columns) == list(FAILED_COLUMNS)
+    assert failed.to_dict("records") == [{"machine": "h200", "source": "b.jsonl", "label": "oom",
+                                          "reason": "CUDA out of memory"}]  # fmt: skip
+    empty = frame.iloc[0:0]
+    assert measured_and_failed(empty)[1].empty
