@@ -165,16 +165,15 @@ def cached_measured_peak(device: str, dtype_name: str) -> PeakFlops:
         cached = json.loads(path.read_text())
     except (OSError, ValueError):
         cached = {}
-    if key in cached:
-        entry = cached[key]
-        return PeakFlops(float(entry["flops_per_s"]), f"{entry['source']} (cached, measured {entry['when']})")
-    peak = measure_peak_flops(device, dtype_name, size=2048 if device == "cpu" else 0)
-    cached[key] = {"flops_per_s": peak.flops_per_s, "source": peak.source, "when": time.strftime("%Y-%m-%d %H:%M")}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_suffix(f".tmp{os.getpid()}")
-    staging.write_text(json.dumps(cached, indent=1))
-    staging.replace(path)
-    return peak
+    if key not in cached:
+        peak = measure_peak_flops(device, dtype_name, size=2048 if device == "cpu" else 0)
+        cached[key] = {"flops_per_s": peak.flops_per_s, "source": peak.source, "when": time.strftime("%Y-%m-%d %H:%M")}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.with_suffix(f".tmp{os.getpid()}")
+        staging.write_text(json.dumps(cached, indent=1))
+        staging.replace(path)
+    entry = cached[key]  # the measuring call names it as every later one does: one peak, one name
+    return PeakFlops(float(entry["flops_per_s"]), f"{entry['source']} on {entry['when']}")
 
 
 def peak_flops(device: str, compute_dtype: str) -> PeakFlops:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers.measure.env import safe_environment, sync_device, table_peak_flops
+from nbhelpers.measure.env import peak_flops, safe_environment, sync_device
 from nbhelpers.measure.metrics import mfu, model_flops
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir
 from nbhelpers.models.adapters import adapter_matmul_parameters, frozen_matmul_parameters
@@ -171,15 +171,10 @@ class Monitor:
         self.rank = torch.distributed.get_rank() if distributed else 0  # each rank counts its own batches
         if self._peak_arg is not None:
             self.peak_flops, self.peak_source = self._peak_arg, "given: peak_flops"
-        elif self.device == "cuda":
-            name = torch.cuda.get_device_name(parameter.device)
-            known = table_peak_flops(name)
-            if known is not None:
-                self.peak_flops, self.peak_source = known.flops_per_s, known.source
-            else:
-                self.peak_source = f"no datasheet peak for {name}: pass peak_flops= (FLOP/s) for MFU"
-        else:
-            self.peak_source = f"no datasheet peak on {self.device}: pass peak_flops= (FLOP/s) for MFU"
+        else:  # the peak the measured records of this machine use: a datasheet row, else a matmul measured once
+            fp32 = parameter is not None and parameter.dtype == torch.float32 and self.device == "cpu"
+            peak = peak_flops(self.device, "fp32" if fp32 else "bf16")
+            self.peak_flops, self.peak_source = peak.flops_per_s, peak.source
         self.environment = safe_environment(self.device)
         self.timer = StepTimer(self.device, self.device_index)
         self.window = MonitorWindow(
