@@ -103,3 +103,20 @@ def attention_setup_code(name: str) -> tuple[str, ...]:
     """The lines exported code runs before loading a model with this implementation (often none)."""
     entry = ATTENTION_TABLE.get(name)
     return entry.setup_code if entry is not None else ()
+
+
+def half_precision_sdpa_guard(device: str, dtype: str) -> Any:
+    """A context for a training step: on a CPU without AVX-512, SDPA in bf16 or fp16 runs on its math backend.
+
+    torch's fused CPU attention packs half-precision blocks with AVX-512 instructions and raises ("pack_vnni2 is
+    only supported when avx512 is supported") on CPUs without them (most laptops, and ATEN_CPU_CAPABILITY=default);
+    the math backend computes the same attention there. Elsewhere (a GPU, fp32, an AVX-512 CPU) nothing changes."""
+    import contextlib
+
+    import torch
+
+    if device != "cpu" or dtype == "fp32" or "AVX512" in torch.backends.cpu.get_cpu_capability():
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(SDPBackend.MATH)

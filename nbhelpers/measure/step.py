@@ -21,7 +21,7 @@ from nbhelpers.data.formats import DataError
 from nbhelpers.data.loading import Example, load_examples
 from nbhelpers.data.strategies import plan_batches
 from nbhelpers.data.tokenizer import load_tokenizer
-from nbhelpers.kernels.attention import prepare_attention
+from nbhelpers.kernels.attention import half_precision_sdpa_guard, prepare_attention
 from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.hybrid_paths import layer_paths
 from nbhelpers.kernels.registry import family_kernel_refusal, uses_liger_switches
@@ -201,7 +201,7 @@ def make_step(
         return contextlib.nullcontext()
 
     def step(batch: dict[str, Any]) -> tuple[Any, Any]:
-        with autocast():
+        with autocast(), half_precision_sdpa_guard(device, dtype):
             loss = model(**batch).loss
         if world > 1:
             local = count_tokens(batch).loss

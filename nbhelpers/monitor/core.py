@@ -80,8 +80,8 @@ class Monitor:
     ``profile_every``: a profiler window of ``profile_warmup`` + ``profile_steps`` steps starts at every step
     number divisible by it (0: never). ``log_every``: close an interval every that many steps in ``end_step``
     (None: only when ``flush`` is called, as the Trainer callback does at each of the Trainer's logs).
-    ``peak_flops``: FLOP/s for MFU; None takes the GPU's datasheet row (bf16 dense), and MFU is None with a
-    reason on a CPU or a GPU the table lacks.
+    ``peak_flops``: FLOP/s for MFU; None takes the peak this machine's measured records use (the GPU's datasheet
+    row, bf16 dense; else a matmul measured once per machine and cached).
     """
 
     def __init__(

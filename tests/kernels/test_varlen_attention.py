@@ -284,3 +284,25 @@ def test_padded_batch_model_matches_sdpa(monkeypatch, padding):
     assert got.loss.item() == pytest.approx(expected.loss.item(), abs=2 * bound)
     torch.testing.assert_close(got.logits[real].float(), expected.logits[real].float(), atol=bound, rtol=0)
     assert set(totals) == {int(real.sum())}
+
+
+def test_a_half_precision_step_on_a_cpu_without_avx512_runs_sdpa_on_its_math_backend(monkeypatch):
+    """torch's fused CPU kernel raises for bf16 with a padding mask without AVX-512: the step's guard picks the math
+    backend there (the same attention), and changes nothing on an AVX-512 CPU, for fp32 or on a GPU."""
+    import contextlib
+
+    from nbhelpers.kernels.attention import half_precision_sdpa_guard
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert isinstance(half_precision_sdpa_guard("cpu", "bf16"), contextlib.nullcontext)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert isinstance(half_precision_sdpa_guard("cpu", "fp32"), contextlib.nullcontext)
+    assert isinstance(half_precision_sdpa_guard("cuda", "bf16"), contextlib.nullcontext)
+    q, k, v = (torch.randn(2, 2, 5, 8, dtype=torch.bfloat16) for _ in range(3))
+    mask = torch.ones(2, 1, 5, 5, dtype=torch.bool).tril()
+    mask[1, :, :, 3:] = False  # the second row padded after 3 tokens
+    with half_precision_sdpa_guard("cpu", "bf16"):
+        guarded = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    with reference_sdpa():
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.equal(guarded, expected)  # the math backend, the same kernels as the reference
