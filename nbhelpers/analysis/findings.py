@@ -51,9 +51,10 @@ def kernel_level_line(baseline: RunRecord | None) -> str:
     if launches is None:
         return f"The reference path ({record_label(baseline)}) was not profiled: notebook 01's PROFILE profiles it."
     nominal, mfu = metrics.get("trace_nominal_utilization"), metrics.get("mfu")
+    device = "GPU" if baseline.environment.get("device_type") == "cuda" else "device"
     return (
         f"The reference path's step ran {fmt_count(launches)} kernel launches at {fmt_percent(nominal)} nominal "
-        f"GPU utilization and {fmt_percent(mfu)} MFU: busy is not the same as useful."
+        f"{device} utilization and {fmt_percent(mfu)} MFU: busy is not the same as useful."
     )
 
 
