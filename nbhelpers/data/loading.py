@@ -308,10 +308,20 @@ def load_examples(
     return examples
 
 
+def content_hash(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in chunks: a file rewritten in place with the same size and time differs."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _fingerprint(source: str, *parts: Any) -> str:
+    """The cache key of what ``source`` holds: a file by its content, a folder or a `datasets` name by its name."""
     resolved = resolve_source(source)
     path = Path(resolved).expanduser()
-    identity = f"{path.resolve()}:{path.stat().st_size}:{path.stat().st_mtime_ns}" if path.exists() else resolved
+    identity = content_hash(path) if path.is_file() else str(path.resolve()) if path.exists() else resolved
     return hashlib.sha256(json.dumps([identity, *parts], default=str).encode()).hexdigest()[:20]
 
 

@@ -7,6 +7,7 @@ with a reason a user can read (out of memory, missing package, no GPU, unavailab
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -102,8 +103,25 @@ def measure_engine(config: RunConfig, notebook: str = "") -> RunRecord:
     return record
 
 
+def names_nothing_on_the_hub(config: RunConfig) -> bool:
+    """A preset or a local model folder, and the shipped data or a local file: nothing to fetch from the hub."""
+    from nbhelpers.models.families import is_preset
+
+    model_here = is_preset(config.model) or Path(config.model).expanduser().is_dir()
+    return model_here and (config.dataset == "default" or Path(config.dataset).expanduser().exists())
+
+
+def quiet_hub(config: RunConfig) -> None:
+    """No call home from a measuring process: the hub's telemetry off (TRL's trainer and transformers look it up),
+    and the hub offline when the workload names nothing on it. A variable the user set stays as set."""
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    if names_nothing_on_the_hub(config):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
 def run(config_path: str, result_path: str, notebook: str = "") -> int:
     config = RunConfig.from_dict(json.loads(Path(config_path).read_text()))
+    quiet_hub(config)  # before transformers, TRL or the datasets library is imported here
     try:
         if config.sharding != "none":  # under torchrun: every rank measures, rank 0 writes the merged record
             from .distributed import run_rank

@@ -68,13 +68,17 @@ def watch_recommendation(rec: Recommendation | None, steps: int, run_name: str) 
 
 def main(path: str) -> int:
     """In the subprocess: build the trainer, attach the monitor, train, say how many records it wrote."""
+    from nbhelpers.measure.worker import quiet_hub
+
+    spec = json.loads(Path(path).read_text())
+    config = RunConfig.from_dict(spec["config"])
+    quiet_hub(config)  # before transformers and TRL are imported: no telemetry, offline for local workloads
+
     from nbhelpers.measure.trl_loop import build_sft_trainer, sft_rows
     from nbhelpers.models.loading import resolve_model
 
     from .callback import attach  # transformers' Trainer: only in this subprocess
 
-    spec = json.loads(Path(path).read_text())
-    config = RunConfig.from_dict(spec["config"])
     resolved = resolve_model(config.model)  # once, for the rows and the trainer
     with tempfile.TemporaryDirectory(prefix="nbhelpers-watched-trl-") as output_dir:
         tokenizer, rows = sft_rows(config, resolved)

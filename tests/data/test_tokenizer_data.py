@@ -95,3 +95,24 @@ def test_gsm8k_with_field_mapping_and_chat_template(tokenizer):
     lengths = token_lengths(str(GSM8K), tokenizer, "question", "answer", limit=50)
     assert len(lengths) == 50 and min(lengths) > 20
     assert token_lengths(str(GSM8K), tokenizer, "question", "answer", limit=50) == lengths  # cached
+
+
+def test_the_length_cache_follows_the_content_not_the_files_size_and_time(tmp_path):
+    """A dataset rewritten in place with the same size and modification time gets its own lengths, not the old ones
+    (the cache is keyed by a hash of what was read)."""
+    import os
+
+    tokenizer = load_tokenizer()
+    path = tmp_path / "rows.jsonl"
+    first = '{"prompt": "a", "response": "one two three four five six"}\n'
+    second = '{"prompt": "a", "response": "one two three four five sev"}\n'  # the same size, other words
+    assert len(first) == len(second)
+    path.write_text(first)
+    stamp = path.stat().st_mtime_ns
+    before = token_lengths(str(path), tokenizer)
+    path.write_text(second)
+    os.utime(path, ns=(stamp, stamp))
+    assert path.stat().st_size == len(first) and path.stat().st_mtime_ns == stamp
+    fresh = len(tokenize_row({"prompt": "a", "response": "one two three four five sev"}, tokenizer)["input_ids"])
+    assert token_lengths(str(path), tokenizer) == [fresh]
+    assert before != [fresh]  # the two contents tokenize to different lengths: the old entry would be wrong
