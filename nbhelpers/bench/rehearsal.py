@@ -11,7 +11,9 @@ from nbhelpers.kernels.attention import DEFAULT_ATTENTION
 from nbhelpers.kernels.liger import CPU_INTERPRETABLE_LIGER_KERNELS
 from nbhelpers.kernels.registry import BASELINE_BACKEND, KERNEL_BACKENDS, kernel_backend, uses_liger_switches
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.model_fit import text_config
 from nbhelpers.models.families import is_preset, smallest_preset
+from nbhelpers.models.loading import model_config
 
 MAX_LENGTH = 64
 BATCH_SIZE = 2
@@ -34,8 +36,10 @@ def rehearsal(config: RunConfig) -> RunConfig:
     switches = tuple(k for k in config.liger_kernels if k in CPU_INTERPRETABLE_LIGER_KERNELS)
     budget = min(config.token_budget, 4 * MAX_LENGTH) if config.token_budget else 0
     steps = min(config.steps, STEPS) if config.timing == "steps" else config.steps
+    model = smallest_preset(config.model) if is_preset(config.model) else config.model
+    layers = text_config(model_config(model)).num_hidden_layers if is_preset(model) else config.checkpoint_every
     return config.replace(
-        model=smallest_preset(config.model) if is_preset(config.model) else config.model,
+        model=model, checkpoint_every=min(config.checkpoint_every, layers),  # every k-th of the small preset's layers
         kernels=kernels, liger_kernels=switches if uses_liger_switches(kernels) else (),
         attn_implementation=DEFAULT_ATTENTION, dtype="auto", device="cpu",
         batch_size=min(config.batch_size, BATCH_SIZE),

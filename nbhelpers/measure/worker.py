@@ -14,12 +14,14 @@ import traceback
 from pathlib import Path
 
 from nbhelpers.models.loading import ResolvedModel, resolve_model
+from nbhelpers.validation import ConfigError
 
 from .config import RunConfig
 from .engines import ENGINES, UNSLOTH_LOOP, EngineRefusal
 from .env import resolve_device, safe_environment
 from .memory_cap import memory_cap
 from .memory_plan import MemoryCapExceeded
+from .model_fit import model_fit_error
 from .parallel import current_rank
 from .progress import report_progress
 from .store import RunRecord
@@ -38,6 +40,8 @@ def failure_reason(error: BaseException) -> str:
     if isinstance(error, EngineRefusal):  # a peer engine's own reason, decided before any work
         return str(error).splitlines()[0][:600]
     if isinstance(error, MemoryCapExceeded):  # the memory planner's reason, decided before any work
+        return str(error)
+    if isinstance(error, ConfigError):  # a setting the model does not fit, decided before any work
         return str(error)
     if isinstance(error, ImportError):
         return f"missing package: {first_line[:300]}"
@@ -92,6 +96,8 @@ def measure_engine(config: RunConfig, notebook: str = "") -> RunRecord:
 
         return measure_unsloth(config, notebook=notebook)
     resolved = resolve_model(config.model)
+    if (error := model_fit_error(config, resolved.config)) is not None:  # before the model is built
+        raise error
     if ENGINES[config.engine].is_trl:
         from .trl_loop import measure_trl
 

@@ -17,6 +17,7 @@ from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.validation import ConfigError
 
 from .config import RunConfig
+from .model_fit import check_local_model_fit
 
 # Notebook parameter -> the RunConfig field it sets (LIGER_KERNELS: once parsed into the tuple the field holds).
 WORKLOAD_FIELDS: dict[str, str] = {
@@ -66,6 +67,7 @@ def workload_from(parameters: Mapping[str, Any], names: Sequence[str], **fixed: 
     fields = {WORKLOAD_FIELDS[name]: parameters[name] for name in names}
     try:
         config = RunConfig(**(fields | fixed))
+        check_local_model_fit(config)  # the rank and the recomputation against the model's own shape
     except ConfigError as error:
         raise _as_parameter(error, names) from None
     data = DataParams(**{field: fields[field] for field in DATA_PARAMETERS.values() if field in fields})

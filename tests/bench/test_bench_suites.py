@@ -12,6 +12,8 @@ from nbhelpers.bench.table import SUITES, suite_named, suites_under
 from nbhelpers.kernels.attention import DEFAULT_ATTENTION, attention_status
 from nbhelpers.kernels.registry import BASELINE_BACKEND, kernel_backend
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.model_fit import model_fit_error
+from nbhelpers.models.loading import model_config
 from nbhelpers.validation import ConfigError
 
 
@@ -36,6 +38,7 @@ def test_every_row_rehearses_on_what_a_cpu_runs(name, tmp_path):
         assert not attention_status(config.attn_implementation, "cpu")
         assert all(not kernel_backend(part).status("cpu") for part in kernel_backend(config.kernels).components)
         assert config.max_length <= 64 and config.num_samples <= 8 and not config.profile
+        assert model_fit_error(config, model_config(config.model)) is None  # k and rank fit the small preset
 
 
 def test_names_are_folders_then_a_file_and_unknown_names_list_the_table():
