@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import math
 import numbers
 import tempfile
 import uuid
@@ -26,6 +27,22 @@ NUMERIC_METRICS = (
     "real_tokens_per_step", "positions_per_step", "loss_tokens_per_step", "model_flops_per_step",
 )  # fmt: skip
 TEXT_ENVIRONMENT = ("device_name", "device_type", "hostname")  # what names the machine: text when present
+RATE_CEILING = 1e9  # tokens or positions a second: above anything one training step on one machine reaches
+# Each numeric metric's range (inclusive); a stored value outside it is no measurement (a hand edit, a bug, a torn
+# file put back together) and the line is skipped. Counts, times, memory, losses and norms are not negative.
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    "real_tokens_per_s": (0.0, RATE_CEILING), "real_tokens_per_s_per_gpu": (0.0, RATE_CEILING),
+    "positions_per_s": (0.0, RATE_CEILING), "mfu": (0.0, math.inf), "padding_fraction": (0.0, 1.0),
+    "peak_memory_gib": (0.0, 2.0**20), "peak_flops": (0.0, math.inf), "step_time_median_s": (0.0, math.inf),
+    "first_step_s": (0.0, math.inf), "loss_first": (0.0, math.inf), "grad_norm_first": (0.0, math.inf),
+    "real_tokens_per_step": (0.0, math.inf), "positions_per_step": (0.0, math.inf),
+    "loss_tokens_per_step": (0.0, math.inf), "model_flops_per_step": (0.0, math.inf),
+}  # fmt: skip
+NUMBER_LISTS = ("losses", "step_times_s", "timed_real_tokens")  # lists of numbers (null for a non-finite one)
+
+
+def _number_or_null(value: Any) -> bool:
+    return value is None or (isinstance(value, numbers.Real) and not isinstance(value, bool))
 
 
 class RunsFolderError(OSError):
@@ -146,6 +163,16 @@ class RunRecord:
             value = metrics.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
                 raise TypeError(f"metrics.{key}={value!r} is {json_kind(value)}, not a number or null")
+            low, high = METRIC_RANGES[key]
+            if value is not None and not low <= value <= high:
+                raise ValueError(f"metrics.{key}={value!r} is outside {low:g}..{high:g}")
+        for key in NUMBER_LISTS:
+            value = metrics.get(key)
+            if value is not None and not isinstance(value, list):
+                raise TypeError(f"metrics.{key} is {json_kind(value)}, not a list of numbers")
+            bad = next((v for v in value or [] if not _number_or_null(v)), None)
+            if bad is not None:
+                raise TypeError(f"metrics.{key} holds {bad!r}, {json_kind(bad)}, not a number or null")
         for key in TEXT_ENVIRONMENT:
             value = environment.get(key)
             if key in environment and not isinstance(value, str):

@@ -105,3 +105,34 @@ def test_a_record_with_an_unknown_status_or_a_wrongly_typed_figure_is_skipped_na
         "(metrics.mfu=True is true or false, not a number or null)",
     ]
     assert [str(w.message).split(": skipped")[0] for w in caught] == [f"{path}:{n}" for n in (2, 3, 4, 5)]
+
+
+def test_a_figure_outside_its_range_or_a_list_that_holds_text_is_skipped_naming_line_and_field(tmp_path):
+    """A throughput of -5 or 1e308, a padding fraction above 1, losses that are text: never drawn as measurements
+    (the report would show "-5.00, -0.01x"); each is named with its file and line."""
+    import json
+    import warnings
+
+    from nbhelpers.measure.store import METRIC_RANGES, RATE_CEILING
+
+    path = tmp_path / "records.jsonl"
+    good = RunRecord(config={"label": "good"}, metrics={"real_tokens_per_s": 10.0, "losses": [2.5, None]},
+                     environment={"device_name": "cpu", "hostname": "h"}).to_dict()  # fmt: skip
+    lines = [good, {**good, "metrics": {"real_tokens_per_s": -5}}, {**good, "metrics": {"real_tokens_per_s": 1e308}},
+             {**good, "metrics": {"padding_fraction": 1.5}}, {**good, "metrics": {"losses": "x"}},
+             {**good, "metrics": {"losses": [1.0, "x"]}},
+             {**good, "metrics": {"real_tokens_per_s": RATE_CEILING}}]  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = RunStore(path).load()
+    assert [r.metrics.get("real_tokens_per_s") for r in loaded] == [10.0, RATE_CEILING]  # the bound itself stands
+    assert [str(w.message).split(": skipped a torn or corrupt record ")[1] for w in caught] == [
+        "(metrics.real_tokens_per_s=-5 is outside 0..1e+09)",
+        "(metrics.real_tokens_per_s=1e+308 is outside 0..1e+09)",
+        "(metrics.padding_fraction=1.5 is outside 0..1)",
+        "(metrics.losses is text, not a list of numbers)",
+        "(metrics.losses holds 'x', text, not a number or null)",
+    ]
+    assert [str(w.message).split(": skipped")[0] for w in caught] == [f"{path}:{n}" for n in (2, 3, 4, 5, 6)]
+    assert set(METRIC_RANGES) >= {"real_tokens_per_s", "peak_memory_gib", "padding_fraction"}
