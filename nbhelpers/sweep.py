@@ -50,7 +50,7 @@ from nbhelpers.planning.sweep_grid import (
     same_sweep,
     split_values,
 )
-from nbhelpers.validation import check_run_name, check_timeout
+from nbhelpers.validation import ConfigError, check_run_name, check_timeout
 
 __all__ = [  # the grid helpers live in nbhelpers.planning.sweep_grid; these names stay importable from here
     "check_grid", "default_sweep_name", "find_notebooks", "grid_points", "grid_text", "list_notebooks",
@@ -161,13 +161,19 @@ def execute_notebook(
     """Run one notebook with papermill; the executed copy appears at ``output`` only once it is complete.
 
     Papermill saves as it goes into ``<output>.partial.ipynb``; that file is renamed into place when
-    papermill returns (or fails: the copy then holds the error). Raises what papermill raised. The kernel draws
+    papermill returns (or fails: the copy then holds the error). Raises what papermill raised, and ConfigError for a
+    parameter the notebook does not declare (before anything runs). The kernel draws
     plain-text progress bars (``PLAIN_BARS_VARIABLE``): a widget bar would be saved at its first state.
     """
     import papermill
 
     from nbhelpers.notebook_engine import register
 
+    declared = notebook_parameters(notebook)
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:  # papermill would only warn, and a misspelt RUN_NAME would write into another run
+        names = ", ".join(sorted(declared)) or "none"
+        raise ConfigError(unknown[0], parameters[unknown[0]], f"a parameter {Path(notebook).name} declares: {names}")
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(output.stem + ".partial.ipynb")
     partial.unlink(missing_ok=True)  # left by a run that was killed

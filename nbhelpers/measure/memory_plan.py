@@ -84,8 +84,8 @@ class MemorySettings:
             raise ConfigError("fused_norm_mlp", self.fused_norm_mlp, "True or False")
         check_choice("loss", self.loss, tuple(LOSS_BYTES_PER_LOGIT))
         capacity = self.capacity_gib
-        if isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not capacity > 0:
-            raise ConfigError("capacity_gib", capacity, "a positive number of GiB")
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not 0 < capacity < math.inf:
+            raise ConfigError("capacity_gib", capacity, "a positive, finite number of GiB (infinity fits anything)")
         self.adapter_settings  # noqa: B018 - validates adapter, lora_rank and lora_targets
         if not isinstance(self.autocast, bool):
             raise ConfigError("autocast", self.autocast, "True or False")

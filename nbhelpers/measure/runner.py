@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -47,13 +48,25 @@ def shared_kernel_cache() -> dict[str, str]:
 
     Without it each configuration compiles and autotunes again (measured on an H200, Qwen3.8-27B with LoRA: fla's
     first step took 143-148 s in each of three configurations of one run; with a shared cache 4.9-25.8 s). A
-    cache variable already set in the environment is kept; an unwritable folder means no shared cache."""
-    env = cache_env(shared_kernel_cache_folder())
+    cache variable already set in the environment is kept; an unwritable folder means no shared cache, said once in
+    a warning that names it."""
+    folder = shared_kernel_cache_folder()
+    env = cache_env(folder)
     try:
         make_cache_folders(env)
-    except OSError:
+    except OSError as error:
+        if str(folder) not in _UNWRITABLE_SAID:
+            _UNWRITABLE_SAID.add(str(folder))
+            warnings.warn(
+                f"the shared kernel cache {folder} cannot be written ({error.strerror or error}): each configuration "
+                f"compiles its kernels again; set {KERNEL_CACHE_VARIABLE} to a writable folder",
+                stacklevel=2,
+            )
         return {}
     return env
+
+
+_UNWRITABLE_SAID: set[str] = set()  # the unwritable cache folders a warning named already (once per process)
 
 
 # Set by libraries in this process for themselves on their first compile (Inductor's ptxas path; the OpenMP switches

@@ -87,7 +87,8 @@ def test_settings_from_a_run_config():
 
 
 @pytest.mark.parametrize(("field", "value"), [("gpus", 0), ("weights", "fp8"), ("sharding", "zero3"),
-                                              ("checkpointing", "some"), ("loss", "focal"), ("capacity_gib", 0)])
+                                              ("checkpointing", "some"), ("loss", "focal"), ("capacity_gib", 0),
+                                              ("capacity_gib", float("inf")), ("capacity_gib", float("nan"))])
 def test_bad_settings_name_the_parameter(field, value):
     with pytest.raises(ConfigError, match=f"^{field}="):
         MemorySettings(**{field: value})

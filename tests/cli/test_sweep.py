@@ -452,3 +452,14 @@ def test_setting_aside_touches_only_the_named_attempts_records(tmp_path):
     assert not sweep.attempt_marker(folder, "02.ipynb").exists()
     sweep.set_aside_earlier_attempt(folder, "02.ipynb", entry | {"record_ids": None})  # an older entry: spans
     assert [r.record_id for r in store.load()] == [keep.record_id]  # no marker: its span is out of range, kept
+
+
+def test_a_parameter_the_notebook_does_not_declare_is_refused_before_anything_runs(tmp_path):
+    """papermill only warns: a misspelt RUN_NAME would run the notebook into its default run and write its report."""
+    from nbhelpers.validation import ConfigError
+
+    nbs = stand_ins(tmp_path / "nbs")
+    out = tmp_path / "out" / "01.ipynb"
+    with pytest.raises(ConfigError, match=r"RUNNAME='mine' is not allowed: RUNNAME must be a parameter 01_first"):
+        sweep.execute_notebook(nbs[0], out, {"RUNNAME": "mine"})
+    assert not out.parent.exists()  # nothing ran, nothing was written

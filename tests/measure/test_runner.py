@@ -171,3 +171,24 @@ def test_each_configuration_leaves_one_line_saying_how_it_went(make_record):
     reused.metrics["reused_from"] = {"record_id": "b8c88a7541b2", "notebook": "01_baseline_profile.ipynb"}
     line = finished_line(reused, 0.0, reused=True)
     assert line == "eager: reused, measured earlier by 01_baseline_profile.ipynb (record b8c88a7541b2)"
+
+
+def test_an_unwritable_shared_kernel_cache_is_said_in_words_once(monkeypatch, tmp_path):
+    """Each configuration then compiles again: a warning names the folder and what to set, once per folder."""
+    import warnings
+
+    from nbhelpers.measure import runner
+
+    def refuse(env):
+        raise PermissionError(13, "Permission denied")
+
+    folder = tmp_path / "read-only-cache"
+    monkeypatch.setenv(runner.KERNEL_CACHE_VARIABLE, str(folder))
+    monkeypatch.setattr(runner, "make_cache_folders", refuse)
+    monkeypatch.setattr(runner, "_UNWRITABLE_SAID", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert runner.shared_kernel_cache() == {} and runner.shared_kernel_cache() == {}
+    [warning] = caught
+    text = str(warning.message)
+    assert str(folder) in text and "Permission denied" in text and runner.KERNEL_CACHE_VARIABLE in text
