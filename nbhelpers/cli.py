@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from nbhelpers.bench.options import add_arguments as _bench_arguments
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.planning.notebook_defaults import NOTEBOOK_DEFAULTS, command_defaults
 from nbhelpers.resources import notebooks_folder, runs_folder
 from nbhelpers.validation import ConfigError, check_run_name, output_target
 from nbhelpers.warm_cache import warm_arguments, warm_cache
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 # RunConfig's defaults, for the options of ``tune`` that set its fields.
 RUN_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+# warm-cache's step has the notebooks' shape; its one kernel backend stays RunConfig's (auto names a list)
+STEP_SHAPE = ("MODEL", "BATCH_SIZE", "MAX_LENGTH", "NUM_SAMPLES")
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -119,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: nbhelpers warm-cache --cache-dir /tmp/kernel-cache --model qwen3-tiny --kernels liger "
                "--dry-run",
         formatter_class=DefaultsHelpFormatter,
-    ), RUN_CONFIG_DEFAULTS, _workload_help())  # fmt: skip
+    ), RUN_CONFIG_DEFAULTS | command_defaults(STEP_SHAPE), _workload_help())  # fmt: skip
 
     report = sub.add_parser(
         "report", help="write the HTML report of one or more run folders",
@@ -237,10 +240,8 @@ def _tune_arguments(tune: argparse.ArgumentParser) -> None:
     from nbhelpers.data.strategies import PADDING_STRATEGIES
     from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
     from nbhelpers.kernels.registry import KERNEL_BACKENDS
-    from nbhelpers.planning.notebook_defaults import NOTEBOOK_DEFAULTS
-
     # the notebooks' defaults (notebook 03 runs the same tuner), then RunConfig's for what no notebook sets
-    defaults = RUN_CONFIG_DEFAULTS | {name.lower(): value for name, value in NOTEBOOK_DEFAULTS.items()}
+    defaults = RUN_CONFIG_DEFAULTS | command_defaults(NOTEBOOK_DEFAULTS)
     helps = _workload_help()
     tune.add_argument("--run-name", default=defaults["run_name"], help="run folder under --out for records")
     tune.add_argument("--out", default=None, help="runs folder (default: $NBHELPERS_RUNS or the workbook's runs/)")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.measure.jsonl import append_line, read_lines
-from nbhelpers.measure.progress import PLAIN_BARS_VARIABLE, progress_bar
+from nbhelpers.measure.progress import notebook_line, plain_bars_in_children, progress_bar
 from nbhelpers.measure.set_aside import (
     SET_ASIDE_NAME,
     move_aside,
@@ -36,6 +36,7 @@ from nbhelpers.measure.set_aside import (
     written_record_ids,
 )
 from nbhelpers.planning.sweep_grid import (
+    check_declared,
     check_grid,
     default_sweep_name,
     find_notebooks,
@@ -47,10 +48,11 @@ from nbhelpers.planning.sweep_grid import (
     parse_grid,
     parse_value,
     point_name,
+    report_parameter,
     same_sweep,
     split_values,
 )
-from nbhelpers.validation import ConfigError, check_run_name, check_timeout
+from nbhelpers.validation import check_run_name, check_timeout
 
 __all__ = [  # the grid helpers live in nbhelpers.planning.sweep_grid; these names stay importable from here
     "check_grid", "default_sweep_name", "find_notebooks", "grid_points", "grid_text", "list_notebooks",
@@ -169,33 +171,18 @@ def execute_notebook(
 
     from nbhelpers.notebook_engine import register
 
-    declared = notebook_parameters(notebook)
-    unknown = sorted(set(parameters) - set(declared))
-    if unknown:  # papermill would only warn, and a misspelt RUN_NAME would write into another run
-        names = ", ".join(sorted(declared)) or "none"
-        raise ConfigError(unknown[0], parameters[unknown[0]], f"a parameter {Path(notebook).name} declares: {names}")
+    check_declared(notebook, parameters)  # papermill would only warn: a misspelt RUN_NAME writes another run
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(output.stem + ".partial.ipynb")
     partial.unlink(missing_ok=True)  # left by a run that was killed
-    saved = os.environ.get(PLAIN_BARS_VARIABLE)
-    os.environ[PLAIN_BARS_VARIABLE] = "1"  # the kernel draws text bars: the saved copy shows where each bar ended
     try:
-        papermill.execute_notebook(
-            str(notebook),
-            str(partial),
-            parameters=parameters,
-            kernel_name=kernel_name,
-            cwd=str(notebook.resolve().parent),
-            progress_bar=False,
-            execution_timeout=timeout,
-            extra_arguments=KERNEL_ARGUMENTS,
-            engine_name=register(),
-        )
+        with plain_bars_in_children():  # text bars: the saved copy shows where each bar ended
+            papermill.execute_notebook(
+                str(notebook), str(partial), parameters=parameters, kernel_name=kernel_name,
+                cwd=str(notebook.resolve().parent), progress_bar=False, execution_timeout=timeout,
+                extra_arguments=KERNEL_ARGUMENTS, engine_name=register(),
+            )  # fmt: skip
     finally:
-        if saved is None:
-            os.environ.pop(PLAIN_BARS_VARIABLE, None)
-        else:
-            os.environ[PLAIN_BARS_VARIABLE] = saved
         if partial.exists():
             os.replace(partial, output)
 
@@ -282,13 +269,6 @@ def check_points(points: Sequence[tuple[str, dict[str, Any]]], notebooks: Sequen
         for nb in notebooks:
             parameters_for(nb, declared[nb], point, name)
     return declared
-
-
-def notebook_line(entry: dict[str, Any]) -> str:
-    """One notebook run's outcome in a line: point, notebook, status and seconds (and the error's first line)."""
-    error = str(entry.get("error") or "").strip().splitlines()
-    why = f": {error[0]}" if error and entry["status"] != "ok" else ""
-    return f"{entry['point']} / {entry['notebook']}: {entry['status']} in {entry['duration_s']:.1f} s{why}"
 
 
 def run_points(
@@ -508,18 +488,3 @@ def run_all(
     write_html_report(_load_run(out / run_name), report, report_parameter(given, "BASELINE_LABEL") or None, job=job)
     return report, result
 
-
-REPORT_NOTEBOOK = "04"  # the notebook whose parameters (BASELINE_LABEL) the run's last report follows
-
-
-def report_parameter(parameters: dict[str, Any], name: str) -> Any:
-    """The value of report notebook 04's parameter ``name`` among run-all's ``parameters`` ("04:NAME" wins over
-    "NAME", as the notebooks see them); None when not given."""
-    from nbhelpers.planning.sweep_grid import scoped
-
-    found = None
-    for key, value in sorted(parameters.items(), key=lambda item: bool(scoped(item[0])[0])):
-        scope, bare = scoped(key)
-        if bare.upper() == name and REPORT_NOTEBOOK.startswith(scope):
-            found = value
-    return found

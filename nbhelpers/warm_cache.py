@@ -88,6 +88,13 @@ def warm_cache(args: argparse.Namespace, command: str) -> int:
         max_length=args.max_length, num_samples=args.num_samples, token_budget=args.token_budget, steps=1,
         warmup=0, device=args.device, liger_kernels=parse_switches(args.liger_kernels, "--liger-kernels"),
     )  # fmt: skip
+    if not args.no_step:  # what the step would refuse here is refused now, by the dry run and the run alike
+        from nbhelpers.measure.env import resolve_device
+        from nbhelpers.planning.device import backend_refusal
+
+        device = resolve_device(config.device)
+        if reason := backend_refusal(config.kernels, config.liger_kernels, device, "--liger-kernels"):
+            raise ValueError(f"--kernels={config.kernels!r} cannot run on {device}: {reason}")
     if args.dry_run:
         print(f"step: {'none' if args.no_step else config.name}")
         print("\n".join(f"{key}={value}" for key, value in cache_env(args.cache_dir).items()))

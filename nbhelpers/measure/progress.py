@@ -8,7 +8,9 @@ spent, and no phase is missed however fast it passes. Without the variable nothi
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,20 @@ class Progress:
 def plain_bars() -> bool:
     """Whether bars are drawn as plain text (a batch run: :data:`PLAIN_BARS_VARIABLE`)."""
     return os.environ.get(PLAIN_BARS_VARIABLE) == "1"
+
+
+@contextlib.contextmanager
+def plain_bars_in_children() -> Iterator[None]:
+    """Processes started inside (a notebook's kernel) draw plain-text bars; this process's setting is put back."""
+    saved = os.environ.get(PLAIN_BARS_VARIABLE)
+    os.environ[PLAIN_BARS_VARIABLE] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(PLAIN_BARS_VARIABLE, None)
+        else:
+            os.environ[PLAIN_BARS_VARIABLE] = saved
 
 
 def progress_bar(*args: Any, **kwargs: Any) -> Any:
@@ -92,4 +108,17 @@ def read_progress(path: str | Path) -> Progress | None:
     return reported[-1] if reported else None
 
 
-__all__ = ["PROGRESS_VARIABLE", "Progress", "ProgressReader", "read_progress", "report_progress"]
+
+
+def notebook_line(entry: dict[str, Any]) -> str:
+    """One notebook run's outcome in a line: point, notebook, status and seconds (and the error's first line)."""
+    error = str(entry.get("error") or "").strip().splitlines()
+    why = f": {error[0]}" if error and entry["status"] != "ok" else ""
+    return f"{entry['point']} / {entry['notebook']}: {entry['status']} in {entry['duration_s']:.1f} s{why}"
+
+
+__all__ = [
+    "PLAIN_BARS_VARIABLE", "PROGRESS_VARIABLE", "Progress", "ProgressReader", "notebook_line", "plain_bars",
+    "plain_bars_in_children",
+    "progress_bar", "read_progress", "report_progress",
+]  # fmt: skip

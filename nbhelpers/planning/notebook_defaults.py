@@ -7,6 +7,7 @@ notebook that declares one of these names to this table.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from .device import AUTO_KERNELS
@@ -37,9 +38,9 @@ NOTEBOOK_DEFAULTS: dict[str, Any] = {
 }
 
 
-def command_default(field: str) -> Any:
-    """The notebooks' default of a RunConfig field or a tuner option named in lower case (``batch_size``)."""
-    return NOTEBOOK_DEFAULTS[field.upper()]
+def command_defaults(names: Iterable[str]) -> dict[str, Any]:
+    """The notebooks' defaults of ``names`` (notebook parameters) keyed as a command's options (``batch_size``)."""
+    return {name.lower(): NOTEBOOK_DEFAULTS[name] for name in names}
 
 
-__all__ = ["NOTEBOOK_DEFAULTS", "command_default"]
+__all__ = ["NOTEBOOK_DEFAULTS", "command_defaults"]

@@ -171,6 +171,15 @@ def find_notebooks(spec: str | Sequence[str] | None, notebooks_dir: str | Path =
     return found
 
 
+def check_declared(notebook: str | Path, parameters: dict[str, Any]) -> None:
+    """ConfigError naming the first parameter ``notebook`` does not declare, and those it does."""
+    declared = notebook_parameters(notebook)
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:
+        names = ", ".join(sorted(declared)) or "none"
+        raise ConfigError(unknown[0], parameters[unknown[0]], f"a parameter {Path(notebook).name} declares: {names}")
+
+
 def notebook_parameters(path: str | Path) -> dict[str, dict[str, Any]]:
     """The parameters a notebook's ``parameters`` cell declares (papermill.inspect_notebook)."""
     import papermill
@@ -261,3 +270,17 @@ def check_grid(grid: dict[str, Sequence[Any]] | None, declared: dict[Path, dict[
                 f"grid parameter {key!r} is declared by none of the notebooks "
                 f"({', '.join(p.name for p in declared)}); their parameters are: {', '.join(names)}"
             )
+
+
+REPORT_NOTEBOOK = "04"  # the notebook whose parameters (BASELINE_LABEL) the run's last report follows
+
+
+def report_parameter(parameters: dict[str, Any], name: str) -> Any:
+    """The value of report notebook 04's parameter ``name`` among run-all's ``parameters`` ("04:NAME" wins over
+    "NAME", as the notebooks see them); None when not given."""
+    found = None
+    for key, value in sorted(parameters.items(), key=lambda item: bool(scoped(item[0])[0])):
+        scope, bare = scoped(key)
+        if bare.upper() == name and REPORT_NOTEBOOK.startswith(scope):
+            found = value
+    return found

@@ -16,6 +16,7 @@ import pytest
 from nbhelpers import sweep
 from nbhelpers.cli import main
 from nbhelpers.measure.store import RunRecord, RunStore
+from nbhelpers.planning.sweep_grid import report_parameter
 
 STAND_IN = """\
 import time
@@ -414,9 +415,9 @@ def test_run_all_writes_the_report_last_with_every_notebooks_records_and_04s_bas
 
 
 def test_the_report_notebooks_parameters_are_read_as_the_notebooks_see_them():
-    assert sweep.report_parameter({"BASELINE_LABEL": "a", "04:BASELINE_LABEL": "b"}, "BASELINE_LABEL") == "b"
-    assert sweep.report_parameter({"baseline_label": "a", "03:BASELINE_LABEL": "c"}, "BASELINE_LABEL") == "a"
-    assert sweep.report_parameter({}, "BASELINE_LABEL") is None
+    assert report_parameter({"BASELINE_LABEL": "a", "04:BASELINE_LABEL": "b"}, "BASELINE_LABEL") == "b"
+    assert report_parameter({"baseline_label": "a", "03:BASELINE_LABEL": "c"}, "BASELINE_LABEL") == "a"
+    assert report_parameter({}, "BASELINE_LABEL") is None
 
 
 def test_run_all_again_keeps_one_record_per_configuration(tmp_path, kernel_env):

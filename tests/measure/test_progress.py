@@ -8,11 +8,11 @@ from nbhelpers.measure.progress import (
     PROGRESS_VARIABLE,
     Progress,
     ProgressReader,
+    notebook_line,
     read_progress,
     report_progress,
 )
 from nbhelpers.measure.runner import ConfigBar, run_isolated
-from nbhelpers.sweep import notebook_line
 
 
 def test_a_report_is_read_back_and_nothing_is_written_unasked(tmp_path, monkeypatch):
