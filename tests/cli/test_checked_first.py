@@ -34,3 +34,13 @@ def test_run_all_names_the_option_that_sets_the_run_name(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "RUN_NAME=" in err and "named by --run-name" in err
     assert list(tmp_path.iterdir()) == []  # refused before any notebook ran
+
+
+def test_warm_cache_dry_run_refuses_what_its_run_would_on_this_device(tmp_path, capsys):
+    """float8 on a CPU: the run would fail after its probes; the dry run says so at once, naming the option."""
+    cache = str(tmp_path / "cache")
+    assert main(["warm-cache", "--cache-dir", cache, "--dry-run", "--device", "cpu", "--kernels", "float8"]) == 2
+    err = capsys.readouterr().err
+    assert "--kernels='float8' cannot run on cpu" in err and "compute capability" in err
+    assert main(["warm-cache", "--cache-dir", cache, "--dry-run", "--device", "cpu", "--kernels", "eager"]) == 0
+    assert "step: eager/dynamic/sdpa/b2x512" in capsys.readouterr().out  # the notebooks' shape (2 x 512)
