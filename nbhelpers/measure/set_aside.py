@@ -44,7 +44,9 @@ def move_aside(store: Path, aside: Path, keep: Callable[[int, bytes], bool]) -> 
     the end of ``aside``; how many moved.
 
     Under the store's append lock: the moved lines are appended (and synced) to ``aside`` first, then the store
-    is replaced by a staging file that holds the rest; a writer waiting for the lock follows the new file.
+    is replaced by a staging file that holds the rest; a writer waiting for the lock follows the new file. An
+    operation that fails (a full disk) is undone on both files, leaves no staging file and names the path in its
+    OSError, so a retry moves each record once.
     """
     fd = locked_open(store)
     try:
@@ -57,21 +59,51 @@ def move_aside(store: Path, aside: Path, keep: Callable[[int, bytes], bool]) -> 
         if not moved:
             return 0
         kept = [line for line, keep_it in zip(lines, verdicts) if keep_it]
-        append_bytes(aside, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in moved))
+        undo = append_bytes(aside, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in moved))
         staging = store.with_name(store.name + ".tmp")
-        staging.write_bytes(b"".join(kept))
-        os.replace(staging, store)
+        try:
+            staging.write_bytes(b"".join(kept))
+            os.replace(staging, store)
+        except OSError as error:
+            staging.unlink(missing_ok=True)
+            truncate_to(aside, undo)  # the moved lines stay in the store only: a retry moves them once
+            why = f"could not be rewritten without the {len(moved)} record(s) set aside ({error.strerror or error})"
+            raise OSError(error.errno, f"{store}: {why}; both files are as they were", str(store)) from error
         return len(moved)
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
 
-def append_bytes(path: Path, data: bytes) -> None:
-    """Append whole lines to ``path`` under its lock, synced."""
+def append_bytes(path: Path, data: bytes) -> int:
+    """Append whole lines to ``path`` under its lock, synced; returns the size the file had before (the offset to
+    truncate back to). A torn last line (a crash mid-write) is sealed with a newline first, with a warning, so the
+    lines added stay whole; a write that fails is undone and its OSError names ``path``."""
     fd = locked_open(path)
     try:
-        write_all(fd, data)
+        start = os.fstat(fd).st_size
+        if start and os.pread(fd, 1, start - 1) != b"\n":
+            warnings.warn(f"{path}: its last line is torn (a crash while writing it); sealed, so the lines set "
+                          "aside now stay whole (the torn one is skipped when read)", stacklevel=3)  # fmt: skip
+            data = b"\n" + data
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except OSError as error:
+            os.ftruncate(fd, start)  # a short write undone: nothing half-added, nothing added twice on a retry
+            raise OSError(error.errno, f"{path}: could not append {len(data):,} bytes ({error.strerror or error}); "
+                          "nothing was added", str(path)) from error  # fmt: skip
+        return start
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def truncate_to(path: Path, size: int) -> None:
+    """Cut ``path`` back to ``size`` bytes under its lock (undoing an append)."""
+    fd = locked_open(path)
+    try:
+        os.ftruncate(fd, size)
         os.fsync(fd)
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -123,6 +155,7 @@ __all__ = [
     "move_aside_from",
     "record_id_of",
     "set_aside_after_marker",
+    "truncate_to",
     "written_by_command",
     "written_record_ids",
 ]
