@@ -3,7 +3,7 @@
 A store is append-only JSON lines; what an attempt wrote is either named by record id (a journal entry keeps
 them) or is every line from the byte offset its marker noted when it began. Set-aside lines are appended whole
 (and synced) to the side file before the store is rewritten without them, so a crash in between can leave a
-record in both files, never in neither.
+record in both files, never in neither, and the next move keeps the side file's one copy.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def move_aside(store: Path, aside: Path, keep: Callable[[int, bytes], bool]) -> 
     Under the store's append lock: the moved lines are appended (and synced) to ``aside`` first, then the store
     is replaced by a staging file that holds the rest; a writer waiting for the lock follows the new file. An
     operation that fails (a full disk) is undone on both files, leaves no staging file and names the path in its
-    OSError, so a retry moves each record once.
+    OSError, so a retry moves each record once; a record already in ``aside`` (a move killed between its two
+    writes) is not appended again.
     """
     fd = locked_open(store)
     try:
@@ -59,7 +60,10 @@ def move_aside(store: Path, aside: Path, keep: Callable[[int, bytes], bool]) -> 
         if not moved:
             return 0
         kept = [line for line, keep_it in zip(lines, verdicts) if keep_it]
-        undo = append_bytes(aside, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in moved))
+        there = set(written_record_ids(aside, 0, aside.stat().st_size)) if aside.exists() else set()
+        new = [line for line in moved if record_id_of(line) is None or record_id_of(line) not in there]
+        # a move killed after its append (kill -9) left these in both files: the side file keeps its one copy
+        undo = append_bytes(aside, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in new))
         staging = store.with_name(store.name + ".tmp")
         try:
             staging.write_bytes(b"".join(kept))

@@ -105,3 +105,14 @@ def test_any_split_keeps_every_record_exactly_once_and_none_torn(tmp_path_factor
     assert {r.record_id for r in set_apart} == chosen
     assert [r.record_id for r in kept] == [i for i in ids if i not in chosen]  # the store's order kept
     assert not list(folder.glob("*.tmp"))
+
+
+def test_a_move_killed_between_its_two_writes_is_finished_by_the_next_with_one_copy(tmp_path):
+    """kill -9 after the side file was written and before the store was: the records are in both files; the next
+    move takes them out of the store and appends nothing again."""
+    store = _store(tmp_path / "run", ["keep", "x", "y"])
+    aside = tmp_path / "run" / "interrupted-records.jsonl"
+    moving = [line for line in store.path.read_bytes().splitlines(keepends=True) if b'"keep"' not in line]
+    aside.write_bytes(b"".join(moving))  # what the killed move had appended (and synced)
+    assert move_aside(store.path, aside, lambda _offset, line: b'"keep"' in line) == 2
+    assert _labels(aside) == ["x", "y"] and _labels(store.path) == ["keep"]
