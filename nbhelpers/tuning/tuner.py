@@ -372,9 +372,11 @@ class Tuner:
         for candidate, reason in self.not_runnable:
             self.decide(Decision.of(candidate, "space", NOT_RUNNABLE, reason))
         if self.progress:
-            from nbhelpers.measure.progress import progress_bar
+            from nbhelpers.measure.progress import plain_bars, progress_bar
 
-            self._bar = progress_bar(total=1 + len(self.candidates), desc="tuner", unit="measurement")
+            # in a batch run's plain text, each measurement's own numbered bar and line say where the search is
+            self._bar = progress_bar(total=1 + len(self.candidates), desc="tuner", unit="measurement",
+                                     disable=plain_bars())  # fmt: skip
         try:
             self.measure_baseline()
             history: dict[Candidate, Measured] = {}

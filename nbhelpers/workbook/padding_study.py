@@ -19,6 +19,7 @@ from nbhelpers.data.loading import DataParams, describe_format, token_lengths
 from nbhelpers.data.strategies import PADDING_STRATEGIES
 from nbhelpers.data.tokenizer import load_tokenizer
 from nbhelpers.data.waste import compare_strategies, length_stats
+from nbhelpers.formatting import table_or_note
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.contamination_proof import contamination_proof, proof_record
@@ -94,6 +95,7 @@ def tokenizer_for(model: str) -> Any:
 
 
 __all__ = [
+    "table_or_note",
     "AdapterSettings",
     "DataParams",
     "RunConfig",
