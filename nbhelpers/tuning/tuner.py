@@ -31,6 +31,7 @@ from nbhelpers.analysis.records import is_measured, rate_interval_of, tokens_per
 from nbhelpers.analysis.tuner_choice import TUNED_FILE
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.jsonl import append_line
+from nbhelpers.measure.progress import plain_bars, progress_bar
 from nbhelpers.measure.store import RunRecord, RunStore, run_dir, runs_root
 from nbhelpers.planning.candidates import Candidate, baseline_candidate
 
@@ -372,11 +373,8 @@ class Tuner:
         for candidate, reason in self.not_runnable:
             self.decide(Decision.of(candidate, "space", NOT_RUNNABLE, reason))
         if self.progress:
-            from nbhelpers.measure.progress import plain_bars, progress_bar
-
-            # in a batch run's plain text, each measurement's own numbered bar and line say where the search is
             self._bar = progress_bar(total=1 + len(self.candidates), desc="tuner", unit="measurement",
-                                     disable=plain_bars())  # fmt: skip
+                                     disable=plain_bars())  # plain text (a batch run): each measurement's bar is enough
         try:
             self.measure_baseline()
             history: dict[Candidate, Measured] = {}
