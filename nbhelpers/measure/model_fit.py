@@ -7,10 +7,9 @@ the field, the value and what the model allows.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from nbhelpers.models.families import is_preset
+from nbhelpers.models.loading import is_local_model, model_config
 from nbhelpers.validation import ConfigError
 
 from .config import RunConfig
@@ -37,10 +36,8 @@ def model_fit_error(config: RunConfig, model_config: Any) -> ConfigError | None:
 def check_local_model_fit(config: RunConfig) -> None:
     """Raise :func:`model_fit_error`'s refusal for a preset or a local folder (their config is read offline, at
     once); a hub model is checked where the measurement resolves it."""
-    if not (is_preset(config.model) or Path(config.model).expanduser().is_dir()):
+    if not is_local_model(config.model):
         return
-    from nbhelpers.models.loading import model_config
-
     if (error := model_fit_error(config, model_config(config.model))) is not None:
         raise error
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.models.families import is_preset, model_type_of
+from nbhelpers.models.loading import is_local_model
 
 from .config import RunConfig
 from .engines import UNSLOTH_SITE_VARIABLE, EngineRefusal, engine_of
@@ -116,7 +117,7 @@ def measure_unsloth(config: RunConfig, notebook: str = "") -> Any:
     return its record; raises :class:`EngineRefusal` at once for a workload it cannot run here."""
     if reason := refusal(config):
         raise EngineRefusal(reason)
-    if is_preset(config.model) or Path(config.model).expanduser().is_dir():
+    if is_local_model(config.model):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a folder: nothing to fetch, from Unsloth's import on
     phases: dict[str, float] = {}
     started = time.perf_counter()

@@ -13,7 +13,7 @@ import time
 import traceback
 from pathlib import Path
 
-from nbhelpers.models.loading import ResolvedModel, resolve_model
+from nbhelpers.models.loading import ResolvedModel, is_local_model, resolve_model
 from nbhelpers.validation import ConfigError
 
 from .config import RunConfig
@@ -111,10 +111,7 @@ def measure_engine(config: RunConfig, notebook: str = "") -> RunRecord:
 
 def names_nothing_on_the_hub(config: RunConfig) -> bool:
     """A preset or a local model folder, and the shipped data or a local file: nothing to fetch from the hub."""
-    from nbhelpers.models.families import is_preset
-
-    model_here = is_preset(config.model) or Path(config.model).expanduser().is_dir()
-    return model_here and (config.dataset == "default" or Path(config.dataset).expanduser().exists())
+    return is_local_model(config.model) and (config.dataset == "default" or Path(config.dataset).expanduser().exists())
 
 
 def quiet_hub(config: RunConfig) -> None:

@@ -27,6 +27,11 @@ from .families import (
 from .shape import ModelShape
 
 
+def is_local_model(name_or_path: str) -> bool:
+    """A preset or a folder on this machine: its config is read offline, nothing is fetched from the hub."""
+    return is_preset(name_or_path) or Path(name_or_path).expanduser().is_dir()
+
+
 def model_source(name_or_path: str) -> str:
     """A preset name, an existing folder with a config.json, or a hub id; anything else is a clear error."""
     if is_preset(name_or_path):
