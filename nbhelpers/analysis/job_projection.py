@@ -162,9 +162,14 @@ def dataset_lengths(config: Mapping[str, Any]) -> list[int]:
                          prompt_template=str(get("prompt_template")))  # fmt: skip
 
 
-def _row(role: str, record: RunRecord, spec: JobSpec, lengths: Sequence[int] | None) -> dict[str, Any]:
+# What dataset_lengths reads: records that agree on these share one count.
+LENGTH_FIELDS = ("model", "dataset", "prompt_field", "response_field", "use_chat_template", "data_format",
+                 "prompt_template")  # fmt: skip
+
+
+def _row(role: str, record: RunRecord, spec: JobSpec, lengths: Sequence[int]) -> dict[str, Any]:
     max_length = int(record.config.get("max_length", _DEFAULTS["max_length"]))
-    tokens = job_tokens(dataset_lengths(record.config) if lengths is None else lengths, max_length, spec)
+    tokens = job_tokens(lengths, max_length, spec)
     rate, interval, measured = float(tokens_per_s(record)), rate_interval_of(record), gpu_count(record)
     notes = [] if interval else ["no interval of its tok/s recorded: no interval of its hours"]
     if measured != spec.gpus:
@@ -186,7 +191,7 @@ def project_job(rows: Mapping[str, RunRecord | str], spec: JobSpec, lengths: Seq
     :func:`dataset_lengths`. ``vs baseline``: the baseline's hours over the row's; ``hours saved``: their gap."""
     import pandas as pd
 
-    out = []
+    out, counted = [], {}  # the dataset's lengths, read once for the rows that name the same data and tokenizer
     for role, record in rows.items():
         if isinstance(record, RunRecord) and not is_measured(record):
             record = f"{record_label(record)} has no measured throughput ({record.reason or record.status})"
@@ -194,7 +199,10 @@ def project_job(rows: Mapping[str, RunRecord | str], spec: JobSpec, lengths: Seq
             out.append({"role": role, "note": record})
             continue
         try:
-            out.append(_row(role, record, spec, lengths))
+            key = tuple(str(record.config.get(name, _DEFAULTS[name])) for name in LENGTH_FIELDS)
+            if lengths is None and key not in counted:
+                counted[key] = dataset_lengths(record.config)
+            out.append(_row(role, record, spec, lengths if lengths is not None else counted[key]))
         except (OSError, ValueError) as error:  # the dataset moved, no tokenizer offline, no rows
             out.append({"role": role, "configuration": record_label(record), "note": f"tokens not counted: {error}"})
     base = next((row for row in out if row["role"] == BASELINE and "hours" in row), None)
