@@ -14,8 +14,9 @@ from typing import Any
 from nbhelpers.formatting import fmt_count, fmt_percent, fmt_rate, fmt_speedup
 from nbhelpers.measure.store import RunRecord
 
+from .job_projection import BASELINE, job_rows
 from .recommend import Recommendation, recommend
-from .records import choose_baselines, group_key, is_thin, machines_of, record_label, step_records
+from .records import is_thin, machines_of, record_label, step_records
 
 
 def main_machine(records: Iterable[RunRecord]) -> str | None:
@@ -82,10 +83,8 @@ def findings(records: Iterable[RunRecord], baseline_label: str | None = None, ad
         why = ""
     except ValueError as error:
         rec, why = None, str(error)
-    chosen = choose_baselines(mine, baseline_label)
-    picked = next((r for r in mine if rec is not None and r.record_id == rec.record_id), None)
-    baseline = chosen.get(group_key(picked)) if picked is not None else None
-    baseline = baseline or next((b for b in chosen.values() if b is not None), None)
+    baseline = job_rows(mine, baseline_label)[BASELINE]  # the recommendation's own, as the job projection finds it
+    baseline = baseline if isinstance(baseline, RunRecord) else None
     return [recommendation_line(rec, why), kernel_level_line(baseline), evidence_line(mine, machine, rec)]
 
 
