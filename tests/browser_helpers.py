@@ -340,7 +340,7 @@ NESTED_CELLS_JS = """() => {
 
 def notebook_as_html(executed: Path, folder: Path) -> Path:
     """An executed notebook exported to one HTML page (nbconvert's lab template), as a reader without Jupyter
-    would open it: BokehJS travels inline in its outputs."""
+    would open it: BokehJS inline in its outputs (a live run) or loaded from its CDN (a batch run)."""
     from nbconvert import HTMLExporter
 
     html, _ = HTMLExporter(template_name="lab").from_filename(str(executed))
@@ -350,10 +350,12 @@ def notebook_as_html(executed: Path, folder: Path) -> Path:
     return page
 
 
-def open_offline(browser: Any, path: Path, errors: list[str]) -> Any:
-    """A page of ``path`` (file://) whose every other request is refused; page errors go into ``errors``."""
+def open_offline(browser: Any, path: Path, errors: list[str], routes: OfflineRoutes | None = None) -> Any:
+    """A page of ``path`` (file://) whose other requests go through ``routes``: by default every one is refused;
+    ``OfflineRoutes()`` answers BokehJS's CDN from the installed packages. Page errors go into ``errors``."""
+    routes = routes or OfflineRoutes(serve_cdn=False)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.on("pageerror", lambda error: errors.append(f"{path.name}: page error: {error}"))
-    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else r.abort())
+    page.route("**/*", routes._handle)
     page.goto(path.resolve().as_uri(), wait_until="load")
     return page

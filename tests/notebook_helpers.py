@@ -95,10 +95,16 @@ def frozen_bars(text: str) -> list[str]:
     return [state.strip()[:120] for state in last_states if FROZEN_BAR.search(state)]
 
 
+# An executed notebook's most: its plots embedded once, BokehJS from its CDN in a batch run (inline, the 3 MB bundle
+# is saved twice: about 6 MB a notebook), traces linked, not inlined.
+SAVED_MAX_BYTES = 2_000_000
+
+
 def assert_saved_cleanly(path: Path) -> None:
-    """What a reader of the saved copy sees: no table with a header and no row (a sentence says why instead) and no
-    progress bar left at zero steps."""
-    problems = []
+    """What a reader of the saved copy sees: no table with a header and no row (a sentence says why instead), no
+    progress bar left at zero steps, and at most :data:`SAVED_MAX_BYTES` on disk."""
+    size = path.stat().st_size
+    problems = [f"{size:,} bytes saved, more than {SAVED_MAX_BYTES:,}"] if size > SAVED_MAX_BYTES else []
     for cell in nbformat.read(path, as_version=4).cells:
         for output in cell.get("outputs", []):
             data = output.get("data", {})

@@ -206,11 +206,13 @@ def test_sections_are_numbered_in_order(path):
 
 
 @notebook_params
-def test_holoviews_uses_the_bokeh_backend(path):
-    sources = [c.source for c in _nb(path).cells if c.cell_type == "code"]
-    text = "\n".join(sources)
-    if "holoviews" in text:
-        assert re.search(r"hv\.extension\(\s*[\"']bokeh", text), "HoloViews without hv.extension('bokeh')"
+def test_notebooks_that_plot_load_the_bokeh_extension_through_the_workbook(path):
+    """A notebook that draws loads HoloViews' Bokeh extension with ``load_plotting()`` (BokehJS inline when live,
+    from its CDN in a batch run), never with its own ``hv.extension``, which would skip that choice."""
+    text = "\n".join(c.source for c in _nb(path).cells if c.cell_type == "code")
+    assert "hv.extension(" not in text, "hv.extension called directly: use load_plotting()"
+    if "holoviews" in text or re.search(r"\w*plots?\b|\w+_plot\(|_bars\(|_histogram\(", text):
+        assert "load_plotting()" in text, "a notebook that draws without load_plotting()"
 
 
 def _nbhelpers_bindings(tree: ast.AST) -> tuple[dict[str, str], list[tuple[str, str]]]:
