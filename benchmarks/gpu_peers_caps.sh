@@ -5,13 +5,18 @@
 # (../shared/gpu/wheels.sh trl; .whl-ao: bitsandbytes 0.50.2, torchao 0.18.0) in /tmp/site and Unsloth's (scripts/gpu_unsloth_wheels.sh)
 # carried in .whl-unsloth, installed here into a site of their own:
 #   JOB_WHEELS=".whl .whl-ao" bash benchmarks/gpu_job.sh start 540 bash benchmarks/gpu_peers_caps.sh
-# A suite that fails leaves its records and the next suite still runs; each suite's exit status is printed.
+# Arguments: the output folder, then the suites to run (default: all four). A suite that fails leaves its records and
+# the next suite still runs; each suite's exit status is printed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/bench}
+shift || true
+suites=("$@")  # the suites to run, in order (default: all four)
+(( ${#suites[@]} )) || suites=(qwen3-1.7b/lora-peers/unsloth qwen3-8b/lora-peers/unsloth qwen3-8b/frozen-base/parity
+  qwen3-8b/memory-caps/best)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/unsloth-site .whl-unsloth/*.whl
 export NBHELPERS_UNSLOTH_SITE=/tmp/unsloth-site NBHELPERS_UNSLOTH_MODELS=/tmp/unsloth-models
-for suite in qwen3-1.7b/lora-peers/unsloth qwen3-8b/lora-peers/unsloth qwen3-8b/frozen-base/parity qwen3-8b/memory-caps/best; do
+for suite in "${suites[@]}"; do
   python3 -m nbhelpers.cli bench "$suite" --out "$out"
   echo "suite $suite: exit $?"
 done

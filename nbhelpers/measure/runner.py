@@ -26,7 +26,7 @@ from nbhelpers.kernels.registry import kernel_backend
 from .config import RunConfig
 from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failure
 from .engines import ENGINES, site_env
-from .env import detect_platform
+from .env import ALLOC_CONF_VARIABLE, MEASURING_ALLOC_CONF, detect_platform
 from .progress import PROGRESS_VARIABLE, Progress, ProgressReader, plain_bars, progress_bar
 from .spare import SparePool, die_with_parent, spares_wanted
 from .store import RunRecord, RunStore, runs_root
@@ -99,6 +99,7 @@ def _without_inductor_leftovers(env: dict[str, str]) -> dict[str, str]:
 def _child_env(config: RunConfig, extra_env: dict[str, str] | None) -> dict[str, str]:
     env = _without_inductor_leftovers(dict(os.environ))
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault(ALLOC_CONF_VARIABLE, MEASURING_ALLOC_CONF)
     for name, value in shared_kernel_cache().items():
         env.setdefault(name, value)
     env["NBHELPERS_PLATFORM"] = detect_platform()  # the record says where the user ran it, not "terminal"

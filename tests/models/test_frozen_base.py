@@ -11,7 +11,12 @@ import importlib.util
 import pytest
 import torch
 
-from nbhelpers.analysis.memory_plan import MemorySettings, plan_memory, settings_from_config
+from nbhelpers.analysis.memory_plan import (
+    MemorySettings,
+    layer_activation_bytes,
+    plan_memory,
+    settings_from_config,
+)
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.models.adapters import AdapterSettings, wrap_model
 from nbhelpers.models.families import model_shape, preset_config
@@ -154,14 +159,21 @@ def test_the_planner_counts_the_frozen_base_from_the_table():
         assert settings.frozen_base == base
         plans[base] = plan_memory(shape, settings)
     adapter_state = plans["bf16"].parameters - shape.total_parameters * 2
-    for base in ("nf4", "float8"):
+    head_copy = shape.vocab_size * shape.hidden_size * 2  # autocast's bf16 copy of NF4's fp32 lm head
+    for base, kept_head in (("nf4", head_copy), ("float8", 0)):
         assert plans[base].parameters == frozen_base_bytes(shape, base, "bf16") + adapter_state
         extra = plans[base].gathered - plans["bf16"].gathered
-        assert extra == working_copy_bytes(shape, base) > 0
-        others = dataclasses.replace(plans[base], parameters=0, gathered=0)
-        assert others == dataclasses.replace(plans["bf16"], parameters=0, gathered=0)  # activations unchanged
+        assert extra == working_copy_bytes(shape, base) + kept_head > 0
+        others = dataclasses.replace(plans[base], parameters=0, gathered=0, activations=0)
+        assert others == dataclasses.replace(plans["bf16"], parameters=0, gathered=0, activations=0)
+    assert plans["float8"].activations == plans["bf16"].activations  # float8 keeps the bf16 residual stream
+    # NF4's rest is upcast to fp32, the embedding's output with it: the residual stream is 4 bytes, not 2
+    per_layer = layer_activation_bytes(shape, "fp32", False) - layer_activation_bytes(shape, "bf16", False)
+    stream = 2048 * (per_layer * shape.num_layers + 2 * shape.hidden_size * 2)
+    assert plans["nf4"].activations - plans["bf16"].activations == stream > 0
     # 8B: about 2 bytes a weight in bf16, about 0.53 in NF4 (0.5 + absmax), about 1 in float8 (the head in bf16)
-    assert plans["nf4"].total < plans["float8"].total < plans["bf16"].total
+    assert plans["nf4"].parameters < plans["float8"].parameters < plans["bf16"].parameters
+    assert max(plans["nf4"].total, plans["float8"].total) < plans["bf16"].total
 
 
 # ------------------------------------------------------------------------------------------ rounding, per weight
