@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 from nbhelpers.kernels.fla import FUSED_GATED_NORM
+from nbhelpers.measure.engines import WORKBOOK
 from nbhelpers.measure.memory_plan import (
     CHECKPOINTINGS,
     GIB,
@@ -51,8 +52,9 @@ def planned_vs_measured(records: Any, capacity_gib: float = H200_USABLE_GIB, cud
     """Predicted and measured peak GiB per GPU for measured step records of preset models, with the error.
 
     The tokens per GPU are the widest timed batch the record kept (``timed_batch_shapes``); records without
-    it are left out. ``cuda_only`` keeps records whose peak is CUDA's allocator peak (a CPU run's peak is
-    the process's resident set, which also holds Python and the libraries).
+    it, and a peer engine's (TRL's, Unsloth's: not the step the planner plans), are left out. ``cuda_only`` keeps
+    records whose peak is CUDA's allocator peak (a CPU run's peak is the process's resident set, which also holds
+    Python and the libraries).
     """
     import pandas as pd
 
@@ -65,6 +67,8 @@ def planned_vs_measured(records: Any, capacity_gib: float = H200_USABLE_GIB, cud
         shapes = metrics.get("timed_batch_shapes")
         source = str(metrics.get("peak_memory_source", ""))
         if record.kind != "step" or not record.ok or not shapes or "peak_memory_gib" not in metrics:
+            continue
+        if record.config.get("engine", WORKBOOK) != WORKBOOK:  # a peer's (TRL's, Unsloth's) step is not planned
             continue
         if (cuda_only and "cuda" not in source) or not is_preset(str(record.config.get("model"))):
             continue

@@ -250,8 +250,10 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
     gathered += shape.vocab_size * shape.hidden_size * 2 if rest_fp32 and s.autocast else 0
     stream = "fp32" if rest_fp32 else s.weights  # the residual stream's dtype, as layer_activation_bytes reads it
     adapter_bytes = adapter_activation_bytes(shape, adapter, s.autocast, s.cast_inputs)
+    factor = FROZEN_BASES[s.frozen_base].activation_factor if frozen else 1.0
     by_kind = {
-        mixer: layer_activation_bytes(shape, stream, s.fused_norm_mlp, mixer, s.fused_gated_norm) + adapter_bytes
+        mixer: math.ceil(factor * (layer_activation_bytes(shape, stream, s.fused_norm_mlp, mixer, s.fused_gated_norm)
+                                   + adapter_bytes))
         for mixer in ("attention", "linear_attention")
     }  # fmt: skip
     kinds = ["attention" if shape.is_full_attention(i) else "linear_attention" for i in range(shape.num_layers)]

@@ -57,6 +57,9 @@ class FrozenBase:
     apply: Callable[[Any, str], Any]  # (built model, device type) -> the model with its base in this format
     parity_rtol: float  # first-step loss and gradient norm against the bf16 base, relative
     parity_basis: str  # where that number comes from
+    # The decoder layers' saved activations against what the planner counts for the bf16 base (its fp32 residual
+    # stream included, where ``rest_fp32``), set against measured peaks; 1.0: counted as they are.
+    activation_factor: float = 1.0
 
     @property
     def quantized(self) -> bool:
@@ -100,6 +103,11 @@ FROZEN_BASES: dict[str, FrozenBase] = {
             f"absmax: at most {NF4_HALF_GAP:.3f} of the absmax away (half the widest gap, -1 to -0.696); the bound "
             f"is twice that ({NF4_PARITY:.3f}): the worst case of a weight of the block's size, with room for the "
             f"activations' bf16 rounding ({BF16_ROUNDING:.4f}) on a GPU",
+            # bitsandbytes casts each NF4 linear's output back to its input's dtype, fp32 after the fp32 norms, so
+            # more of a layer's saved tensors are fp32 than the residual stream alone: an H100 (2026-12-06) measured
+            # 58.4 GiB for the eager 8B probe planned at 54.8 without this factor (62.4 with it), and capped Liger
+            # rows ran out of memory at least 19% above their planned activations.
+            activation_factor=1.2,
         ),
         FrozenBase(
             name=FLOAT8_BASE, description="float8 e4m3 weights with a row scale, made once; float8 GEMMs for the "

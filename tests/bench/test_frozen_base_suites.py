@@ -24,5 +24,5 @@ def test_each_suite_runs_every_base_of_the_table_on_one_workload(tmp_path):
         planned = [plan_memory(shape, settings_from_config(r)) for r in rows]
         assert all(p.fits for p in planned)
         bf16, nf4, float8 = (p.parameters for p in planned)
-        assert nf4 < float8 < bf16  # the stored base; NF4's fp32 residual stream may cost more than float8 in total
-        assert max(p.total for p in planned[1:]) < planned[0].total
+        assert nf4 < float8 < bf16  # the stored base; NF4's fp32 activations can cost more than it saves
+        assert planned[2].total < planned[0].total  # float8 keeps the bf16 activations

@@ -149,8 +149,7 @@ def test_a_bad_frozen_base_names_the_field_and_what_is_allowed():
 # ---------------------------------------------------------------------------------------------- the planner
 
 
-def test_the_planner_counts_the_frozen_base_from_the_table():
-    shape = model_shape(preset_config("qwen3-8b"))
+def _plans_per_base(shape) -> dict:
     plans = {}
     for base in ("bf16", "nf4", "float8"):
         config = RunConfig(model="qwen3-8b", adapter="lora", lora_rank=16, frozen_base=base, batch_size=1,
@@ -158,6 +157,19 @@ def test_the_planner_counts_the_frozen_base_from_the_table():
         settings = settings_from_config(config)
         assert settings.frozen_base == base
         plans[base] = plan_memory(shape, settings)
+    return plans
+
+
+def test_the_planner_counts_the_frozen_base_from_the_table(monkeypatch):
+    shape = model_shape(preset_config("qwen3-8b"))
+    scaled = _plans_per_base(shape)["nf4"]  # the table's NF4 activation factor
+    factor = FROZEN_BASES["nf4"].activation_factor
+    assert factor > 1 and FROZEN_BASES["bf16"].activation_factor == FROZEN_BASES["float8"].activation_factor == 1
+    monkeypatch.setitem(FROZEN_BASES, "nf4", dataclasses.replace(FROZEN_BASES["nf4"], activation_factor=1.0))
+    plans = _plans_per_base(shape)
+    outside_layers = 2048 * 2 * shape.hidden_size * 4  # the embedding's output and the final norm's, fp32
+    layers, layers_scaled = plans["nf4"].activations - outside_layers, scaled.activations - outside_layers
+    assert layers_scaled == pytest.approx(factor * layers, rel=1e-5)  # only the decoder layers' part scales
     adapter_state = plans["bf16"].parameters - shape.total_parameters * 2
     head_copy = shape.vocab_size * shape.hidden_size * 2  # autocast's bf16 copy of NF4's fp32 lm head
     for base, kept_head in (("nf4", head_copy), ("float8", 0)):
