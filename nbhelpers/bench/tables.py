@@ -228,10 +228,64 @@ def lora_27b_notebooks(shelf: c.Shelf) -> str:
     return markdown(headers, table)
 
 
+# The H100 job beside the tools people pick (benchmarks/gpu/NOTES.md, 2026-12-06): per model, the pick, Unsloth,
+# TRL's defaults ("without the workbook") and TRL's best flags on the same samples, in one job.
+PEERS_H100 = (
+    ("1.7B", "qwen3-1.7b/lora-peers/unsloth.jsonl", ("c07d8940fb19", "ed3f90b57eba", "b61b574d928f", "9fbdee6818d2")),
+    ("8B", "qwen3-8b/lora-peers/unsloth.jsonl", ("abc18171d390", "2493bfd15aa5", "f26b1988a59b", "e31b8446dcd7")),
+)  # fmt: skip
+PEER_ROWS_H100 = (
+    "the workbook's pick: Liger without its fused linear CE, token budget {}, `torch_varlen`",
+    "Unsloth: `FastLanguageModel`, its LoRA, its checkpointing, packing",
+    "TRL `SFTTrainer` at its defaults (without the workbook)",
+    "TRL's best flags: padding-free + Liger, no checkpointing",
+)
+CAPS_H100 = ("qwen3-8b/memory-caps/best.jsonl", "068059f88265 01a5c710cf2e 02c2fa560f99 9de3da616258 5b975bc13d07 "
+             "707998db4873 3f327d32c30c 4b64c6272929 14619f089bf1".split())  # fmt: skip
+
+
+def lora_peers_h100(shelf: c.Shelf) -> str:
+    table = []
+    for model, file, ids in PEERS_H100:
+        pick, unsloth, without, trl_best = (shelf((file, record_id)) for record_id in ids)
+        for label, r in zip(PEER_ROWS_H100, (pick, unsloth, without, trl_best)):
+            best = r is pick
+            vs_without, vs_unsloth = c.ratio(r, without), c.ratio(r, unsloth)
+            table.append([f"{model}: {label.format(budget(r))}", c.tok_s_interval(r, emphasis=best),
+                          c.bold(vs_without) if best else vs_without, c.bold(vs_unsloth) if best else vs_unsloth,
+                          c.share(r, "mfu"), c.gib(r), c.timed_steps(r)])  # fmt: skip
+    headers = ["model: row", "real tok/s (95% interval)", "vs without the workbook", "vs Unsloth", "MFU", "peak GiB",
+               "timed steps"]  # fmt: skip
+    return markdown(headers, table)
+
+
+def memory_caps_h100(shelf: c.Shelf) -> str:
+    from nbhelpers.analysis.memory_plan import planned_vs_measured
+
+    file, ids = CAPS_H100
+    table = []
+    for record_id in ids:
+        r = shelf((file, record_id))
+        cfg = r.config
+        k = cfg["checkpoint_every"]
+        every = f"every {k}{'nd' if k == 2 else 'rd' if k == 3 else 'th'} layer"
+        checkpointing = every if cfg["activation_checkpointing"] == "every_k" else cfg["activation_checkpointing"]
+        row = [f"{cfg['gpu_memory_gib']:g}", cfg["frozen_base"], budget(r), checkpointing]
+        if not r.ok:
+            table.append([*row, f"failed: {c.failure(r)}", "", "", ""])
+            continue
+        planned = float(planned_vs_measured([r])["planned_gib"].iloc[0])
+        table.append([*row, c.tok_s_interval(r), c.share(r, "mfu"), c.gib(r), f"{planned:.1f}"])
+    headers = ["cap GiB", "frozen base", "token budget", "checkpointing", "real tok/s (95% interval)", "MFU",
+               "peak GiB", "planned GiB"]  # fmt: skip
+    return markdown(headers, table)
+
+
 TABLES: dict[str, Table] = {
     "padding-strategies": padding_strategies, "gpu-command-defaults": gpu_command, "frontier-best-rows": frontier,
     "hybrid-headline": hybrid_headline, "lora": lora, "lora-27b-toward-35-mfu": lora_27b_mfu,
     "lora-27b-fused-norm": lora_27b_fused_norm, "lora-27b-notebooks": lora_27b_notebooks,
+    "lora-peers-h100": lora_peers_h100, "memory-caps-h100": memory_caps_h100,
 }  # fmt: skip
 
 
