@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from nbhelpers.analysis.adapter_plan import largest_fitting_tokens
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.memory_plan import settings_from_config
+from nbhelpers.measure.memory_plan import plan_memory, recomputed_layers, settings_from_config
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.frozen_base import FROZEN_BASE_NAMES
 from nbhelpers.models.loading import model_config
+from nbhelpers.models.shape import ModelShape
 
 from .suite import Suite
 
@@ -28,7 +29,9 @@ NEEDS = "bitsandbytes (pip install 'nbhelpers[qlora]') for nf4; an sm89+ GPU (L4
 
 def base_rows(row: RunConfig, what: str) -> list[RunConfig]:
     """``row`` once per frozen base of the table, the bf16 base first (the suite's parity reference)."""
-    return [row.replace(label=f"8b lora r16, {base} base, {what}", frozen_base=base) for base in FROZEN_BASE_NAMES]
+    size = row.model.rsplit("-", 1)[-1]  # "8b", "27b"
+    return [row.replace(label=f"{size} lora r{row.lora_rank}, {base} base, {what}", frozen_base=base)
+            for base in FROZEN_BASE_NAMES]  # fmt: skip
 
 
 # An 80 GB card (H100, A100), a 48 GB one (L40S, A6000), a 24 GB one (L4 in Colab, 4090). The 80 GB class at 79
@@ -36,22 +39,51 @@ def base_rows(row: RunConfig, what: str) -> list[RunConfig]:
 CAPS_GIB = (79.0, 48.0, 24.0)
 BUDGET_STEP = 1024  # token budgets of the capped rows are multiples of this
 MAX_BUDGET = 16384  # and at most this (the uncapped best row's budget is 8,192)
-RECOMPUTATION = (("none", 2), ("every_k", 2), ("full", 2))  # tried in this order: the first that fits is used
+RECOMPUTATION = (("none", 2), ("every_k", 4), ("every_k", 2), ("full", 2))  # the choices, least recomputation first
+# A step's tokens buy throughput up to about this many; past it a larger budget is not worth recomputing layers for.
+# The 8B LoRA rows on an H100 (2026-12-06): 4,096 tokens a step 12,759 real tok/s and 9,216 13,679 without
+# recomputation; 2,048 without it 5,371 (float8 base) against 8,744 at 5,120 with every layer recomputed (bf16).
+SATURATING_TOKENS = 4096
 CAPPED_8B = BEST_8B.replace(timing="steps", steps=10, warmup=2, num_samples=384)  # >= 12 batches at 16k tokens
 
 
+def recomputation_cost(num_layers: int, checkpointing: str, every: int) -> float:
+    """A step's time with this recomputation over its time without: each recomputed layer runs its forward again,
+    about a third of its forward and backward."""
+    return 1 + len(recomputed_layers(num_layers, checkpointing, every)) / num_layers / 3
+
+
 def capped_row(row: RunConfig, cap_gib: float) -> RunConfig:
-    """``row`` under a cap of ``cap_gib``: the least recomputation at which the planner fits a token budget of at
-    least one full-length row, at the largest such budget (up to :data:`MAX_BUDGET`). When nothing fits, the row as
-    it is under the cap: the step refuses it with the planner's reason, a failed record."""
+    """``row`` under a cap of ``cap_gib``: of the recomputations at which the planner fits a token budget of at least
+    one full-length row (the largest such budget, up to :data:`MAX_BUDGET`), the one whose budget (counted up to
+    :data:`SATURATING_TOKENS`) over its :func:`recomputation_cost` is largest, the least recomputation on a tie. A
+    statically padded row keeps its batch shape and halves its batch until it fits. When nothing fits, the row as it
+    is under the cap: the step refuses it with the planner's reason, a failed record."""
     shape = model_shape(model_config(row.model))
+    if row.padding == "static":
+        return _capped_static(row, cap_gib, shape)
+    best: tuple[float, RunConfig] | None = None
     for checkpointing, every in RECOMPUTATION:
         config = row.replace(gpu_memory_gib=cap_gib, activation_checkpointing=checkpointing, checkpoint_every=every)
         tokens = min(largest_fitting_tokens(shape, settings_from_config(config), BUDGET_STEP), MAX_BUDGET)
-        if tokens >= row.max_length:
+        worth = min(tokens, SATURATING_TOKENS) / recomputation_cost(shape.num_layers, checkpointing, every)
+        if tokens >= row.max_length and (best is None or worth > best[0]):
             what = checkpointing if checkpointing != "every_k" else f"every_k={every}"
-            return config.replace(token_budget=tokens, label=f"{config.label}, cap {cap_gib:g} GiB: budget "
-                                  f"{tokens}, checkpointing {what}")  # fmt: skip
+            best = worth, config.replace(token_budget=tokens, label=f"{config.label}, cap {cap_gib:g} GiB: budget "
+                                         f"{tokens}, checkpointing {what}")  # fmt: skip
+    if best is None:
+        return row.replace(gpu_memory_gib=cap_gib, label=f"{row.label}, cap {cap_gib:g} GiB: nothing fits")
+    return best[1]
+
+
+def _capped_static(row: RunConfig, cap_gib: float, shape: ModelShape) -> RunConfig:
+    """A statically padded ``row`` under the cap at the largest batch (halved from its own) the planner fits."""
+    batch = row.batch_size
+    while batch >= 1:
+        config = row.replace(gpu_memory_gib=cap_gib, batch_size=batch)
+        if plan_memory(shape, settings_from_config(config)).fits:
+            return config.replace(label=f"{row.label}, cap {cap_gib:g} GiB: batch {batch}")
+        batch //= 2
     return row.replace(gpu_memory_gib=cap_gib, label=f"{row.label}, cap {cap_gib:g} GiB: nothing fits")
 
 

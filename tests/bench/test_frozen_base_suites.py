@@ -1,10 +1,23 @@
 """The frozen-base suites: Qwen3-8B LoRA r16 once per base of the table, the bf16 base first (the parity reference),
-the same samples and adapter in every row, and each row planned to fit one H200 with the quantized bases smaller."""
+the same samples and adapter in every row, and each row planned to fit one H200 with the quantized bases smaller;
+the capped suites (8B and 27B) and the hybrids' peer suites."""
 
 from __future__ import annotations
 
+import pytest
+
+from nbhelpers.analysis.adapter_plan import largest_fitting_tokens
 from nbhelpers.analysis.memory_plan import plan_memory, settings_from_config
-from nbhelpers.bench.table import suites_under
+from nbhelpers.bench.frozen_bases import (
+    BUDGET_STEP,
+    CAPS_GIB,
+    MAX_BUDGET,
+    RECOMPUTATION,
+    SATURATING_TOKENS,
+    recomputation_cost,
+)
+from nbhelpers.bench.table import suite_named, suites_under
+from nbhelpers.measure.memory_plan import cap_plan_refusal
 from nbhelpers.models.families import model_shape, preset_config
 from nbhelpers.models.frozen_base import FROZEN_BASE_NAMES
 
@@ -26,3 +39,41 @@ def test_each_suite_runs_every_base_of_the_table_on_one_workload(tmp_path):
         bf16, nf4, float8 = (p.parameters for p in planned)
         assert nf4 < float8 < bf16  # the stored base; NF4's fp32 activations can cost more than it saves
         assert planned[2].total < planned[0].total  # float8 keeps the bf16 activations
+
+
+def _worth(row, shape) -> float:
+    """The rule capped_row maximises: the budget (counted up to the saturating tokens) over the recomputation's cost."""
+    return min(row.token_budget, SATURATING_TOKENS) / recomputation_cost(
+        shape.num_layers, row.activation_checkpointing, row.checkpoint_every
+    )
+
+
+@pytest.mark.parametrize("suite_name", ["qwen3-8b/memory-caps/best", "hybrid/qwen3.8-27b-lora/memory-caps/best"])
+def test_each_capped_row_fits_its_cap_at_the_best_recomputation_or_is_refused_with_the_planners_reason(suite_name):
+    rows = suite_named(suite_name).rows(None)
+    assert {r.gpu_memory_gib for r in rows} == set(CAPS_GIB)
+    for row in rows:
+        shape = model_shape(preset_config(row.model))
+        if "nothing fits" in row.label:
+            assert "over the cap" in cap_plan_refusal(row, shape), row.label  # a failed record before any work
+            continue
+        assert plan_memory(shape, settings_from_config(row)).fits and not cap_plan_refusal(row, shape), row.label
+        if row.padding == "static":  # the batch is halved until it fits: twice it does not
+            bigger = row.replace(batch_size=2 * row.batch_size)
+            assert not plan_memory(shape, settings_from_config(bigger)).fits
+            continue
+        assert row.max_length <= row.token_budget <= MAX_BUDGET and row.token_budget % BUDGET_STEP == 0
+        for checkpointing, every in RECOMPUTATION:  # no other recomputation fits a budget worth more
+            other = row.replace(activation_checkpointing=checkpointing, checkpoint_every=every)
+            tokens = min(largest_fitting_tokens(shape, settings_from_config(other), BUDGET_STEP), MAX_BUDGET)
+            if tokens >= row.max_length:
+                assert _worth(other.replace(token_budget=tokens), shape) <= _worth(row, shape) + 1e-9, row.label
+
+
+def test_the_hybrid_peer_suites_put_unsloth_and_trl_on_the_picks_samples_under_an_80_gb_cap():
+    for name in ("hybrid/qwen3.5-2b/lora-peers/unsloth", "hybrid/qwen3.8-27b-lora/lora-peers/unsloth"):
+        rows = suite_named(name).rows(None)
+        assert [r.engine for r in rows] == ["workbook", "unsloth", "trl_defaults", "trl_best"]
+        fields = ("model", "num_samples", "seed", "lora_rank", "lora_targets", "gpu_memory_gib", "kernels")
+        assert len({tuple(getattr(r, f) for f in fields) for r in rows}) == 1, name  # fla bound in every row
+        assert rows[0].gpu_memory_gib == CAPS_GIB[0] and "fla" in rows[0].kernels

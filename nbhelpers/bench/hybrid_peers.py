@@ -1,0 +1,61 @@
+"""The Qwen3.5/3.8 hybrids beside the tools people pick and on the GPUs people have: the 2B's and the 27B's LoRA
+pick, then Unsloth, TRL's defaults with fla installed ("without the workbook") and TRL's best flags on the same
+samples, on an 80 GB card (a 79 GiB cap); and the 27B's best row over each frozen base under caps of 80, 48 and
+24 GiB, where a row that cannot fit is a failed record with the planner's reason, before any work."""
+
+from __future__ import annotations
+
+from nbhelpers.analysis.peers import peers_of
+from nbhelpers.measure.config import RunConfig
+
+from .frozen_bases import CAPS_GIB, base_rows, capped_row
+from .hybrid import FLA_NEEDS, HYBRID_LIGER_PLAIN_CE, LORA, LORA_27B, fused_norm_27b
+from .suite import Suite
+
+PEERS = "unsloth,trl_defaults,trl_best"
+UNSLOTH_NEEDS = (f"{FLA_NEEDS}; TRL (../shared/gpu/wheels.sh trl); Unsloth's own site (scripts/gpu_unsloth_wheels.sh "
+                 "with --target, NBHELPERS_UNSLOTH_SITE naming it)")  # fmt: skip
+# The 2B's pick: fla + Liger without its fused linear cross-entropy at a token budget, planned for an 80 GB card.
+PICK_2B = capped_row(LORA.replace(
+    model="qwen3.5-2b", label="2b lora: fla+liger (plain CE), varlen", kernels="fla+liger",
+    liger_kernels=HYBRID_LIGER_PLAIN_CE, padding="token_budget", token_budget=16384,
+    attn_implementation="torch_varlen", num_samples=64, timeout_s=600,
+), CAPS_GIB[0])  # fmt: skip
+
+
+def best_27b() -> RunConfig:
+    """The 27B's fastest row on an H200 (fla + Liger, fused gated norm, varlen, uncast), unprofiled."""
+    return fused_norm_27b()[2].replace(profile=False)
+
+
+def pick_27b() -> RunConfig:
+    """The 27B's fastest row as the planner fits it on an 80 GB card (a 79 GiB cap)."""
+    return capped_row(best_27b().replace(label="27b lora: fla+liger (fused gated norm), varlen, uncast"), CAPS_GIB[0])
+
+
+def peer_rows(pick: RunConfig) -> list[RunConfig]:
+    """The pick, then each peer on its samples (Unsloth first: a job cut short keeps the row never measured)."""
+    return [pick, *peers_of(pick, pick.label, PEERS, on_gpu=True)]
+
+
+def capped_27b() -> list[RunConfig]:
+    """The reference path (full recomputation) and the best row over each frozen base, under each cap."""
+    reference = LORA_27B.replace(label="27b lora: eager, static, ckpt full", activation_checkpointing="full")
+    rows = []
+    for cap in CAPS_GIB:
+        rows.append(capped_row(reference, cap))
+        rows += [capped_row(row, cap) for row in base_rows(best_27b(), "fla+liger, fused gated norm, varlen")]
+    return rows
+
+
+SUITES = (
+    Suite("hybrid/qwen3.5-2b/lora-peers/unsloth", "the 2B hybrid's LoRA pick, then Unsloth, TRL's defaults with fla "
+          "installed and its best flags on the same samples", lambda _: peer_rows(PICK_2B), parity=False,
+          needs=UNSLOTH_NEEDS),
+    Suite("hybrid/qwen3.8-27b-lora/lora-peers/unsloth", "the 27B's LoRA pick on an 80 GB card, then Unsloth, TRL's "
+          "defaults with fla installed and its best flags on the same samples", lambda _: peer_rows(pick_27b()),
+          parity=False, needs=UNSLOTH_NEEDS),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/best", "the reference path and the best row over each frozen base "
+          "under caps of 80, 48 and 24 GiB", lambda _: capped_27b(), parity=False,
+          needs=f"{FLA_NEEDS}; bitsandbytes and torchao wheels (.whl-ao) for the nf4 and float8 bases"),
+)  # fmt: skip
