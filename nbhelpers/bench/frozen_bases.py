@@ -7,6 +7,7 @@ base at the largest token budget the memory planner fits under the cap, with the
 from __future__ import annotations
 
 from nbhelpers.analysis.adapter_plan import largest_fitting_tokens
+from nbhelpers.data.strategies import STRATEGIES
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.memory_plan import plan_memory, recomputed_layers, settings_from_config
 from nbhelpers.models.families import model_shape
@@ -57,11 +58,12 @@ def capped_row(row: RunConfig, cap_gib: float) -> RunConfig:
     """``row`` under a cap of ``cap_gib``: of the recomputations at which the planner fits a token budget of at least
     one full-length row (the largest such budget, up to :data:`MAX_BUDGET`), the one whose budget (counted up to
     :data:`SATURATING_TOKENS`) over its :func:`recomputation_cost` is largest, the least recomputation on a tie. A
-    statically padded row keeps its batch shape and halves its batch until it fits. When nothing fits, the row as it
+    row of a strategy without a token budget (static padding) keeps its recomputation and halves its batch until it
+    fits. When nothing fits, the row as it
     is under the cap: the step refuses it with the planner's reason, a failed record."""
     shape = model_shape(model_config(row.model))
-    if row.padding == "static":
-        return _capped_static(row, cap_gib, shape)
+    if not STRATEGIES[row.padding].budgeted:  # a step of batch_size rows: its batch is what shrinks
+        return _capped_batch(row, cap_gib, shape)
     best: tuple[float, RunConfig] | None = None
     for checkpointing, every in RECOMPUTATION:
         config = row.replace(gpu_memory_gib=cap_gib, activation_checkpointing=checkpointing, checkpoint_every=every)
@@ -76,8 +78,9 @@ def capped_row(row: RunConfig, cap_gib: float) -> RunConfig:
     return best[1]
 
 
-def _capped_static(row: RunConfig, cap_gib: float, shape: ModelShape) -> RunConfig:
-    """A statically padded ``row`` under the cap at the largest batch (halved from its own) the planner fits."""
+def _capped_batch(row: RunConfig, cap_gib: float, shape: ModelShape) -> RunConfig:
+    """``row`` (a strategy without a token budget) under the cap at the largest batch, halved from its own, that the
+    planner fits."""
     batch = row.batch_size
     while batch >= 1:
         config = row.replace(gpu_memory_gib=cap_gib, batch_size=batch)

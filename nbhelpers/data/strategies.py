@@ -136,6 +136,11 @@ class Strategy:
         """Padding-free: the batch is one row with ``position_ids`` restarting at 0 per sequence."""
         return self.width is None
 
+    @property
+    def budgeted(self) -> bool:
+        """A step's size is its token budget (``PaddingSettings.token_budget``), not ``batch_size`` rows."""
+        return "token_budget" in self.reads
+
 
 # -- planning functions: which samples form each step ---------------------------------------------------
 

@@ -58,7 +58,7 @@ def test_each_capped_row_fits_its_cap_at_the_best_recomputation_or_is_refused_wi
             assert "over the cap" in cap_plan_refusal(row, shape), row.label  # a failed record before any work
             continue
         assert plan_memory(shape, settings_from_config(row)).fits and not cap_plan_refusal(row, shape), row.label
-        if row.padding == "static":  # the batch is halved until it fits: twice it does not
+        if row.token_budget == 0:  # static padding: the batch is halved until it fits, twice it does not
             bigger = row.replace(batch_size=2 * row.batch_size)
             assert not plan_memory(shape, settings_from_config(bigger)).fits
             continue
