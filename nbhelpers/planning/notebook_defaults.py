@@ -20,7 +20,7 @@ NOTEBOOK_DEFAULTS: dict[str, Any] = {
     "BATCH_SIZE": 2,
     "MAX_LENGTH": 512,
     "NUM_SAMPLES": 8,
-    "STEPS": 2,
+    "STEPS": 10,
     "WARMUP": 1,
     "TIMING": "steps",
     "DTYPE": "auto",
