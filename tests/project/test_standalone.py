@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import papermill
 import pytest
-from notebook_helpers import TINY_NB03
+from notebook_helpers import CELL_TIMEOUT_S, TINY_NB03
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -155,7 +155,7 @@ def test_notebooks_run_copied_alone_into_an_empty_folder(installed, tmp_path, mo
     ):
         papermill.execute_notebook(
             str(alone / name), str(tmp_path / f"executed-{name}"), parameters=parameters,
-            kernel_name="python3", cwd=str(alone), progress_bar=False,
+            kernel_name="python3", cwd=str(alone), progress_bar=False, execution_timeout=CELL_TIMEOUT_S,
         )  # fmt: skip
         seen = json.loads(report.read_text())
         assert Path(seen["nbhelpers"]).is_relative_to(installed), f"{name}: nbhelpers from {seen['nbhelpers']}"
