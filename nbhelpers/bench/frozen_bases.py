@@ -59,8 +59,8 @@ def capped_row(row: RunConfig, cap_gib: float) -> RunConfig:
     one full-length row (the largest such budget, up to :data:`MAX_BUDGET`), the one whose budget (counted up to
     :data:`SATURATING_TOKENS`) over its :func:`recomputation_cost` is largest, the least recomputation on a tie. A
     row of a strategy without a token budget (static padding) keeps its recomputation and halves its batch until it
-    fits. When nothing fits, the row as it
-    is under the cap: the step refuses it with the planner's reason, a failed record."""
+    fits. When nothing fits, the row as it is under the cap: the step refuses it with the planner's reason, a failed
+    record."""
     shape = model_shape(model_config(row.model))
     if not STRATEGIES[row.padding].budgeted:  # a step of batch_size rows: its batch is what shrinks
         return _capped_batch(row, cap_gib, shape)

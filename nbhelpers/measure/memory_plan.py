@@ -246,11 +246,12 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
     gathered += working_copy_bytes(shape, s.frozen_base) if frozen else 0  # a quantized layer's dequantized copy
     # A base whose unquantized rest is upcast to fp32 (QLoRA's k-bit preparation): the embedding's output and so the
     # residual stream are fp32, and autocast's bf16 copy of the fp32 lm head is kept for the backward pass.
-    rest_fp32 = frozen and FROZEN_BASES[s.frozen_base].rest_fp32 and s.weights != "fp32"
+    base = FROZEN_BASES[s.frozen_base]
+    rest_fp32 = frozen and base.rest_fp32 and s.weights != "fp32"
     gathered += shape.vocab_size * shape.hidden_size * 2 if rest_fp32 and s.autocast else 0
     stream = "fp32" if rest_fp32 else s.weights  # the residual stream's dtype, as layer_activation_bytes reads it
     adapter_bytes = adapter_activation_bytes(shape, adapter, s.autocast, s.cast_inputs)
-    factor = FROZEN_BASES[s.frozen_base].activation_factor if frozen else 1.0
+    factor = base.activation_factor if frozen else 1.0
     by_kind = {
         mixer: math.ceil(factor * (layer_activation_bytes(shape, stream, s.fused_norm_mlp, mixer, s.fused_gated_norm)
                                    + adapter_bytes))
