@@ -6,7 +6,8 @@
 # carried in .whl-unsloth, installed here into a site of their own:
 #   JOB_WHEELS=".whl .whl-ao" bash benchmarks/gpu_job.sh start 540 bash benchmarks/gpu_peers_caps.sh
 # Arguments: the output folder, then the suites to run (default: all four). A suite that fails leaves its records and
-# the next suite still runs; each suite's exit status is printed.
+# the next suite still runs; each suite's exit status is printed. The random weights saved for Unsloth are removed
+# after each suite, so that the next one has the disk (the machine has 64 GB; the 27B's take 54).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/bench}
@@ -19,4 +20,5 @@ export NBHELPERS_UNSLOTH_SITE=/tmp/unsloth-site NBHELPERS_UNSLOTH_MODELS=/tmp/un
 for suite in "${suites[@]}"; do
   python3 -m nbhelpers.cli bench "$suite" --out "$out"
   echo "suite $suite: exit $?"
+  rm -rf "$NBHELPERS_UNSLOTH_MODELS"  # one suite's saved random weights (54 GB for the 27B): the next suite's disk
 done
