@@ -244,19 +244,58 @@ CAPS_H100 = ("qwen3-8b/memory-caps/best.jsonl", "068059f88265 01a5c710cf2e 02c2f
              "707998db4873 3f327d32c30c 4b64c6272929 14619f089bf1".split())  # fmt: skip
 
 
-def lora_peers_h100(shelf: c.Shelf) -> str:
+# The hybrids in a later job (2026-12-06): its device time ended during the 2B's TRL rows, so the 2B has two.
+PEERS_HYBRID_H100 = (
+    ("27B", "hybrid/qwen3.8-27b-lora/lora-peers/unsloth.jsonl",
+     ("cd599e3e9663", "8cc996f39642", "a9fb6c018ae9", "1a976108889b")),
+    ("2B", "hybrid/qwen3.5-2b/lora-peers/unsloth.jsonl", ("ef8f35bff8f8", "d4253dfde95e", None, None)),
+)  # fmt: skip
+PEER_ROWS_HYBRID_H100 = (
+    "the workbook's pick: fla + Liger, token budget {}, `torch_varlen`, {}",
+    "Unsloth: `FastModel` (compiled modeling, its fla kernels), its LoRA, its checkpointing, packing",
+    "TRL `SFTTrainer` at its defaults, fla installed (without the workbook)",
+    "TRL's best flags: padding-free + Liger, no checkpointing",
+)
+
+
+def recomputed(record: RunRecord) -> str:
+    """The record's recomputation in words: ``every layer recomputed``, ``every 4th layer``, ``none recomputed``."""
+    cfg = record.config
+    k = cfg.get("checkpoint_every")
+    return {"full": "every layer recomputed", "none": "none recomputed"}.get(
+        cfg["activation_checkpointing"], f"every {k}{'nd' if k == 2 else 'rd' if k == 3 else 'th'} layer")
+
+
+def peer_table(shelf: c.Shelf, groups: tuple, labels: tuple[str, ...]) -> str:
+    """Per model, the pick, Unsloth, TRL's defaults and TRL's best flags with each rate over TRL's defaults and over
+    Unsloth; a row whose record failed says why, and a model whose job ended first leaves its missing rows out."""
     table = []
-    for model, file, ids in PEERS_H100:
-        pick, unsloth, without, trl_best = (shelf((file, record_id)) for record_id in ids)
-        for label, r in zip(PEER_ROWS_H100, (pick, unsloth, without, trl_best)):
+    for model, file, ids in groups:
+        pick, unsloth, without, trl_best = (shelf((file, i)) if i else None for i in ids)
+        for label, r in zip(labels, (pick, unsloth, without, trl_best)):
+            if r is None:
+                continue
+            name = f"{model}: {label.format(budget(r), recomputed(r))}"
+            if not r.ok:
+                table.append([name, f"failed: {c.failure(r)}", "", "", "", "", ""])
+                continue
             best = r is pick
-            vs_without, vs_unsloth = c.ratio(r, without), c.ratio(r, unsloth)
-            table.append([f"{model}: {label.format(budget(r))}", c.tok_s_interval(r, emphasis=best),
-                          c.bold(vs_without) if best else vs_without, c.bold(vs_unsloth) if best else vs_unsloth,
-                          c.share(r, "mfu"), c.gib(r), c.timed_steps(r)])  # fmt: skip
+            vs_without = c.ratio(r, without) if without is not None else "not measured"
+            vs_unsloth = c.ratio(r, unsloth)
+            table.append([name, c.tok_s_interval(r, emphasis=best), c.bold(vs_without) if best else vs_without,
+                          c.bold(vs_unsloth) if best else vs_unsloth, c.share(r, "mfu"), c.gib(r),
+                          c.timed_steps(r)])  # fmt: skip
     headers = ["model: row", "real tok/s (95% interval)", "vs without the workbook", "vs Unsloth", "MFU", "peak GiB",
                "timed steps"]  # fmt: skip
     return markdown(headers, table)
+
+
+def lora_peers_h100(shelf: c.Shelf) -> str:
+    return peer_table(shelf, PEERS_H100, PEER_ROWS_H100)
+
+
+def lora_peers_hybrid_h100(shelf: c.Shelf) -> str:
+    return peer_table(shelf, PEERS_HYBRID_H100, PEER_ROWS_HYBRID_H100)
 
 
 def memory_caps_h100(shelf: c.Shelf) -> str:
@@ -267,9 +306,8 @@ def memory_caps_h100(shelf: c.Shelf) -> str:
     for record_id in ids:
         r = shelf((file, record_id))
         cfg = r.config
-        k = cfg["checkpoint_every"]
-        every = f"every {k}{'nd' if k == 2 else 'rd' if k == 3 else 'th'} layer"
-        checkpointing = every if cfg["activation_checkpointing"] == "every_k" else cfg["activation_checkpointing"]
+        kind = cfg["activation_checkpointing"]
+        checkpointing = recomputed(r) if kind == "every_k" else kind
         row = [f"{cfg['gpu_memory_gib']:g}", cfg["frozen_base"], budget(r), checkpointing]
         if not r.ok:
             table.append([*row, f"failed: {c.failure(r)}", "", "", ""])
@@ -285,7 +323,8 @@ TABLES: dict[str, Table] = {
     "padding-strategies": padding_strategies, "gpu-command-defaults": gpu_command, "frontier-best-rows": frontier,
     "hybrid-headline": hybrid_headline, "lora": lora, "lora-27b-toward-35-mfu": lora_27b_mfu,
     "lora-27b-fused-norm": lora_27b_fused_norm, "lora-27b-notebooks": lora_27b_notebooks,
-    "lora-peers-h100": lora_peers_h100, "memory-caps-h100": memory_caps_h100,
+    "lora-peers-h100": lora_peers_h100, "lora-peers-hybrid-h100": lora_peers_hybrid_h100,
+    "memory-caps-h100": memory_caps_h100,
 }  # fmt: skip
 
 
