@@ -6,6 +6,7 @@ samples, on an 80 GB card (a 79 GiB cap); and the 27B's best row over each froze
 from __future__ import annotations
 
 from nbhelpers.analysis.peers import peers_of
+from nbhelpers.kernels.registry import liger_switches_for
 from nbhelpers.measure.config import RunConfig
 
 from .frozen_bases import CAPS_GIB, base_rows, capped_row
@@ -38,6 +39,20 @@ def peer_rows(pick: RunConfig) -> list[RunConfig]:
     return [pick, *peers_of(pick, pick.label, PEERS, on_gpu=True)]
 
 
+def compiled(pick: RunConfig) -> RunConfig:
+    """The pick with its decoder layers compiled one by one (two graphs, one per kind of layer; fla's and Liger's
+    kernels called between the compiled pieces), Liger keeping the switches Inductor does not fuse (its loss)."""
+    kernels = f"{pick.kernels}+regional_compile"
+    return pick.replace(label=f"{pick.label}, regional compile", kernels=kernels,
+                        liger_kernels=liger_switches_for(kernels, pick.liger_kernels))  # fmt: skip
+
+
+def compile_rows(pick: RunConfig) -> list[RunConfig]:
+    """The pick, then compiled layer by layer, then Unsloth on the same samples (last: a job cut short keeps the
+    workbook's pair, measured one after the other on one machine)."""
+    return [pick, compiled(pick), *peers_of(pick, pick.label, "unsloth", on_gpu=True)]
+
+
 def capped_27b() -> list[RunConfig]:
     """The reference path (full recomputation) and the best row over each frozen base, under each cap."""
     reference = LORA_27B.replace(label="27b lora: eager, static, ckpt full", activation_checkpointing="full")
@@ -55,6 +70,12 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/lora-peers/unsloth", "the 27B's LoRA pick on an 80 GB card, then Unsloth, TRL's "
           "defaults with fla installed and its best flags on the same samples", lambda _: peer_rows(pick_27b()),
           parity=False, needs=UNSLOTH_NEEDS),
+    Suite("hybrid/qwen3.8-27b-lora/regional-compile/unsloth", "the 27B's LoRA pick on an 80 GB card, the same "
+          "with its layers compiled one by one, then Unsloth on the same samples", lambda _: compile_rows(pick_27b()),
+          parity=False, needs=UNSLOTH_NEEDS),
+    Suite("hybrid/qwen3.5-2b/regional-compile/unsloth", "the 2B hybrid's LoRA pick, the same with its layers "
+          "compiled one by one, then Unsloth on the same samples", lambda _: compile_rows(PICK_2B), parity=False,
+          needs=UNSLOTH_NEEDS),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/best", "the reference path and the best row over each frozen base "
           "under caps of 80, 48 and 24 GiB", lambda _: capped_27b(), parity=False,
           needs=f"{FLA_NEEDS}; bitsandbytes and torchao wheels (.whl-ao) for the nf4 and float8 bases"),

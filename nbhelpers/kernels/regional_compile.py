@@ -14,9 +14,15 @@ specialized, as Dynamo always does; duck sizing is off, so sizes that happen to 
 Liger 0.8.5 runs some kernels (RoPE, cross-entropy) through a dispatcher wrapped in ``torch.compiler.disable``, but
 its RMSNorm and SwiGLU modules call their autograd Functions directly, and Dynamo cannot trace those (on an H200,
 torch 2.11: ``AssertionError`` in ``overwrite_tensor_vt_proxy`` at the first RMSNorm; on a CPU it traces into the
-Triton interpreter): :func:`opaque_liger_functions` makes each of them a call Dynamo leaves to eager autograd. So
-with Liger each layer's graph breaks around every Liger kernel (the pieces between are compiled and shared by the
-layers the same way).
+Triton interpreter): :func:`opaque_kernel_functions` makes each of them, and fla's, a call Dynamo leaves to eager
+autograd. So with Liger each layer's graph breaks around every Liger kernel (the pieces between are compiled and
+shared by the layers the same way).
+
+A hybrid (Qwen3.5/3.8: Gated DeltaNet and gated attention layers) has two kinds of decoder layer, so two graphs,
+each shared by every layer of its kind. Its linear-attention core and causal convolution, the modeling module's
+kernel hooks (fla's kernels, or the PyTorch reference that runs a packed row sequence by sequence), stay outside
+the graphs (:func:`keep_hooks_eager`), as fla marks its own chunk function; what compiles is everything around them:
+the projections with their LoRA scale and add, the gates, norms, residuals and the MLP.
 
 With ``torch_varlen``, a packed row's boundaries are worked out once per
 forward pass, outside the compiled layers (:func:`nbhelpers.kernels.varlen_attention.install_boundaries_hook`),
@@ -55,25 +61,46 @@ class OpaqueFunction:
         return getattr(self.function, name)
 
 
-LIGER_MODULES = "liger_kernel.transformers."  # the modules whose globals Liger's patched modules call
+# The modules whose globals the kernels' modules call: Liger's patched modules, fla's layers and ops.
+KERNEL_MODULES = ("liger_kernel.transformers.", "fla.modules.", "fla.ops.")
 
 
-def opaque_liger_functions() -> list[str]:
-    """Replace every autograd Function that an imported ``liger_kernel.transformers`` module holds as a global with
-    an :class:`OpaqueFunction` (process-wide: every configuration runs in its own process); the names replaced."""
+def opaque_kernel_functions() -> list[str]:
+    """Replace every autograd Function that an imported module of :data:`KERNEL_MODULES` holds as a global with an
+    :class:`OpaqueFunction` (process-wide: every configuration runs in its own process); the names replaced."""
     import sys
 
     import torch
 
     replaced = []
     for module_name, module in list(sys.modules.items()):
-        if not module_name.startswith(LIGER_MODULES) or module is None:
+        if not module_name.startswith(KERNEL_MODULES) or module is None:
             continue
         for name, value in list(vars(module).items()):
             if isinstance(value, type) and issubclass(value, torch.autograd.Function):
                 setattr(module, name, OpaqueFunction(value))
                 replaced.append(f"{module_name}.{name}")
     return replaced
+
+
+def keep_hooks_eager(model: Any) -> list[str]:
+    """Bind each kernel hook of a hybrid's modeling module to itself under ``torch.compiler.disable``, so that the
+    compiled layers call it eagerly (a graph break); the hooks wrapped now ([] for a model that is no hybrid, or
+    when they are wrapped already). What the per-layer report reads off each hook is kept (``functools.wraps``)."""
+    import torch
+
+    from .hybrid_paths import HYBRID_HOOKS, bind, hybrid_modeling
+
+    modeling = hybrid_modeling(model)
+    if modeling is None:
+        return []
+    wrapped = []
+    for hook in HYBRID_HOOKS:
+        function = getattr(modeling, hook)
+        if not getattr(function, "_torchdynamo_disable", False):
+            bind(modeling, hook, torch.compiler.disable(function))
+            wrapped.append(hook)
+    return wrapped
 
 
 def compile_layers(model: Any) -> int:
@@ -89,7 +116,8 @@ def compile_layers(model: Any) -> int:
     from torch.fx.experimental import _config as shape_config
 
     shape_config.use_duck_shape = False
-    opaque_liger_functions()  # with Liger applied first: its kernels run between the compiled pieces
+    opaque_kernel_functions()  # with Liger and fla applied first: their kernels run between the compiled pieces
+    keep_hooks_eager(model)
     for layer in layers:
         layer.compile(**COMPILE_OPTIONS)
     return len(layers)

@@ -22,7 +22,7 @@ from nbhelpers.models.families import (
     GATED_DELTANET,
     LIGER_PATCH,
     MODEL_CAPABILITIES,
-    UNIFORM_LAYERS,
+    REPEATED_LAYERS,
     ModelFamily,
 )
 
@@ -203,7 +203,7 @@ REGIONAL = KernelBackend(
     # float8's linear layers and Cut Cross-Entropy's loss are set up first; the layers are compiled with float8's
     # casts inside them (as torchtitan compiles its float8 layers one by one).
     replaces=(COMPILATION,),
-    needs=(UNIFORM_LAYERS,),
+    needs=(REPEATED_LAYERS,),
     # Measured on an H200 (Qwen3-1.7B, token budget, torch_varlen; benchmarks/gpu/regional/): with Liger's RoPE,
     # RMSNorm and SwiGLU between the compiled pieces 36,904 real tok/s, with its cross-entropy only 44,384.
     compiled_switches=("rope", "rms_norm", "swiglu"),
@@ -224,7 +224,7 @@ FLA = KernelBackend(
     caches=("triton", "tilelang"),
     cpu_tolerance=INTERPRETED_TRITON_CPU,  # fused Triton kernels summing in another order, like Liger's
     replaces=(LINEAR_ATTENTION,),
-    partners=(OPERATORS,),  # measured beside Liger only (benchmarks/gpu/hybrid)
+    partners=(OPERATORS, COMPILATION),  # beside Liger (benchmarks/gpu/hybrid) and compiled layer by layer
     needs=(GATED_DELTANET,),
     packages=("flash-linear-attention", "triton"),
     optional_packages=("causal-conv1d", "tilelang"),
@@ -297,7 +297,10 @@ NOT_OFFERED: dict[frozenset[str], str] = {
     "offered alone",
     frozenset({LIGER_BACKEND, CCE_BACKEND, COMPILE_BACKEND}): "Liger beside Cut Cross-Entropy is offered uncompiled; "
     "under whole-model compile Liger is offered alone",
-}
+    **{frozenset({FLA_BACKEND, *others, COMPILE_BACKEND}): "fla is offered compiled layer by layer (its kernels "
+       "called between each layer's compiled pieces), not under whole-model compile"
+       for others in ((), (LIGER_BACKEND,))},
+}  # fmt: skip
 
 
 def offer_rules(families: Iterable[ModelFamily] = FAMILIES.values()) -> OfferRules:

@@ -31,13 +31,14 @@ PACKING_MODES = {
 
 # What a family's models have that some kernel backend needs (capability -> what it means).
 GATED_DELTANET = "gated_deltanet"
-UNIFORM_LAYERS = "uniform_layers"
+REPEATED_LAYERS = "repeated_layers"
 FLOAT8_LINEARS = "float8_linears"
 LIGER_PATCH = "liger_patch"
+MAX_LAYER_KINDS = 2  # compiled graphs per layer's code: well inside Dynamo's cache of 8 recompiles
 MODEL_CAPABILITIES = {
     GATED_DELTANET: "Gated DeltaNet (linear attention) layers, config.layer_types 'linear_attention'",
-    UNIFORM_LAYERS: "decoder layers that all run the same code on parameters of the same shapes (one compiled graph "
-    "serves every layer)",
+    REPEATED_LAYERS: f"decoder layers of at most {MAX_LAYER_KINDS} kinds (config.layer_types), every layer of a kind "
+    "running the same code on parameters of the same shapes (one compiled graph per kind serves all of its layers)",
     FLOAT8_LINEARS: "decoder linear layers measured to train in torchao float8 within float8's tolerance (the "
     "hybrids' Gated DeltaNet projections, which feed the decay gates, are not measured)",
     LIGER_PATCH: "a Liger patch for every model_type of the family (liger_kernel's MODEL_TYPE_TO_APPLY_LIGER_FN)",
@@ -120,7 +121,7 @@ FAMILIES: dict[str, ModelFamily] = {
             shape=ModelShape.from_config,
             tokenizer="qwen3",
             attention_implementations=("eager", "sdpa", "flex_attention", "flash_attention_2", "torch_varlen"),
-            capabilities=(UNIFORM_LAYERS, FLOAT8_LINEARS, LIGER_PATCH),
+            capabilities=(REPEATED_LAYERS, FLOAT8_LINEARS, LIGER_PATCH),
             packing=("position_ids",),
         ),
         ModelFamily(
@@ -135,8 +136,8 @@ FAMILIES: dict[str, ModelFamily] = {
             tokenizer="qwen3.5",
             # of the full-attention layers; flex_attention is refused by transformers for this model class
             attention_implementations=("eager", "sdpa", "flash_attention_2", "torch_varlen"),
-            # Gated DeltaNet and gated attention layers alternate: two kinds of layer, no one graph for all of them.
-            capabilities=(GATED_DELTANET, LIGER_PATCH),
+            # Gated DeltaNet and gated attention layers alternate: two kinds of layer, one compiled graph each.
+            capabilities=(GATED_DELTANET, REPEATED_LAYERS, LIGER_PATCH),
             # Packed rows carry their boundaries: fla's kernels take cu_seqlens, and the reference path
             # (kernels.hybrid_paths) runs the delta rule and the convolution once per sequence. With position_ids
             # alone transformers' Gated DeltaNet mixes the sequences (measured: logits off by up to 0.107 on CPU).

@@ -77,3 +77,15 @@ def test_the_hybrid_peer_suites_put_unsloth_and_trl_on_the_picks_samples_under_a
         fields = ("model", "num_samples", "seed", "lora_rank", "lora_targets", "gpu_memory_gib", "kernels")
         assert len({tuple(getattr(r, f) for f in fields) for r in rows}) == 1, name  # fla bound in every row
         assert rows[0].gpu_memory_gib == CAPS_GIB[0] and "fla" in rows[0].kernels
+
+
+def test_the_hybrid_compile_suites_put_the_compiled_pick_between_the_pick_and_unsloth():
+    for name in ("hybrid/qwen3.5-2b/regional-compile/unsloth", "hybrid/qwen3.8-27b-lora/regional-compile/unsloth"):
+        pick, compiled, unsloth = suite_named(name).rows(None)
+        assert [r.engine for r in (pick, compiled, unsloth)] == ["workbook", "workbook", "unsloth"]
+        assert compiled.kernels == f"{pick.kernels}+regional_compile" and unsloth.kernels == pick.kernels
+        # Inductor fuses the layers' norms and SwiGLU: Liger keeps the loss only
+        assert compiled.liger_kernels == tuple(s for s in pick.liger_kernels if "cross_entropy" in s)
+        same = ("model", "num_samples", "seed", "token_budget", "activation_checkpointing", "gpu_memory_gib")
+        assert {tuple(getattr(r, f) for f in same) for r in (pick, compiled)} == {tuple(getattr(pick, f) for f in same)}
+        assert unsloth.num_samples == pick.num_samples and unsloth.gpu_memory_gib == pick.gpu_memory_gib

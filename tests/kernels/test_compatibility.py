@@ -39,7 +39,9 @@ from nbhelpers.models.families import FAMILIES, GATED_DELTANET, MODEL_CAPABILITI
 from nbhelpers.planning.device import family_refusal
 
 ROOT = Path(__file__).resolve().parents[2]
-HYBRID_BACKENDS = ("eager", "liger", "compile", "liger+compile", "fla", "fla+liger", "cce", "liger+cce")
+HYBRID_BACKENDS = ("eager", "liger", "compile", "liger+compile", "fla", "fla+liger", "cce", "liger+cce",
+                   "regional_compile", "liger+regional_compile", "fla+regional_compile", "cce+regional_compile",
+                   "fla+liger+regional_compile")  # fmt: skip
 
 
 def stored_backend_names() -> set[str]:
@@ -113,9 +115,9 @@ def test_each_family_takes_what_its_capabilities_cover():
     without_fla = tuple(n for n in KERNEL_BACKENDS if "fla" not in kernel_backend(n).components)
     assert family_kernel_backends(qwen3) == without_fla
     assert family_kernel_backends(hybrid) == HYBRID_BACKENDS
-    why = family_kernel_refusal(hybrid, "liger+regional_compile")
-    assert why.startswith("kernels='liger+regional_compile' is not supported by the qwen3_5 family: it needs ")
-    assert "one compiled graph" in why and why.endswith(f"(supported: {', '.join(map(repr, HYBRID_BACKENDS))})")
+    why = family_kernel_refusal(hybrid, "liger+float8")
+    assert why.startswith("kernels='liger+float8' is not supported by the qwen3_5 family: it needs ")
+    assert "decay gates" in why and why.endswith(f"(supported: {', '.join(map(repr, HYBRID_BACKENDS))})")
     assert "no measurement on a hybrid" in family_kernel_refusal(hybrid, "cce+compile")  # the family's own gap
     assert MODEL_CAPABILITIES[GATED_DELTANET] in family_kernel_refusal(qwen3, "fla+liger")
     assert family_kernel_refusal(qwen3, "not in the table") == ""
@@ -161,7 +163,8 @@ def test_a_fake_backend_gets_its_composites_place_and_families_from_its_entry_al
     assert table["liger+fake_loss"].replaces_switches == ("cross_entropy", "fused_linear_cross_entropy")
     assert set(family_kernel_backends(FAMILIES["qwen3"], table)) >= set(names[len(KERNEL_BACKENDS) :])
     hybrid = family_kernel_backends(FAMILIES["qwen3_5"], table)
-    assert hybrid == (*HYBRID_BACKENDS, "fake_loss", "liger+fake_loss", "fake_loss+compile", "liger+fake_loss+compile")
+    assert hybrid == (*HYBRID_BACKENDS, "fake_loss", "liger+fake_loss", "fake_loss+compile",
+                      "fake_loss+regional_compile", "liger+fake_loss+compile")  # fmt: skip
 
     compiled = []
     model = types.SimpleNamespace(compile=lambda: compiled.append("compiled"))
@@ -181,7 +184,7 @@ def test_a_fake_backend_gets_its_composites_place_and_families_from_its_entry_al
 def test_a_fake_backend_that_needs_gated_deltanet_goes_to_the_hybrids_only():
     table = build_table((*ELEMENTARY_BACKENDS, fake_backend([], needs=(GATED_DELTANET,))))
     added = list(table)[len(KERNEL_BACKENDS) :]
-    assert added == ["fake_loss", "liger+fake_loss", "fake_loss+compile", "liger+fake_loss+compile"]  # no family
-    # has both Gated DeltaNet and float8's or regional compile's needs
+    assert added == ["fake_loss", "liger+fake_loss", "fake_loss+compile", "fake_loss+regional_compile",
+                     "liger+fake_loss+compile"]  # no family has both Gated DeltaNet and float8's needs
     assert not set(added) & set(family_kernel_backends(FAMILIES["qwen3"], table))
     assert set(added) <= set(family_kernel_backends(FAMILIES["qwen3_5"], table))

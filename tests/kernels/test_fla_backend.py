@@ -82,6 +82,18 @@ def test_eager_forces_the_reference_and_the_report_says_so_per_layer(monkeypatch
     assert frame.loc[frame["type"] == "full_attention", "attention"].tolist() == ["sdpa"]
 
 
+def test_a_backend_without_fla_runs_the_reference_whatever_transformers_bound(monkeypatch):
+    """A row's linear attention is its own parts': compile (no part takes the delta rule over) on a hybrid runs the
+    reference path, not the kernel transformers bound at import (fla where installed)."""
+    model = tiny_hybrid()
+    paths.use_reference(model)  # remembers what transformers bound at import
+    modeling = sys.modules[type(model).__module__]
+    monkeypatch.setattr(modeling, "torch_chunk_gated_delta_rule", lambda *a, **k: None)  # a kernel picked at import
+    report = apply_backend(model, "compile", (), "cpu")
+    assert report["reference_linear_attention"] is True and report["compile"] is True
+    assert {row["delta_rule"] for row in paths.linear_layers(model)} == {paths.TORCH}
+
+
 def test_the_report_shows_a_path_that_drops_boundaries():
     model = tiny_hybrid()
     paths.use_reference(model, keep_apart=("delta_rule",))

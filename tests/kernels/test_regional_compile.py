@@ -213,9 +213,10 @@ def test_tuner_candidates_and_refusals():
     workload = RunConfig(model="qwen3-tiny")
     runnable, dropped = build_space(workload, ["regional_compile", "liger+regional_compile"], ["packed"], ["sdpa"])
     assert [c.kernels for c in runnable] == ["regional_compile", "liger+regional_compile"]
-    hybrid = workload.replace(model="qwen3.5-tiny")  # the hybrid family is not offered it (its layers differ)
-    runnable, dropped = build_space(hybrid, ["regional_compile"], ["packed"], ["sdpa"])
-    assert not runnable and "regional_compile" in dropped[0][1]
+    hybrid = workload.replace(model="qwen3.5-tiny")  # two kinds of layer: one graph each
+    runnable, dropped = build_space(hybrid, ["regional_compile", "fla+liger+regional_compile"], ["packed"], ["sdpa"])
+    assert [c.kernels for c in runnable] == ["regional_compile"]
+    assert dropped[0][0].kernels == "fla+liger+regional_compile" and "flash-linear-attention" in dropped[0][1]
 
 
 def test_tuner_leaves_the_layers_liger_kernels_to_regional_compile():
@@ -240,7 +241,7 @@ def test_liger_autograd_functions_run_eagerly_between_compiled_pieces(monkeypatc
     import sys
     import types
 
-    from nbhelpers.kernels.regional_compile import OpaqueFunction, opaque_liger_functions
+    from nbhelpers.kernels.regional_compile import OpaqueFunction, opaque_kernel_functions
 
     traced: list[bool] = []
 
@@ -257,7 +258,7 @@ def test_liger_autograd_functions_run_eagerly_between_compiled_pieces(monkeypatc
     fake = types.ModuleType("liger_kernel.transformers.fake_norm")
     fake.Double = Double
     monkeypatch.setitem(sys.modules, fake.__name__, fake)
-    assert f"{fake.__name__}.Double" in opaque_liger_functions()
+    assert f"{fake.__name__}.Double" in opaque_kernel_functions()
     assert isinstance(fake.Double, OpaqueFunction) and fake.Double.forward is Double.forward
 
     def block(x):
@@ -269,3 +270,70 @@ def test_liger_autograd_functions_run_eagerly_between_compiled_pieces(monkeypatc
     assert traced == [False]  # run eagerly, not traced
     expected = torch.cos(2 * torch.cos(x.detach())) * 2 * -torch.sin(x.detach())
     torch.testing.assert_close(x.grad, expected)
+
+
+def hybrid_steps(kernels: str) -> tuple[list[tuple[float, float]], list[int]]:
+    """(loss, gradient norm) of qwen3.5-tiny on packed rows that carry their boundaries (as the collator hands them
+    to a hybrid), and the new compiled graphs each row made."""
+    model = build_model("qwen3.5-tiny", "sdpa", seed=0)
+    model.train()
+    apply_backend(model, kernels, (), "cpu")
+    results, graphs = [], []
+    for length, sequences in BATCHES:
+        batch = packed_batch(length, sequences)
+        cuts = torch.tensor([length * i // sequences for i in range(sequences + 1)], dtype=torch.int32)
+        longest = int((cuts[1:] - cuts[:-1]).max())
+        seq_idx = torch.repeat_interleave(torch.arange(sequences, dtype=torch.int32), cuts[1:] - cuts[:-1])[None]
+        batch |= {"cu_seq_lens_q": cuts, "cu_seq_lens_k": cuts, "max_length_q": longest, "max_length_k": longest,
+                  "seq_idx": seq_idx}  # fmt: skip
+        before = dynamo_utils.counters["stats"]["unique_graphs"]
+        loss = model(**batch).loss
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+        model.zero_grad(set_to_none=True)
+        results.append((float(loss.detach()), float(norm)))
+        graphs.append(dynamo_utils.counters["stats"]["unique_graphs"] - before)
+    return results, graphs
+
+
+@pytest.mark.slow  # Inductor compiles both kinds of layer on the CPU (about 30 s)
+def test_hybrid_layers_compile_around_their_linear_attention():
+    """qwen3.5-tiny (Gated DeltaNet and gated attention layers) on the reference path: compiled layer by layer it
+    matches eager within compile's tolerance; a second length reuses the graphs of the first; the delta rule and
+    the convolution (the modeling module's hooks) run outside the graphs; the per-layer report still names them."""
+    from nbhelpers.kernels import hybrid_paths
+
+    eager, _ = hybrid_steps("eager")
+    torch._dynamo.reset()
+    dynamo_utils.counters.clear()
+    ours, graphs = hybrid_steps("regional_compile")
+    close(ours, eager, "regional_compile")
+    assert graphs[0] > 0 and graphs[1] == 0
+    breaks = " ".join(dynamo_utils.counters["graph_break"])
+    assert "segmented_delta_rule" in breaks and "segmented_conv" in breaks  # the hooks, called eagerly
+    model = build_model("qwen3.5-tiny", "sdpa", seed=0)
+    apply_backend(model, "regional_compile", (), "cpu")
+    linear = hybrid_paths.linear_layers(model)
+    assert linear and all(row["delta_rule"] == hybrid_paths.TORCH for row in linear)
+    assert all(row["delta_rule_boundaries"] == row["conv_boundaries"] == hybrid_paths.PER_SEQUENCE for row in linear)
+
+
+def test_hybrid_hooks_are_wrapped_once_and_keep_their_tags():
+    """keep_hooks_eager: each hook of a hybrid's modeling module bound to itself under torch.compiler.disable,
+    once (a second call wraps nothing), with what the per-layer report reads still on it; a dense model has none."""
+    from nbhelpers.kernels import hybrid_paths
+    from nbhelpers.kernels.regional_compile import keep_hooks_eager
+
+    model = build_model("qwen3.5-tiny", "sdpa", seed=0)
+    apply_backend(model, "eager", (), "cpu")
+    modeling = hybrid_paths.hybrid_modeling(model)
+    tags = {hook: getattr(modeling, hook).hybrid_boundaries for hook in hybrid_paths.HYBRID_HOOKS}
+    try:
+        assert keep_hooks_eager(model) == list(hybrid_paths.HYBRID_HOOKS)
+        assert keep_hooks_eager(model) == []
+        for hook in hybrid_paths.HYBRID_HOOKS:
+            function = getattr(modeling, hook)
+            assert function._torchdynamo_disable and function.hybrid_boundaries == tags[hook]
+    finally:
+        apply_backend(model, "eager", (), "cpu")  # the hooks bound afresh for the rest of the process
+    assert keep_hooks_eager(build_model("qwen3-tiny")) == []

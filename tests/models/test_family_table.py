@@ -19,11 +19,12 @@ from nbhelpers.models.families import (
     FAMILIES,
     GATED_DELTANET,
     LIGER_PATCH,
+    MAX_LAYER_KINDS,
     MODEL_CAPABILITIES,
     MODEL_PRESETS,
     NO_CHECKPOINT,
     PACKING_MODES,
-    UNIFORM_LAYERS,
+    REPEATED_LAYERS,
     family_of_model,
     family_of_model_type,
     family_of_preset,
@@ -144,12 +145,12 @@ def test_config_class_covers_the_model_types(family):
 
 @FAMILY_PARAMETRIZE
 def test_layer_capabilities_are_what_the_presets_build(family):
-    """A family has Gated DeltaNet layers when its presets' configs list linear-attention layers, and uniform layers
-    when every preset's layers are of one type."""
+    """A family has Gated DeltaNet layers when its presets' configs list linear-attention layers, and repeated layers
+    of few kinds when no preset's layers are of more than MAX_LAYER_KINDS types (one compiled graph per kind)."""
     for name in family.presets:
         kinds = set(getattr(preset_config(name), "layer_types", None) or ["full_attention"])
         assert ("linear_attention" in kinds) == (GATED_DELTANET in family.capabilities), name
-        assert (len(kinds) == 1) == (UNIFORM_LAYERS in family.capabilities), name
+        assert (len(kinds) <= MAX_LAYER_KINDS) == (REPEATED_LAYERS in family.capabilities), name
 
 
 @FAMILY_PARAMETRIZE
