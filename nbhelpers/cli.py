@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from nbhelpers.bench.options import add_arguments as _bench_arguments
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.planning.device import GPU_AUTO_KERNELS, TUNER_CPU_KERNELS
 from nbhelpers.planning.notebook_defaults import NOTEBOOK_DEFAULTS, command_defaults
 from nbhelpers.resources import notebooks_folder, runs_folder
 from nbhelpers.validation import ConfigError, check_run_name, output_target
@@ -251,8 +252,8 @@ def _tune_arguments(tune: argparse.ArgumentParser) -> None:
         tune.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name], help=helps[name])
     tune.add_argument("--gpu-memory-gib", type=float, default=defaults["gpu_memory_gib"], help=helps["gpu_memory_gib"])
     tune.add_argument("--kernels", default=defaults["kernels"],
-                      help=f"comma-separated kernel backends of {', '.join(KERNEL_BACKENDS)}; auto: eager,liger on a "
-                           "GPU, eager on a CPU (where Liger runs only in Triton's interpreter)")  # fmt: skip
+                      help=f"comma-separated kernel backends of {', '.join(KERNEL_BACKENDS)}; auto: {GPU_AUTO_KERNELS} "
+                           f"on a GPU, {TUNER_CPU_KERNELS} on a CPU (Liger runs only in Triton's interpreter there)")
     tune.add_argument(
         "--liger-kernels", default="", help="Liger switch sets, ';' between sets (default: RunConfig's set)"
     )

@@ -37,6 +37,7 @@ LINEAR_LAYER = "linear_attention"  # config.layer_types value of a Gated DeltaNe
 # Implementation labels of the per-layer report.
 TORCH = "torch reference"
 FLA_DELTA_RULE = "fla chunk_gated_delta_rule"
+FLASHQLA_DELTA_RULE = "FlashQLA chunk_gated_delta_rule"
 FLA_CONV = "fla causal_conv1d"
 CAUSAL_CONV1D_PACKAGE = "causal_conv1d package"
 FLA_GATED_NORM = "fla FusedRMSNormGated"

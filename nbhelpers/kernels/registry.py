@@ -39,6 +39,15 @@ from .cce import (
 from .compatibility import OfferRules, combination_refusal, missing_capabilities, offered_combinations, table_order
 from .compile import COMPILE_BACKEND, COMPILE_CHECKS, apply_compile, compile_report, probe_compile, requested_compile
 from .fla import FLA_BACKEND, FLA_CHECKS, apply_fla, fla_report, fla_status, probe_fla, requested_fla
+from .flashqla import (
+    FLASHQLA_BACKEND,
+    FLASHQLA_CHECKS,
+    apply_flashqla,
+    flashqla_report,
+    flashqla_status,
+    probe_flashqla,
+    requested_flashqla,
+)
 from .float8 import (
     DIMENSION_MULTIPLE,
     FLOAT8_BACKEND,
@@ -235,6 +244,28 @@ FLA = KernelBackend(
     status=fla_status,
     probe=probe_fla,
 )
+FLASHQLA = KernelBackend(
+    FLASHQLA_BACKEND,
+    "FlashQLA's chunk gated delta rule (TileLang, sm90+) with fla's fused causal conv1d and gated RMSNorm in every "
+    "Gated DeltaNet layer, given a packed row's boundaries; hybrid families only, fla where it cannot run",
+    apply=apply_flashqla,
+    report=flashqla_report,
+    checks=FLASHQLA_CHECKS,
+    requested=requested_flashqla,
+    caches=("triton", "tilelang"),
+    cpu_tolerance=INTERPRETED_TRITON_CPU,  # never on a CPU: refused there, as fla is
+    replaces=(LINEAR_ATTENTION,),
+    partners=(OPERATORS, COMPILATION),
+    needs=(GATED_DELTANET,),
+    packages=("flash-qla", "flash-linear-attention", "tilelang", "triton"),
+    optional_packages=("causal-conv1d",),
+    model_setup_code=(
+        "from nbhelpers.kernels.flashqla import use_flashqla",
+        "use_flashqla(model)  # FlashQLA's delta rule, fla's conv1d and gated RMSNorm in every Gated DeltaNet layer",
+    ),
+    status=flashqla_status,
+    probe=probe_flashqla,
+)
 FLOAT8, FLOAT8_ROWWISE = (
     KernelBackend(
         name,
@@ -286,7 +317,7 @@ CCE = KernelBackend(
 )
 
 # The elementary backends, in the order tables and error messages list them. A new backend is one line here.
-ELEMENTARY_BACKENDS = (EAGER, LIGER, COMPILE, FLA, FLOAT8, FLOAT8_ROWWISE, CCE, REGIONAL)
+ELEMENTARY_BACKENDS = (EAGER, LIGER, COMPILE, FLA, FLOAT8, FLOAT8_ROWWISE, CCE, REGIONAL, FLASHQLA)
 MAX_PARTS = 3  # no composite of four parts: each composite is one more row of every kernel suite
 # Combinations the declarations allow that the table does not offer (no record measures them), and why.
 NOT_OFFERED: dict[frozenset[str], str] = {
@@ -297,9 +328,9 @@ NOT_OFFERED: dict[frozenset[str], str] = {
     "offered alone",
     frozenset({LIGER_BACKEND, CCE_BACKEND, COMPILE_BACKEND}): "Liger beside Cut Cross-Entropy is offered uncompiled; "
     "under whole-model compile Liger is offered alone",
-    **{frozenset({FLA_BACKEND, *others, COMPILE_BACKEND}): "fla is offered compiled layer by layer (its kernels "
+    **{frozenset({linear, *others, COMPILE_BACKEND}): f"{linear} is offered compiled layer by layer (its kernels "
        "called between each layer's compiled pieces), not under whole-model compile"
-       for others in ((), (LIGER_BACKEND,))},
+       for linear in (FLA_BACKEND, FLASHQLA_BACKEND) for others in ((), (LIGER_BACKEND,))},
 }  # fmt: skip
 
 

@@ -19,6 +19,12 @@ from nbhelpers.models.families import family_of_model, packing_mode_of
 CPU_SWITCHES_REASON = "Triton's CPU interpreter fails on them (notebook 02 runs them to show it); they run on a GPU"
 AUTO_KERNELS = "auto"  # a kernel list chosen per device by auto_kernels
 GPU_AUTO_KERNELS = "eager,liger"
+# On a CPU the fused kernels are Inductor's, compiled layer by layer: lengths symbolic from the first compile, so a
+# packed row of another length compiles nothing new. Measured on 2 cores (qwen3-tiny, 2 x 512, 10 timed steps, empty
+# caches, 2026-12-06): a process of 40 s static and 29 s packed, against 46 s and 51 s compiling the whole model
+# (whose packed rows recompile once the length changes).
+CPU_AUTO_KERNELS = "eager,regional_compile"
+TUNER_CPU_KERNELS = "eager"  # the tuner's "auto" on a CPU: see nbhelpers.tuning.tuner's space for why
 CPU_LIGER_REASON = (
     "Liger's kernels are Triton GPU kernels: on a CPU only Triton's interpreter runs them (RoPE and cross-entropy "
     "at about 1/25 of eager's speed, RMSNorm and SwiGLU not at all), which would time the interpreter, not the "
@@ -26,7 +32,7 @@ CPU_LIGER_REASON = (
 )
 
 
-def auto_kernels(value: str, device: str, cpu: str = "eager") -> tuple[str, str]:
+def auto_kernels(value: str, device: str, cpu: str = CPU_AUTO_KERNELS) -> tuple[str, str]:
     """A kernel-backend list with "auto" resolved for ``device`` (a CUDA GPU: eager,liger; a CPU: ``cpu``), and
     the reason Liger is left out where it is ('' when nothing is)."""
     if value.strip().lower() != AUTO_KERNELS:

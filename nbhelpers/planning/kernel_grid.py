@@ -39,7 +39,7 @@ def backend_configs(
     The Liger kernels a CPU cannot run are listed by :func:`cpu_skipped_kernels`; the notebook runs
     them separately to show why. ``parameter`` names the notebook parameter in errors.
     """
-    names = parse_backends(auto_kernels(backends, device, cpu="eager,compile")[0], parameter)
+    names = parse_backends(auto_kernels(backends, device)[0], parameter)
     switches = switches_here(parse_switches(liger_kernels), device)
     configs = []
     for name in names:
@@ -81,7 +81,7 @@ def kernel_grid(
 
 def cpu_skipped_kernels(liger_kernels: str, backends: str = LIGER_BACKEND, device: str = "cpu") -> tuple[str, ...]:
     """Requested Liger kernels that Triton's CPU interpreter cannot run (none off a CPU or without Liger)."""
-    backends = auto_kernels(backends, device, cpu="eager,compile")[0]
+    backends = auto_kernels(backends, device)[0]
     switches = parse_switches(liger_kernels)
     if not any(uses_liger_switches(name) for name in parse_list(backends, None, "BACKENDS", empty=True)):
         return ()

@@ -30,7 +30,7 @@ NOTEBOOK_DEFAULTS: dict[str, Any] = {
     "LORA_TARGETS": "all-linear",
     "FROZEN_BASE": "bf16",
     "GPU_MEMORY_GIB": 0.0,
-    "KERNELS": AUTO_KERNELS,  # per device: eager,liger on a GPU, eager on a CPU (planning.device.auto_kernels)
+    "KERNELS": AUTO_KERNELS,  # per device: eager,liger on a GPU, eager,regional_compile on a CPU (planning.device)
     "STRATEGIES": "static,packed",
     "ATTENTION": "sdpa",
     "TUNE_BUDGET_S": 60,

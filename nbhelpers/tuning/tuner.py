@@ -469,7 +469,7 @@ def tune(
     from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS
     from nbhelpers.kernels.registry import KERNEL_BACKENDS
     from nbhelpers.planning.candidates import build_space, parse_budgets, parse_switch_sets, with_unfused_twin
-    from nbhelpers.planning.device import auto_kernels
+    from nbhelpers.planning.device import TUNER_CPU_KERNELS, auto_kernels
     from nbhelpers.planning.lists import parse_list
 
     sets = parse_switch_sets(liger_kernels) if liger_kernels else [workload.liger_kernels]
@@ -479,7 +479,9 @@ def tune(
         from nbhelpers.measure.env import resolve_device
 
         device = resolve_device(workload.device)
-    kernels = auto_kernels(kernels, device)[0] if isinstance(kernels, str) else kernels  # "auto": per device
+    # "auto": per device; on a CPU the eager kernels only: a compiled candidate compiles again in each rung that
+    # re-times it (27 s of a 60 s budget on 2 cores, 2026-12-06) for a step that is not a GPU job's.
+    kernels = auto_kernels(kernels, device, cpu=TUNER_CPU_KERNELS)[0] if isinstance(kernels, str) else kernels
     names = (
         parse_list(kernels, KERNEL_BACKENDS, "kernels"),
         parse_list(strategies, PADDING_STRATEGIES, "strategies"),

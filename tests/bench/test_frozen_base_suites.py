@@ -89,3 +89,10 @@ def test_the_hybrid_compile_suites_put_the_compiled_pick_between_the_pick_and_un
         same = ("model", "num_samples", "seed", "token_budget", "activation_checkpointing", "gpu_memory_gib")
         assert {tuple(getattr(r, f) for f in same) for r in (pick, compiled)} == {tuple(getattr(pick, f) for f in same)}
         assert unsloth.num_samples == pick.num_samples and unsloth.gpu_memory_gib == pick.gpu_memory_gib
+
+
+def test_the_flashqla_suite_swaps_only_the_delta_rule():
+    pick, swapped, compiled = suite_named("hybrid/qwen3.8-27b-lora/flashqla/pick").rows(None)
+    assert (pick.kernels, swapped.kernels, compiled.kernels) == (
+        "fla+liger", "flashqla+liger", "flashqla+liger+regional_compile")  # fmt: skip
+    assert swapped.replace(kernels=pick.kernels, label=pick.label) == pick

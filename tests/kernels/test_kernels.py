@@ -140,6 +140,7 @@ def test_patch_report_frame_verdicts():
         "float8_rowwise": "off",
         "cut_cross_entropy": "off",
         "regional_compile": "off",
+        "flashqla_delta_rule": "off",
     }
     assert frame.loc[frame["kernel"] == "rms_norm", "checked"].item() == KERNEL_CHECKS["rms_norm"]
     assert requested_kernels("liger+compile", ("rope",)) == ("rope", "compile")

@@ -123,7 +123,7 @@ def test_notebook_02_on_cpu(runs_root, kernel_env, make_record, tmp_path):
         "rope": True, "rms_norm": False, "swiglu": False, "fused_linear_cross_entropy": False,
         "cross_entropy": True, "compile": False, "reference_linear_attention": False, "fla_delta_rule": False,
         "fused_conv1d": False, "fused_gated_norm": False, "float8_tensorwise": False, "float8_rowwise": False,
-        "cut_cross_entropy": False, "regional_compile": False,
+        "cut_cross_entropy": False, "regional_compile": False, "flashqla_delta_rule": False,
     }  # fmt: skip
     assert eager.metrics["parity"]["status"] == "baseline"
     parity = liger.metrics["parity"]
