@@ -74,7 +74,7 @@ def fla_refusal(
     return ""
 
 
-def _importable(name: str) -> bool:
+def importable(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
@@ -87,10 +87,10 @@ def environment_facts(device: str) -> dict[str, Any]:
 
     capability = torch.cuda.get_device_capability() if device == "cuda" and torch.cuda.is_available() else None
     triton_version = None
-    if _importable("triton"):
+    if importable("triton"):
         triton_version = getattr(importlib.import_module("triton"), "__version__", "0")
     return {"device": device, "capability": capability, "triton_version": triton_version,
-            "has_fla": _importable("fla"), "has_tilelang": _importable("tilelang")}  # fmt: skip
+            "has_fla": importable("fla"), "has_tilelang": importable("tilelang")}  # fmt: skip
 
 
 def check_fla_environment(device: str) -> None:
@@ -207,7 +207,7 @@ def package_conv() -> Any:
 
 def fused_conv() -> Any:
     """The causal-conv1d package's kernel where it imports, else fla's."""
-    return package_conv() if _importable("causal_conv1d") else fla_conv()
+    return package_conv() if importable("causal_conv1d") else fla_conv()
 
 
 def fused_gated_norm(norm: Any) -> Any:

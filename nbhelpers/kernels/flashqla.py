@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import hybrid_paths as paths
-from .fla import FUSED_GATED_NORM, _importable, environment_facts, fla_delta_rule, fla_refusal, use_fla
+from .fla import FUSED_GATED_NORM, importable, environment_facts, fla_delta_rule, fla_refusal, use_fla
 from .spec import BackendUnavailable
 
 FLASHQLA_BACKEND = "flashqla"  # the backend's name in the table (nbhelpers.kernels.registry)
@@ -42,7 +42,7 @@ def flashqla_refusal(facts: dict[str, Any], has_flashqla: bool) -> str:
 
 def flashqla_status(device: str) -> str:
     """The backend's status function: '' when FlashQLA can run on ``device``, else why not."""
-    return flashqla_refusal(environment_facts(device), _importable(FLASHQLA_PACKAGE))
+    return flashqla_refusal(environment_facts(device), importable(FLASHQLA_PACKAGE))
 
 
 def flashqla_delta_rule() -> Any:

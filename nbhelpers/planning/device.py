@@ -24,7 +24,9 @@ GPU_AUTO_KERNELS = "eager,liger"
 # caches, 2026-12-06): a process of 40 s static and 29 s packed, against 46 s and 51 s compiling the whole model
 # (whose packed rows recompile once the length changes).
 CPU_AUTO_KERNELS = "eager,regional_compile"
-TUNER_CPU_KERNELS = "eager"  # the tuner's "auto" on a CPU: see nbhelpers.tuning.tuner's space for why
+# The tuner's "auto" on a CPU: a compiled candidate compiles again in each rung that re-times it (27 s of a 60 s
+# budget on 2 cores, 2026-12-06), for a CPU step that is not a GPU job's.
+TUNER_CPU_KERNELS = "eager"
 CPU_LIGER_REASON = (
     "Liger's kernels are Triton GPU kernels: on a CPU only Triton's interpreter runs them (RoPE and cross-entropy "
     "at about 1/25 of eager's speed, RMSNorm and SwiGLU not at all), which would time the interpreter, not the "

@@ -479,8 +479,6 @@ def tune(
         from nbhelpers.measure.env import resolve_device
 
         device = resolve_device(workload.device)
-    # "auto": per device; on a CPU the eager kernels only: a compiled candidate compiles again in each rung that
-    # re-times it (27 s of a 60 s budget on 2 cores, 2026-12-06) for a step that is not a GPU job's.
     kernels = auto_kernels(kernels, device, cpu=TUNER_CPU_KERNELS)[0] if isinstance(kernels, str) else kernels
     names = (
         parse_list(kernels, KERNEL_BACKENDS, "kernels"),

@@ -41,7 +41,8 @@ from nbhelpers.planning.device import family_refusal
 ROOT = Path(__file__).resolve().parents[2]
 HYBRID_BACKENDS = ("eager", "liger", "compile", "liger+compile", "fla", "fla+liger", "cce", "liger+cce",
                    "regional_compile", "liger+regional_compile", "fla+regional_compile", "cce+regional_compile",
-                   "fla+liger+regional_compile")  # fmt: skip
+                   "fla+liger+regional_compile", "flashqla", "flashqla+liger", "flashqla+regional_compile",
+                   "flashqla+liger+regional_compile")  # fmt: skip
 
 
 def stored_backend_names() -> set[str]:
@@ -112,7 +113,8 @@ def test_why_backends_do_not_combine():
 
 def test_each_family_takes_what_its_capabilities_cover():
     qwen3, hybrid = FAMILIES["qwen3"], FAMILIES["qwen3_5"]
-    without_fla = tuple(n for n in KERNEL_BACKENDS if "fla" not in kernel_backend(n).components)
+    linear_attention = {"fla", "flashqla"}  # the Gated DeltaNet kernels
+    without_fla = tuple(n for n in KERNEL_BACKENDS if not linear_attention & set(kernel_backend(n).components))
     assert family_kernel_backends(qwen3) == without_fla
     assert family_kernel_backends(hybrid) == HYBRID_BACKENDS
     why = family_kernel_refusal(hybrid, "liger+float8")

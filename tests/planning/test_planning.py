@@ -405,14 +405,15 @@ def test_auto_kernels_leave_liger_out_on_a_cpu_with_the_reason_and_keep_it_on_a_
     from nbhelpers.workbook.kernel_swap import plan_backends
 
     assert auto_kernels("auto", "cuda") == ("eager,liger", "")
-    assert auto_kernels(" AUTO ", "cpu") == ("eager", CPU_LIGER_REASON)
+    assert auto_kernels(" AUTO ", "cpu") == ("eager,regional_compile", CPU_LIGER_REASON)
     assert auto_kernels("eager,liger", "cpu") == ("eager,liger", "")  # named explicitly: runs as asked
     base = RunConfig(run_name="t", model="qwen3-tiny")
     configs, skipped = kernel_grid(base, "auto", "rope,cross_entropy", "cpu")
-    assert [c.kernels for c in configs] == ["eager"] and skipped == {"kernels liger": CPU_LIGER_REASON}
+    assert [c.kernels for c in configs] == ["eager", "regional_compile"]
+    assert skipped == {"kernels liger": CPU_LIGER_REASON}
     assert "interpreter" in CPU_LIGER_REASON and "name liger" in CPU_LIGER_REASON
     plan = plan_backends(base, "auto", "rope,rms_norm,swiglu,cross_entropy", "cpu")
-    assert [c.kernels for c in plan.configs] == ["eager", "compile"] and plan.cpu_skipped == ()
+    assert [c.kernels for c in plan.configs] == ["eager", "regional_compile"] and plan.cpu_skipped == ()
     assert plan.description.endswith(f"Liger is left out here: {CPU_LIGER_REASON}")
     gpu = plan_backends(base, "auto", "rope,rms_norm,swiglu,cross_entropy", "cuda")
     assert [c.kernels for c in gpu.configs] == ["eager", "liger"]
