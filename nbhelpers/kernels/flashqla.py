@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import hybrid_paths as paths
-from .fla import FUSED_GATED_NORM, importable, environment_facts, fla_delta_rule, fla_refusal, use_fla
+from .fla import FUSED_GATED_NORM, environment_facts, fla_delta_rule, fla_refusal, importable, use_fla
 from .spec import BackendUnavailable
 
 FLASHQLA_BACKEND = "flashqla"  # the backend's name in the table (nbhelpers.kernels.registry)
