@@ -117,25 +117,13 @@ def probe_fla(device: str) -> list[Any]:
     from transformers.models.qwen3_5 import modeling_qwen3_5
 
     reference_rule = paths.reference_function(modeling_qwen3_5, "torch_chunk_gated_delta_rule")
-    generator = torch.Generator(device="cpu").manual_seed(0)
-    batch, tokens, heads, dim = 1, 128, 2, 64
-
-    def rand(*shape: int) -> Any:
-        return torch.randn(*shape, generator=generator).to(device, torch.bfloat16)
-
-    query, key, value = (rand(batch, tokens, heads, dim) for _ in range(3))
-    g = -torch.nn.functional.softplus(rand(batch, tokens, heads).float()).to(torch.bfloat16)  # log decay < 0
-    beta = torch.sigmoid(rand(batch, tokens, heads).float()).to(torch.bfloat16)
+    tokens, dim = 128, 64
+    rand = bf16_randn(device)
+    query, key, value, g, beta = delta_rule_inputs(rand, tokens, dim, torch.bfloat16)
     fused = fla_delta_rule()
 
-    def run_fused(q: Any, k: Any, v: Any, gate: Any, b: Any) -> Any:
-        return fused(q, k, v, gate, b, use_qk_l2norm_in_kernel=True)
-
-    def run_reference(q: Any, k: Any, v: Any, gate: Any, b: Any) -> Any:
-        return reference_rule(q, k, v, gate, b, use_qk_l2norm_in_kernel=True)
-
-    rule = compare_kernels("chunk_gated_delta_rule", run_fused, run_reference, [query, key, value, g, beta],
-                           5e-2, 5e-2)  # fmt: skip
+    rule = compare_kernels("chunk_gated_delta_rule", with_qk_norm(fused), with_qk_norm(reference_rule),
+                           [query, key, value, g, beta], 5e-2, 5e-2)  # fmt: skip
     norm = modeling_qwen3_5.Qwen3_5RMSNormGated(dim).to(device, torch.bfloat16)
     with torch.no_grad():
         norm.weight.copy_(rand(dim).float().abs() + 0.5)
@@ -144,20 +132,52 @@ def probe_fla(device: str) -> list[Any]:
     return [rule, gated]
 
 
-def fla_delta_rule() -> Any:
-    """fla's chunk gated delta rule behind the reference's signature; cu_seqlens passed on."""
-    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+def bf16_randn(device: str) -> Any:
+    """``rand(*shape)``: seeded standard-normal bf16 tensors on ``device`` (drawn on the CPU, the same everywhere)."""
+    import torch
+
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    return lambda *shape: torch.randn(*shape, generator=generator).to(device, torch.bfloat16)
+
+
+def delta_rule_inputs(rand: Any, tokens: int, dim: int, gate_dtype: Any) -> tuple[Any, ...]:
+    """A probe's (query, key, value, g, beta) for one sequence of ``tokens`` over 2 heads of ``dim``: g a log decay
+    below 0 in ``gate_dtype``, beta in (0, 1), bf16."""
+    import torch
+
+    batch, heads = 1, 2
+    query, key, value = (rand(batch, tokens, heads, dim) for _ in range(3))
+    g = -torch.nn.functional.softplus(rand(batch, tokens, heads).float()).to(gate_dtype)
+    beta = torch.sigmoid(rand(batch, tokens, heads).float()).to(torch.bfloat16)
+    return query, key, value, g, beta
+
+
+def with_qk_norm(rule: Any) -> Any:
+    """``rule(q, k, v, g, beta)`` with the q/k L2 norm in the kernel, as the model calls it (the probes' form)."""
+    return lambda q, k, v, gate, b: rule(q, k, v, gate, b, use_qk_l2norm_in_kernel=True)
+
+
+def delta_rule_hook(chunk_rule: Any, implementation: str) -> Any:
+    """A chunk gated delta rule taking fla's arguments (fla's, FlashQLA's) behind the reference's signature, tagged
+    ``implementation`` for the per-layer report; cu_seqlens passed on."""
 
     def delta_rule(query: Any, key: Any, value: Any, g: Any, beta: Any, chunk_size: int = 64,
                    initial_state: Any = None, output_final_state: bool = False,
                    use_qk_l2norm_in_kernel: bool = False, cu_seqlens: Any = None, **kwargs: Any) -> Any:  # fmt: skip
-        return chunk_gated_delta_rule(
+        return chunk_rule(
             query, key, value, g=g, beta=beta, initial_state=initial_state, output_final_state=output_final_state,
             use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
             cu_seqlens=cu_seqlens.long() if cu_seqlens is not None else None,
         )  # fmt: skip
 
-    return paths.tag(delta_rule, paths.FLA_DELTA_RULE, paths.KEEPS_APART)
+    return paths.tag(delta_rule, implementation, paths.KEEPS_APART)
+
+
+def fla_delta_rule() -> Any:
+    """fla's chunk gated delta rule behind the reference's signature; cu_seqlens passed on."""
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+    return delta_rule_hook(chunk_gated_delta_rule, paths.FLA_DELTA_RULE)
 
 
 def fla_conv() -> Any:

@@ -12,7 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 from . import hybrid_paths as paths
-from .fla import FUSED_GATED_NORM, environment_facts, fla_delta_rule, fla_refusal, importable, use_fla
+from .fla import (
+    FUSED_GATED_NORM,
+    bf16_randn,
+    delta_rule_hook,
+    delta_rule_inputs,
+    environment_facts,
+    fla_delta_rule,
+    fla_refusal,
+    importable,
+    use_fla,
+    with_qk_norm,
+)
 from .spec import BackendUnavailable
 
 FLASHQLA_BACKEND = "flashqla"  # the backend's name in the table (nbhelpers.kernels.registry)
@@ -49,16 +60,7 @@ def flashqla_delta_rule() -> Any:
     """FlashQLA's chunk gated delta rule behind the reference's signature; cu_seqlens passed on."""
     from flash_qla import chunk_gated_delta_rule
 
-    def delta_rule(query: Any, key: Any, value: Any, g: Any, beta: Any, chunk_size: int = 64,
-                   initial_state: Any = None, output_final_state: bool = False,
-                   use_qk_l2norm_in_kernel: bool = False, cu_seqlens: Any = None, **kwargs: Any) -> Any:  # fmt: skip
-        return chunk_gated_delta_rule(
-            query, key, value, g, beta, initial_state=initial_state, output_final_state=output_final_state,
-            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
-            cu_seqlens=cu_seqlens.long() if cu_seqlens is not None else None,
-        )  # fmt: skip
-
-    return paths.tag(delta_rule, paths.FLASHQLA_DELTA_RULE, paths.KEEPS_APART)
+    return delta_rule_hook(chunk_gated_delta_rule, paths.FLASHQLA_DELTA_RULE)
 
 
 def use_flashqla(model: Any) -> None:
@@ -103,19 +105,6 @@ def probe_flashqla(device: str) -> list[Any]:
         return [not_runnable("flashqla chunk_gated_delta_rule", reason)]
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(0)
-    batch, tokens, heads, dim = 1, 256, 2, 128
-
-    def rand(*shape: int) -> Any:
-        return torch.randn(*shape, generator=generator).to(device, torch.bfloat16)
-
-    query, key, value = (rand(batch, tokens, heads, dim) for _ in range(3))
-    g = -torch.nn.functional.softplus(rand(batch, tokens, heads).float())  # log decay < 0, fp32 as the model's
-    beta = torch.sigmoid(rand(batch, tokens, heads).float()).to(torch.bfloat16)
-    ours, theirs = flashqla_delta_rule(), fla_delta_rule()
-
-    def run(rule: Any) -> Any:
-        return lambda q, k, v, gate, b: rule(q, k, v, gate, b, use_qk_l2norm_in_kernel=True)
-
-    return [compare_kernels("flashqla chunk_gated_delta_rule", run(ours), run(theirs), [query, key, value, g, beta],
-                            5e-2, 5e-2)]  # fmt: skip
+    inputs = delta_rule_inputs(bf16_randn(device), 256, 128, torch.float32)  # g in fp32, as the model computes it
+    ours, theirs = with_qk_norm(flashqla_delta_rule()), with_qk_norm(fla_delta_rule())
+    return [compare_kernels("flashqla chunk_gated_delta_rule", ours, theirs, list(inputs), 5e-2, 5e-2)]

@@ -58,10 +58,15 @@ def steps(
     if prepare is not None:
         prepare(model)
     apply_backend(model, kernels, switches, "cpu")
+    return train_batches(model, [packed_batch(length, sequences) for length, sequences in BATCHES])
+
+
+def train_batches(model, batches) -> tuple[list[tuple[float, float]], list[int]]:
+    """(loss, gradient norm) of a training step on each batch, and the new compiled graphs each one made."""
     results, graphs = [], []
-    for length, sequences in BATCHES:
+    for batch in batches:
         before = dynamo_utils.counters["stats"]["unique_graphs"]
-        loss = model(**packed_batch(length, sequences)).loss
+        loss = model(**batch).loss
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
         model.zero_grad(set_to_none=True)
@@ -278,22 +283,16 @@ def hybrid_steps(kernels: str) -> tuple[list[tuple[float, float]], list[int]]:
     model = build_model("qwen3.5-tiny", "sdpa", seed=0)
     model.train()
     apply_backend(model, kernels, (), "cpu")
-    results, graphs = [], []
-    for length, sequences in BATCHES:
-        batch = packed_batch(length, sequences)
-        cuts = torch.tensor([length * i // sequences for i in range(sequences + 1)], dtype=torch.int32)
-        longest = int((cuts[1:] - cuts[:-1]).max())
-        seq_idx = torch.repeat_interleave(torch.arange(sequences, dtype=torch.int32), cuts[1:] - cuts[:-1])[None]
-        batch |= {"cu_seq_lens_q": cuts, "cu_seq_lens_k": cuts, "max_length_q": longest, "max_length_k": longest,
-                  "seq_idx": seq_idx}  # fmt: skip
-        before = dynamo_utils.counters["stats"]["unique_graphs"]
-        loss = model(**batch).loss
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
-        model.zero_grad(set_to_none=True)
-        results.append((float(loss.detach()), float(norm)))
-        graphs.append(dynamo_utils.counters["stats"]["unique_graphs"] - before)
-    return results, graphs
+    return train_batches(model, [with_boundaries(packed_batch(length, sequences)) for length, sequences in BATCHES])
+
+
+def with_boundaries(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A packed row with the boundary keyword arguments the collator adds for a hybrid (cu_seq_lens, max_length,
+    seq_idx), from its position_ids."""
+    bounds = varlen_attention.boundary_kwargs(batch["position_ids"])
+    cuts = bounds["cu_seq_lens_q"]
+    seq_idx = torch.repeat_interleave(torch.arange(len(cuts) - 1, dtype=torch.int32), (cuts[1:] - cuts[:-1]).long())
+    return batch | bounds | {"seq_idx": seq_idx[None]}
 
 
 @pytest.mark.slow  # Inductor compiles both kinds of layer on the CPU (about 30 s)
