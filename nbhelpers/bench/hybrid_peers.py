@@ -54,9 +54,10 @@ def compile_rows(pick: RunConfig) -> list[RunConfig]:
 
 
 def flashqla_rows(pick: RunConfig) -> list[RunConfig]:
-    """The pick, then with FlashQLA's delta rule in place of fla's, uncompiled and compiled layer by layer."""
+    """Each delta rule (fla's, FlashQLA's) uncompiled and compiled layer by layer: the pick and its compiled form
+    first, so that a job cut short keeps the question the regional-compile suite asks."""
     swapped = pick.replace(label=f"{pick.label}, FlashQLA delta rule", kernels=pick.kernels.replace("fla", "flashqla"))
-    return [pick, swapped, compiled(swapped)]
+    return [pick, compiled(pick), swapped, compiled(swapped)]
 
 
 def capped_27b() -> list[RunConfig]:
@@ -82,8 +83,8 @@ SUITES = (
     Suite("hybrid/qwen3.5-2b/regional-compile/unsloth", "the 2B hybrid's LoRA pick, the same with its layers "
           "compiled one by one, then Unsloth on the same samples", lambda _: compile_rows(PICK_2B), parity=False,
           needs=UNSLOTH_NEEDS),
-    Suite("hybrid/qwen3.8-27b-lora/flashqla/pick", "the 27B's LoRA pick on an 80 GB card, then with FlashQLA's "
-          "delta rule in place of fla's, uncompiled and compiled layer by layer", lambda _: flashqla_rows(pick_27b()),
+    Suite("hybrid/qwen3.8-27b-lora/flashqla/pick", "the 27B's LoRA pick on an 80 GB card with fla's delta rule and "
+          "with FlashQLA's, each uncompiled and compiled layer by layer", lambda _: flashqla_rows(pick_27b()),
           parity=False, needs=f"{FLA_NEEDS}; flash-qla (pip download --no-deps flash-qla==0.1.3, sm90+)"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/best", "the reference path and the best row over each frozen base "
           "under caps of 80, 48 and 24 GiB", lambda _: capped_27b(), parity=False,

@@ -92,7 +92,8 @@ def test_the_hybrid_compile_suites_put_the_compiled_pick_between_the_pick_and_un
 
 
 def test_the_flashqla_suite_swaps_only_the_delta_rule():
-    pick, swapped, compiled = suite_named("hybrid/qwen3.8-27b-lora/flashqla/pick").rows(None)
-    assert (pick.kernels, swapped.kernels, compiled.kernels) == (
-        "fla+liger", "flashqla+liger", "flashqla+liger+regional_compile")  # fmt: skip
+    pick, pick_compiled, swapped, compiled = suite_named("hybrid/qwen3.8-27b-lora/flashqla/pick").rows(None)
+    assert (pick.kernels, pick_compiled.kernels, swapped.kernels, compiled.kernels) == (
+        "fla+liger", "fla+liger+regional_compile", "flashqla+liger", "flashqla+liger+regional_compile")  # fmt: skip
+    assert compiled.liger_kernels == pick_compiled.liger_kernels
     assert swapped.replace(kernels=pick.kernels, label=pick.label) == pick
