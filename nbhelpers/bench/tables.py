@@ -298,6 +298,32 @@ def lora_peers_hybrid_h100(shelf: c.Shelf) -> str:
     return peer_table(shelf, PEERS_HYBRID_H100, PEER_ROWS_HYBRID_H100)
 
 
+DELTA_RULE_COMPILE_H100 = (
+    ("27B", "hybrid/qwen3.8-27b-lora/flashqla/pick.jsonl",
+     ("8a21e75c2277", "d0b556f92230", "bcf7d5bf2ebc", "5ba9465b019d")),
+    ("2B", "hybrid/qwen3.5-2b/regional-compile/unsloth.jsonl", ("d0635be13534", "c60d6e6df7bf", None, None)),
+)  # fmt: skip
+DELTA_RULE_COMPILE_ROWS = ("fla's delta rule", "fla's delta rule, decoder layers compiled one by one",
+                           "FlashQLA's delta rule", "FlashQLA's delta rule, decoder layers compiled one by one")  # fmt: skip
+
+
+def delta_rule_compile_h100(shelf: c.Shelf) -> str:
+    """Per model, the pick with each delta rule, uncompiled and compiled layer by layer, over the pick's rate."""
+    table = []
+    for model, file, ids in DELTA_RULE_COMPILE_H100:
+        pick = shelf((file, ids[0]))
+        for label, record_id in zip(DELTA_RULE_COMPILE_ROWS, ids):
+            if record_id is None:
+                continue
+            r = shelf((file, record_id))
+            vs = "1.00x" if r is pick else f"{c.ratio(r, pick)} {c.ratio_interval(r, pick)}"
+            table.append([f"{model}: {label}", c.tok_s_interval(r, emphasis=r is pick), vs,
+                          c.seconds(r), c.gib(r), c.timed_steps(r)])  # fmt: skip
+    headers = ["model: row (fla + Liger, token budget 16,384, `torch_varlen`)", "real tok/s (95% interval)",
+               "vs fla's, uncompiled", "first step", "peak GiB", "timed steps"]  # fmt: skip
+    return markdown(headers, table)
+
+
 def memory_caps_h100(shelf: c.Shelf) -> str:
     from nbhelpers.analysis.memory_plan import planned_vs_measured
 
@@ -324,7 +350,7 @@ TABLES: dict[str, Table] = {
     "hybrid-headline": hybrid_headline, "lora": lora, "lora-27b-toward-35-mfu": lora_27b_mfu,
     "lora-27b-fused-norm": lora_27b_fused_norm, "lora-27b-notebooks": lora_27b_notebooks,
     "lora-peers-h100": lora_peers_h100, "lora-peers-hybrid-h100": lora_peers_hybrid_h100,
-    "memory-caps-h100": memory_caps_h100,
+    "memory-caps-h100": memory_caps_h100, "delta-rule-compile-h100": delta_rule_compile_h100,
 }  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from .config import RunConfig
 from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failure
 from .engines import ENGINES, site_env
 from .env import ALLOC_CONF_VARIABLE, MEASURING_ALLOC_CONF, detect_platform
-from .progress import PROGRESS_VARIABLE, Progress, ProgressReader, plain_bars, progress_bar
+from .progress import PROGRESS_VARIABLE, Progress, ProgressReader, plain_bars, progress_bar, read_progress
 from .spare import SparePool, die_with_parent, spares_wanted
 from .store import RunRecord, RunStore, runs_root
 from .worker import failed_record
@@ -173,6 +173,13 @@ def stderr_tail(text: str, lines: int = 6) -> str:
     return " | ".join(kept[-lines:]) or "no error text"
 
 
+def timeout_reason(timeout_s: float, last: Progress | None, stderr: str) -> str:
+    """Why a configuration stopped at its limit: the limit, the last phase it reported, its stderr's last lines."""
+    where = f" in {last.phase!r} ({last.done}/{last.total})" if last is not None else ""
+    tail = stderr_tail(stderr)
+    return f"timed out after {timeout_s} s{where}" + (f": {tail}" if tail != "no error text" else "")
+
+
 ProgressCallback = Callable[[Progress], None]
 POLL_S = 0.5  # how often a waiting runner reads its configuration's progress
 
@@ -202,8 +209,10 @@ def run_isolated(
             _kill_group(child)
             raise
         _kill_group(child)  # compile workers and other grandchildren end with their configuration
+        stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
         if not finished:
-            return failed_record(config, f"timed out after {config.timeout_s} s", notebook)
+            return failed_record(config, timeout_reason(config.timeout_s, read_progress(progress_path), stderr),
+                                 notebook)  # fmt: skip
         if result_path.exists():
             record = RunRecord.from_dict(json.loads(result_path.read_text()))
             if record.ok:  # phase_s says where the process's time went
@@ -212,7 +221,6 @@ def run_isolated(
                 if spare_unused:  # a spare waited but could not serve this configuration: why
                     record.metrics["spare_unused"] = spare_unused
             return record
-        stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
         if child.returncode < 0:
             name = signal.Signals(-child.returncode).name
             hint = " (the host ran out of memory?)" if name == "SIGKILL" else ""

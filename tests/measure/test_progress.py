@@ -12,7 +12,7 @@ from nbhelpers.measure.progress import (
     read_progress,
     report_progress,
 )
-from nbhelpers.measure.runner import ConfigBar, run_isolated
+from nbhelpers.measure.runner import ConfigBar, run_isolated, timeout_reason
 
 
 def test_a_report_is_read_back_and_nothing_is_written_unasked(tmp_path, monkeypatch):
@@ -87,3 +87,13 @@ def test_the_run_level_bar_writes_each_notebooks_outcome_and_time():
                    "error": "PapermillExecutionError\nmore"}  # fmt: skip
     assert notebook_line(ok) == "default / 01_baseline_profile.ipynb: ok in 40.0 s"
     assert notebook_line(failed) == "default / 02_kernel_swap_in.ipynb: failed in 3.0 s: PapermillExecutionError"
+
+
+def test_a_time_out_says_where_the_configuration_stopped_and_what_it_printed(tmp_path):
+    path = tmp_path / "progress.txt"
+    path.write_text("starting\t0\t0\nloading with Unsloth\t0\t1\n")
+    stderr = "Unsloth: patching\r10%|#| 1/10 [00:01<00:09]\nwaiting for the compile workers\n"
+    reason = timeout_reason(600, read_progress(path), stderr)
+    assert reason == ("timed out after 600 s in 'loading with Unsloth' (0/1): "
+                      "Unsloth: patching | waiting for the compile workers")  # fmt: skip
+    assert timeout_reason(1, None, "") == "timed out after 1 s"  # nothing reported, nothing printed
