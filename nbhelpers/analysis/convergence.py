@@ -20,7 +20,7 @@ from nbhelpers.data.strategies import BASELINE_STRATEGY, keeps_dataset_order
 from nbhelpers.kernels.attention import DEFAULT_ATTENTION
 from nbhelpers.kernels.registry import BASELINE_BACKEND, curve_tolerance
 from nbhelpers.kernels.spec import SAME_PRECISION_CURVE, CurveTolerance
-from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.config import SHAPE_WARMUP, RunConfig
 from nbhelpers.measure.curve_samples import samples_for_steps
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.validation import check_int
@@ -50,7 +50,8 @@ def convergence_pair(config: RunConfig, label: str, steps: int) -> list[RunConfi
     check_int("CONVERGENCE_STEPS", steps, 1, 100_000)
     base = config.replace(timing="steps", warmup=0, steps=steps, profile=False)
     base = base.replace(num_samples=samples_for_steps(base, steps + 1))
-    base = base.replace(extra={**base.extra, "parity_probe_samples": 0})  # the curves are the check here
+    # the curves are the check here; every step trains on the plan's next batch, none is stepped twice for its shape
+    base = base.replace(extra={**base.extra, "parity_probe_samples": 0, SHAPE_WARMUP: False})
     padding = BASELINE_STRATEGY if keeps_dataset_order(base.padding_settings) else base.padding
     baseline = base.replace(kernels=BASELINE_BACKEND, attn_implementation=DEFAULT_ATTENTION, padding=padding)
     return [

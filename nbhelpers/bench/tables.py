@@ -303,8 +303,12 @@ DELTA_RULE_COMPILE_H100 = (
      ("8a21e75c2277", "d0b556f92230", "bcf7d5bf2ebc", "5ba9465b019d")),
     ("2B", "hybrid/qwen3.5-2b/regional-compile/unsloth.jsonl", ("d0635be13534", "c60d6e6df7bf", None, None)),
 )  # fmt: skip
-DELTA_RULE_COMPILE_ROWS = ("fla's delta rule", "fla's delta rule, decoder layers compiled one by one",
-                           "FlashQLA's delta rule", "FlashQLA's delta rule, decoder layers compiled one by one")  # fmt: skip
+DELTA_RULE_COMPILE_ROWS = (
+    "fla's delta rule",
+    "fla's delta rule, decoder layers compiled one by one",
+    "FlashQLA's delta rule",
+    "FlashQLA's delta rule, decoder layers compiled one by one",
+)
 
 
 def delta_rule_compile_h100(shelf: c.Shelf) -> str:

@@ -35,6 +35,9 @@ from .padding import padding_settings_of
 
 DTYPES = ("auto", *PRECISIONS)  # nbhelpers.models.precision: what each keeps per parameter
 TIMINGS = ("steps", "epoch")
+# extra[SHAPE_WARMUP] = False: no untimed steps for the timed steps' unseen shapes, so every optimizer step trains on
+# the plan's next batch (a convergence curve, compared step by step with another plan's)
+SHAPE_WARMUP = "shape_warmup"
 DEVICES = ("auto", "cpu", "cuda")
 SHARDINGS = ("none", "fsdp2")  # fsdp2: torch's fully_shard per decoder layer, bf16 parameters, fp32 reduction
 CHECKPOINTINGS = ("none", "full", "every_k")  # activation checkpointing of decoder layers (every_k: every k-th)

@@ -31,6 +31,7 @@ from .runner import prime_spare, run_isolated, shared_kernel_cache_folder
 from .store import RunRecord
 
 STARTUP_KIND = "startup"
+STARTUP_STEPS = 3  # timed steps after the first of a startup run: its first step and a step median are what count
 
 
 def warm_caches(
@@ -170,14 +171,20 @@ def measure_startup(
     backend = startup_backend(by_kernels)
     if not enabled or backend is None:
         return []
-    config = by_kernels[backend]  # the first steps are what counts here: no profiler, no parity probe
-    config = config.replace(profile=False, extra=config.extra | {"parity_probe_samples": 0})
+    config = startup_config(by_kernels[backend])
     cold = _cold_row(measured, backend, folders)
     if cold is None or folders is None:
         return cold_vs_warm(config, workdir, notebook, folders)
     if not cold.ok:
         return [cold]
     return [_mark_cache(cold, "cold", folders.cold), _warm_run(config, folders, notebook)]
+
+
+def startup_config(config: RunConfig) -> RunConfig:
+    """The configuration as a startup run makes it: its first step and a few more (:data:`STARTUP_STEPS`, enough for
+    a step median), no profiler, no parity probe (the backend's own record has them)."""
+    return config.replace(timing="steps", steps=STARTUP_STEPS, warmup=0, profile=False,
+                          extra=config.extra | {"parity_probe_samples": 0})  # fmt: skip
 
 
 def export_startup_cache(records: Iterable[RunRecord], archive_path: str | Path) -> Any:

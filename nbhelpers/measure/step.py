@@ -31,7 +31,7 @@ from nbhelpers.models.frozen_base import FrozenBaseUnavailable, frozen_base_refu
 from nbhelpers.models.loading import ResolvedModel, build_resolved, check_positions, count_parameters, resolve_model
 from nbhelpers.models.precision import MASTER_WEIGHTS
 
-from .config import RunConfig
+from .config import SHAPE_WARMUP, RunConfig
 from .env import environment, peak_flops, resolve_device, sync_device
 from .master_weights import make_optimizer
 from .memory_plan import MemoryCapExceeded, cap_plan_refusal
@@ -387,7 +387,8 @@ def measure(
     phases.lap("first_step")
     # One rank alone may add warm-up steps for its shapes; several must step together (a collective each step).
     shapes = [batch_shape(b) for b in batches]
-    untimed, first_pass = step_schedule(config, len(batches), shapes if rank.world_size == 1 else None)
+    warms_shapes = rank.world_size == 1 and config.extra.get(SHAPE_WARMUP, True)
+    untimed, first_pass = step_schedule(config, len(batches), shapes if warms_shapes else None)
     untimed_times, untimed_losses = timed_steps(step, batch, untimed, device, phase="untimed")
     phases.lap("untimed")
     label = f"timing {config.name}" if progress else ""

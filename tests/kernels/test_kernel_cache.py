@@ -344,6 +344,7 @@ def test_the_startup_backends_grid_row_is_the_cold_start_and_only_the_warm_run_i
     ((config, env),) = runs  # one process: the warm run, on a relocated copy, without profiler or parity probe
     assert config.label == "compile" and env == cache_env(folders.warm)
     assert not config.profile and config.extra["parity_probe_samples"] == 0
+    assert (config.timing, config.steps, config.warmup) == ("steps", startup.STARTUP_STEPS, 0)  # first steps only
     assert (warm.kind, warm.metrics["cache"], warm.metrics["inductor_files"]) == ("startup", "warm", 2)
     shared = tmp_path / "runs" / ".kernel-cache"  # later configurations of the run start from what it compiled
     assert sorted(p.as_posix() for p in cache_files(shared)) == sorted(p.as_posix() for p in cache_files(folders.cold))
