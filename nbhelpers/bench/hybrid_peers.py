@@ -60,6 +60,12 @@ def flashqla_rows(pick: RunConfig) -> list[RunConfig]:
     return [pick, compiled(pick), swapped, compiled(swapped)]
 
 
+def profiled_rows(pick: RunConfig) -> list[RunConfig]:
+    """The pick and Unsloth on the same samples, each with one step profiled after its timed ones (the pick: after
+    its timed steps; Unsloth: in one more epoch), so their kernel time compares category by category."""
+    return [row.replace(profile=True) for row in (pick, *peers_of(pick, pick.label, "unsloth", on_gpu=True))]
+
+
 def capped_27b() -> list[RunConfig]:
     """The reference path (full recomputation) and the best row over each frozen base, under each cap."""
     reference = LORA_27B.replace(label="27b lora: eager, static, ckpt full", activation_checkpointing="full")
@@ -86,6 +92,9 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/flashqla/pick", "the 27B's LoRA pick on an 80 GB card with fla's delta rule and "
           "with FlashQLA's, each uncompiled and compiled layer by layer", lambda _: flashqla_rows(pick_27b()),
           parity=False, needs=f"{FLA_NEEDS}; flash-qla (pip download --no-deps flash-qla==0.1.3, sm90+)"),
+    Suite("hybrid/qwen3.8-27b-lora/profile/unsloth", "the 27B's LoRA pick on an 80 GB card and Unsloth on the same "
+          "samples, each with one step profiled after its timed ones: where Unsloth's step is shorter",
+          lambda _: profiled_rows(pick_27b()), parity=False, needs=UNSLOTH_NEEDS),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/best", "the reference path and the best row over each frozen base "
           "under caps of 80, 48 and 24 GiB", lambda _: capped_27b(), parity=False,
           needs=f"{FLA_NEEDS}; bitsandbytes and torchao wheels (.whl-ao) for the nf4 and float8 bases"),

@@ -91,7 +91,7 @@ class RunConfig:
     device: str = "auto"  # auto = cuda when present, else cpu
     seed: int = 0  # seed of weights, sampling and data order
     learning_rate: float = 1e-5  # AdamW learning rate
-    profile: bool = False  # capture a torch.profiler trace of the timed window
+    profile: bool = False  # a torch.profiler trace of steps after the timed ones (a peer trainer: one more epoch)
     profile_steps: int = 1  # steps inside the profiler's active window
     timeout_s: int = 1800  # a subprocess that runs longer is stopped and recorded as failed
     gpus: int = 1  # processes (one per GPU) under torchrun; > 1 needs sharding="fsdp2"; batch sizes are per GPU
@@ -171,8 +171,8 @@ class RunConfig:
             raise ConfigError("gpu_memory_gib", self.gpu_memory_gib, cap_rule())
         self._check_scale_out()
         check_choice("engine", self.engine, ENGINE_NAMES)
-        if self.engine != WORKBOOK and (self.sharding != "none" or self.profile):
-            raise ConfigError("engine", self.engine, f"{WORKBOOK!r} with sharding or profile (TRL runs on one device)")
+        if self.engine != WORKBOOK and self.sharding != "none":
+            raise ConfigError("engine", self.engine, f"{WORKBOOK!r} with sharding (TRL runs on one device)")
         self._check_adapter()
         if not isinstance(self.extra, dict):
             raise ConfigError("extra", self.extra, "a dict")

@@ -452,7 +452,6 @@ def measure(
         )  # fmt: skip
         artifacts["trace"] = str(trace_path)
         metrics.update(summary)
-        metrics["trace_model_flops_per_step"] = profiled_flops
         phases.lap("profile")
     where = environment(device)
     phases.lap("environment")

@@ -35,9 +35,10 @@ from .config import RunConfig
 from .engines import engine_of
 from .env import environment, resolve_device, sync_device
 from .metrics import model_flops, step_time_stats
+from .profiled import profiled_epoch, trace_metrics
 from .spread import spread_metrics
 from .step import check_finite_losses, compute_dtype, config_examples, throughput_metrics
-from .store import RunRecord
+from .store import RunRecord, run_dir
 from .trainer_args import model_init_settings
 
 TRL_VERSIONS = ("trl", "transformers", "peft", "accelerate", "datasets", "liger-kernel")  # a TRL record's packages
@@ -215,8 +216,10 @@ def timed_record(
     record, with the versions of ``versions`` (the packages its loop ran on). Call it inside the folder the trainer
     writes into."""
     trainer, model, args, flags = built.trainer, built.model, built.trainer.args, built.flags
-    epochs = 1 + timed_epochs(config, trainer_steps_per_epoch(trainer))
-    args.num_train_epochs = epochs  # read by train(): enough timed epochs for the floor of timed steps
+    steps_per_epoch = trainer_steps_per_epoch(trainer)
+    epochs = 1 + timed_epochs(config, steps_per_epoch)
+    total = epochs + (1 if config.profile else 0)  # profiled: one more epoch after the timed ones
+    args.num_train_epochs = total  # read by train(): enough timed epochs for the floor of timed steps
     device, dtype, attention, engine = built.device, built.dtype, built.attention, built.engine
     shape = model_shape(model.config)
     parameters = parameter_counts(trainer.model)
@@ -224,13 +227,18 @@ def timed_record(
     trainer.data_collator = counter
     timer = epoch_timer(device)
     trainer.add_callback(timer)
+    profiler = (
+        profiled_epoch(config, run_dir(config.run_name), device, total, steps_per_epoch) if config.profile else None
+    )
+    if profiler is not None:
+        trainer.add_callback(profiler)
     trainer.train()
-    if len(timer.epochs) != epochs or len(counter.batches) % epochs:
-        raise RuntimeError(f"expected {epochs} epochs of equal batches; got {len(timer.epochs)} epoch(s)")
-    first = len(counter.batches) // epochs
-    timed = counter.batches[first:]
-    step_seconds = [t for epoch in timer.steps[1:] for t in epoch]
-    epoch_time, steps_time = sum(timer.epochs[1:]), sum(step_seconds)
+    if len(timer.epochs) != total or len(counter.batches) % total:
+        raise RuntimeError(f"expected {total} epochs of equal batches; got {len(timer.epochs)} epoch(s)")
+    first = len(counter.batches) // total
+    timed, profiled = counter.batches[first : first * epochs], counter.batches[first * epochs :]
+    step_seconds = [t for epoch in timer.steps[1:epochs] for t in epoch]
+    epoch_time, steps_time = sum(timer.epochs[1:epochs]), sum(step_seconds)
     accumulation = int(args.gradient_accumulation_steps)
     if len(step_seconds) * accumulation != len(timed):
         raise RuntimeError(
@@ -239,7 +247,8 @@ def timed_record(
         )
     flop_terms = (parameters.frozen_matmul, parameters.adapter_matmul)
     flops = [model_flops(shape, lengths, *flop_terms) for _, lengths, _ in timed]
-    check_finite_losses([(f"step {n + 1}", v) for n, v in enumerate(timer.losses)])
+    losses = timer.losses[: steps_per_epoch * epochs]  # the profiled epoch's steps are not the measurement's
+    check_finite_losses([(f"step {n + 1}", v) for n, v in enumerate(losses)])
     dropped = sum(1 for r in rows if all(t == IGNORE_INDEX for t in r["labels"]))
     metrics: dict[str, Any] = {
         **step_time_stats(step_seconds),
@@ -251,8 +260,8 @@ def timed_record(
         "time_outside_steps_s": epoch_time - steps_time,
         "real_tokens_per_s_epoch_wall": sum(c.real for c, _, _ in timed) / epoch_time,
         **throughput_metrics([c for c, _, _ in timed], steps_time, flops, device, dtype),
-        "losses": timer.losses,
-        "loss_first": timer.losses[0] if timer.losses else float("nan"),
+        "losses": losses,
+        "loss_first": losses[0] if losses else float("nan"),
         "compute_dtype": dtype,
         "num_parameters": count_parameters(model),
         **parameters.metrics(),
@@ -268,10 +277,21 @@ def timed_record(
         "engine": engine.name,
         "peer_versions": package_versions(versions),
     }
+    artifacts: dict[str, str] = {}
+    if profiler is not None:
+        if profiler.trace is None:
+            raise RuntimeError(f"the profiled epoch ({len(profiled)} batch(es)) wrote no trace")
+        active = profiled[profiler.warmup * accumulation :][: config.profile_steps * accumulation]
+        per_step = (
+            sum(model_flops(shape, lengths, *flop_terms) for _, lengths, _ in active) * accumulation / len(active)
+        )
+        metrics.update(trace_metrics(profiler.trace, per_step, metrics["peak_flops"]))
+        artifacts["trace"] = str(profiler.trace)
     return RunRecord(
         config=config.to_dict() | {"label": config.name},
         kind="step",
         notebook=notebook,
         metrics=metrics,
         environment=environment(device),
+        artifacts=artifacts,
     )

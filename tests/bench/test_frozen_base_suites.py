@@ -97,3 +97,11 @@ def test_the_flashqla_suite_swaps_only_the_delta_rule():
         "fla+liger", "fla+liger+regional_compile", "flashqla+liger", "flashqla+liger+regional_compile")  # fmt: skip
     assert compiled.liger_kernels == pick_compiled.liger_kernels
     assert swapped.replace(kernels=pick.kernels, label=pick.label) == pick
+
+
+def test_the_27b_profile_suite_profiles_the_pick_and_unsloth_on_the_same_samples():
+    pick, unsloth = suite_named("hybrid/qwen3.8-27b-lora/profile/unsloth").rows(None)
+    assert (pick.engine, unsloth.engine) == ("workbook", "unsloth") and pick.profile and unsloth.profile
+    assert pick.replace(profile=False) == suite_named("hybrid/qwen3.8-27b-lora/lora-peers/unsloth").rows(None)[0]
+    same = ("model", "num_samples", "seed", "lora_rank", "lora_targets", "gpu_memory_gib")
+    assert [getattr(unsloth, f) for f in same] == [getattr(pick, f) for f in same]

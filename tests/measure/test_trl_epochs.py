@@ -44,3 +44,21 @@ def test_on_a_gpu_the_export_row_rests_on_at_least_16_timed_steps_the_other_peer
     assert [c.min_timed_steps for c in configs] == [PEER_MIN_TIMED_STEPS, 10, 10] and PEER_MIN_TIMED_STEPS == 16
     on_cpu = peer_configs(dataclasses.replace(rec, device_type="cpu"), "trl,trl_defaults")
     assert [c.min_timed_steps for c in on_cpu] == [10, 10]  # the 5% goal is a GPU's: the workload's floor
+
+
+def test_a_profiled_peer_row_profiles_one_more_epoch_and_times_the_same_steps(runs_root):
+    pytest.importorskip("trl", reason="TRL is in the test extras: pip install trl")
+    config = RunConfig(run_name="trl-profiled", label="defaults", engine="trl_defaults", num_samples=8, batch_size=2,
+                       max_length=64, timing="epoch", min_timed_steps=6)  # fmt: skip
+    plain, profiled = run_configs([config, config.replace(label="profiled", profile=True)], isolate=False,
+                                  progress=False)  # fmt: skip
+    assert plain.ok and profiled.ok, (plain.reason, profiled.reason)
+    same = ("timed_steps", "timed_batch_shapes", "timed_real_tokens", "loss_first")
+    assert {k: profiled.metrics[k] for k in same} == {k: plain.metrics[k] for k in same}  # the profiled epoch is extra
+    # TRL's linear schedule spans the extra epoch, so later losses move a little; the steps' work does not
+    assert len(profiled.metrics["losses"]) == len(plain.metrics["losses"])
+    assert "trace_launches_per_step" not in plain.metrics and "trace" not in plain.artifacts
+    m = profiled.metrics
+    assert m["kernels_per_step"] == m["trace_launches_per_step"] > 0  # a CPU trace: aten ops of one TRL step
+    assert m["trace_model_flops_per_step"] > 0 and profiled.artifacts["trace"].endswith(".trace.json.gz")
+    assert (runs_root / "trl-profiled" / "traces").is_dir()
