@@ -49,7 +49,8 @@ PINNED = ("transformers", "trl", "peft", "torch", "accelerate", "datasets", "bit
 VERSION_PACKAGES = ("unsloth", "unsloth_zoo", "transformers", "trl", "peft", "bitsandbytes", "torch", "triton",
                     "accelerate", "datasets")  # fmt: skip
 BF16_DTYPES = ("bf16", "bf16-autocast")
-FROZEN_BASES = ("bf16", "nf4")  # the workload's frozen base -> load_in_16bit or load_in_4bit
+FOUR_BIT_BASES = ("nf4", "nf4_bf16")  # the workload's NF4 bases: Unsloth's load_in_4bit (its rest stays bf16)
+FROZEN_BASES = ("bf16", *FOUR_BIT_BASES)  # the workload's frozen base -> load_in_16bit or load_in_4bit
 BYTES_PER_WEIGHT = 2  # bf16
 SAVE_MARGIN_BYTES = 2 * 2**30  # tokenizer, config and room left on the disk
 
@@ -91,7 +92,7 @@ def unsloth_plan(config: Mapping[str, Any], shape: ModelShape) -> UnslothPlan:
     budget = PaddingSettings.from_config(config).effective_token_budget
     seed = int(config.get("seed", 0))
     checkpointing = "unsloth"
-    four_bit = config.get("frozen_base", "bf16") == "nf4"  # QLoRA only where the workload's own base is NF4
+    four_bit = config.get("frozen_base", "bf16") in FOUR_BIT_BASES  # QLoRA only where the workload's base is NF4
     return UnslothPlan(
         from_pretrained={
             "max_seq_length": budget, "dtype": "bfloat16", "load_in_4bit": four_bit, "load_in_16bit": not four_bit,

@@ -1,7 +1,8 @@
 """The table of frozen-base formats: how an adapter's frozen base stores and multiplies its linear weights.
 
 "bf16" is the base as built (bf16 on a GPU, the step's fp32 on a CPU). "nf4" is QLoRA's: bitsandbytes' 4-bit
-NormalFloat weights and PEFT's k-bit preparation (:mod:`nbhelpers.models.nf4_base`). "float8" stores each weight
+NormalFloat weights and PEFT's k-bit preparation (:mod:`nbhelpers.models.nf4_base`); "nf4_bf16" the same weights
+with the rest of the base left as built, not upcast to fp32 (as Unsloth keeps a 4-bit base). "float8" stores each weight
 once in e4m3 with a row scale and runs float8 GEMMs (:mod:`nbhelpers.models.float8_base`). Each entry says the
 bytes a quantized linear keeps, which linears it quantizes, what the rest of the base is kept in, what it needs
 and why it cannot run somewhere, how it is applied to a built model (before the adapter wraps it) and the parity
@@ -23,6 +24,7 @@ from .nf4_base import (
     BITSANDBYTES,
     NF4_HALF_GAP,
     apply_nf4,
+    apply_nf4_bf16_rest,
     is_nf4_weight,
     nf4_status,
     nf4_stored_bytes,
@@ -32,6 +34,7 @@ from .shape import ModelShape
 
 BF16_BASE = "bf16"
 NF4_BASE = "nf4"
+NF4_BF16_REST_BASE = "nf4_bf16"
 FLOAT8_BASE = "float8"
 FROZEN_BYTES = {"fp32": 4, "bf16": 2}  # bytes a stored weight takes in the weights' dtype
 BF16_ROUNDING = 2.0**-8  # half a unit in the last place of bf16's 8 significant bits
@@ -108,6 +111,14 @@ FROZEN_BASES: dict[str, FrozenBase] = {
             # 58.4 GiB for the eager 8B probe planned at 54.8 without this factor (62.4 with it), and capped Liger
             # rows ran out of memory at least 19% above their planned activations.
             activation_factor=1.2,
+        ),
+        FrozenBase(
+            name=NF4_BF16_REST_BASE, description="NF4 weights as QLoRA's, the rest of the base (embeddings, head, "
+            "norms) left as built, bf16 on a GPU: no k-bit upcast, so the residual stream stays bf16",
+            stored_bytes=nf4_stored_bytes, quantizes=lambda out, inp: True, rest_fp32=False, working_bytes=2,
+            packages=(BITSANDBYTES[1],), needs="bitsandbytes; a CUDA GPU, or bitsandbytes' CPU backend",
+            status=nf4_status, apply=apply_nf4_bf16_rest, parity_rtol=NF4_PARITY,
+            parity_basis=f"the NF4 weights' rounding, as for nf4 ({NF4_PARITY:.3f}); the rest is the bf16 base's own",
         ),
         FrozenBase(
             name=FLOAT8_BASE, description="float8 e4m3 weights with a row scale, made once; float8 GEMMs for the "

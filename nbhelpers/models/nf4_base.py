@@ -127,6 +127,21 @@ def apply_nf4(model: Any, device: str) -> Any:
     return model
 
 
+def apply_nf4_bf16_rest(model: Any, device: str) -> Any:
+    """An NF4 base without PEFT's k-bit upcast: its linears in NF4 (:func:`quantize_nf4`), every other parameter
+    (embeddings, head, norms) frozen in the dtype it was built in (bf16 on a GPU), as Unsloth keeps a 4-bit base.
+    On a GPU the allocator's peak is reset once the base is quantized."""
+    import torch
+
+    quantize_nf4(model, device)
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    if device == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    return model
+
+
 def is_nf4_weight(tensor: Any) -> bool:
     """Whether a parameter is a quantized ``Params4bit`` (its ``numel`` counts packed bytes, not weights)."""
     return getattr(tensor, "quant_state", None) is not None and type(tensor).__name__ == "Params4bit"

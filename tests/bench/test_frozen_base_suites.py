@@ -36,9 +36,11 @@ def test_each_suite_runs_every_base_of_the_table_on_one_workload(tmp_path):
         assert all({k: r.to_dict()[k] for k in SAME} == {k: first[k] for k in SAME} for r in rows)
         planned = [plan_memory(shape, settings_from_config(r)) for r in rows]
         assert all(p.fits for p in planned)
-        bf16, nf4, float8 = (p.parameters for p in planned)
-        assert nf4 < float8 < bf16  # the stored base; NF4's fp32 activations can cost more than it saves
-        assert planned[2].total < planned[0].total  # float8 keeps the bf16 activations
+        plans = dict(zip(FROZEN_BASE_NAMES, planned))
+        bf16, nf4, nf4_bf16, float8 = (plans[b].parameters for b in ("bf16", "nf4", "nf4_bf16", "float8"))
+        assert nf4_bf16 < nf4 < float8 < bf16  # the stored base; NF4's fp32 activations can cost more than it saves
+        assert plans["float8"].total < plans["bf16"].total  # float8 keeps the bf16 activations
+        assert plans["nf4_bf16"].total < plans["nf4"].total  # and so does NF4 with its rest as built
 
 
 def _worth(row, shape) -> float:

@@ -30,7 +30,7 @@ from nbhelpers.tuning import tuner
         (["--budget-s", "0"], "budget_s=0.0 is not allowed"),
         (["--model", "qwen3-tinny"], "model='qwen3-tinny' is not allowed: model must be a preset"),  # before measuring
         (["--gpu-memory-gib", "-3"], "gpu_memory_gib=-3.0 is not allowed: gpu_memory_gib must be 0 (the whole device)"),
-        (["--frozen-base", "nf5"], "frozen_base='nf5' is not allowed: frozen_base must be one of bf16, nf4, float8"),
+        (["--frozen-base", "nf5"], "frozen_base='nf5' is not allowed: frozen_base must be one of bf16, nf4, nf4_bf16"),
         (["--frozen-base", "nf4"], "frozen_base='nf4' is not allowed: frozen_base must be 'bf16' without an adapter"),
     ],
 )

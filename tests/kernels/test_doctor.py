@@ -160,7 +160,7 @@ def test_every_table_entry_is_a_doctor_path():
     assert paths == [f"kernels {b.name}" for b in ELEMENTARY_BACKENDS] + [f"attention {a}" for a in ATTENTION_TABLE] + (
         quantized
     )
-    assert quantized == ["frozen_base nf4", "frozen_base float8"]
+    assert quantized == ["frozen_base nf4", "frozen_base nf4_bf16", "frozen_base float8"]
 
 
 def test_doctor_on_a_cpu_reports_absent_packages_as_absent_never_as_errors(monkeypatch):

@@ -82,9 +82,9 @@ def test_nf4_levels_are_bitsandbytes_and_the_half_gap_is_the_widest():
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-@pytest.mark.parametrize("base", ["bf16", "nf4", "float8"])
+@pytest.mark.parametrize("base", ["bf16", "nf4", "nf4_bf16", "float8"])
 def test_the_tables_bytes_are_what_the_quantized_model_stores(preset, base):
-    if base == "nf4" and not HAS_BNB:
+    if base.startswith("nf4") and not HAS_BNB:
         pytest.skip("bitsandbytes is not installed")
     model = build_model(preset)  # fp32 on a CPU
     if base == "float8":
@@ -131,11 +131,32 @@ def test_a_gpu_only_base_on_a_cpu_is_a_failed_record_with_the_reason(tmp_path):
     assert "building the model" not in json.dumps(record)  # refused before the data and the weights
 
 
+def test_nf4_with_its_rest_as_built_freezes_everything_and_upcasts_nothing(monkeypatch):
+    """The k-bit preparation upcasts every parameter it does not quantize to fp32; this base keeps them as built."""
+    import nbhelpers.models.nf4_base as nf4_base
+
+    swapped: list = []
+    monkeypatch.setattr(nf4_base, "quantize_nf4", lambda model, device: swapped.append(model) or 0)
+    model = build_model("qwen3-tiny").to(torch.bfloat16)
+    assert nf4_base.apply_nf4_bf16_rest(model, "cpu") is model and swapped == [model]
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+def test_the_27b_fits_a_24_gib_card_only_with_its_rest_left_bf16():
+    from nbhelpers.bench.hybrid_peers import capped_27b
+
+    at_24 = {r.frozen_base: r for r in capped_27b() if r.gpu_memory_gib == 24 and r.kernels != "eager"}
+    fitting = {base for base, r in at_24.items() if "nothing fits" not in r.label}
+    assert fitting == {"nf4_bf16"}  # NF4's fp32 rest (the 248k-token embedding and head) alone is about 10 GB
+    assert at_24["nf4_bf16"].token_budget > 0
+
+
 # ------------------------------------------------------------------------------------------- validation
 
 
 def test_a_bad_frozen_base_names_the_field_and_what_is_allowed():
-    with pytest.raises(ConfigError, match="bf16, nf4, float8") as caught:
+    with pytest.raises(ConfigError, match="bf16, nf4, nf4_bf16, float8") as caught:
         RunConfig(model="qwen3-tiny", adapter="lora", frozen_base="int4")
     assert caught.value.parameter == "frozen_base"
     with pytest.raises(ConfigError, match="without an adapter") as caught:
@@ -151,7 +172,7 @@ def test_a_bad_frozen_base_names_the_field_and_what_is_allowed():
 
 def _plans_per_base(shape) -> dict:
     plans = {}
-    for base in ("bf16", "nf4", "float8"):
+    for base in ("bf16", "nf4", "nf4_bf16", "float8"):
         config = RunConfig(model="qwen3-8b", adapter="lora", lora_rank=16, frozen_base=base, batch_size=1,
                            max_length=2048)  # fmt: skip
         settings = settings_from_config(config)
@@ -164,7 +185,7 @@ def test_the_planner_counts_the_frozen_base_from_the_table(monkeypatch):
     shape = model_shape(preset_config("qwen3-8b"))
     scaled = _plans_per_base(shape)["nf4"]  # the table's NF4 activation factor
     factor = FROZEN_BASES["nf4"].activation_factor
-    assert factor > 1 and FROZEN_BASES["bf16"].activation_factor == FROZEN_BASES["float8"].activation_factor == 1
+    assert factor > 1 and {FROZEN_BASES[b].activation_factor for b in ("bf16", "nf4_bf16", "float8")} == {1}
     monkeypatch.setitem(FROZEN_BASES, "nf4", dataclasses.replace(FROZEN_BASES["nf4"], activation_factor=1.0))
     plans = _plans_per_base(shape)
     outside_layers = 2048 * 2 * shape.hidden_size * 4  # the embedding's output and the final norm's, fp32
@@ -172,19 +193,21 @@ def test_the_planner_counts_the_frozen_base_from_the_table(monkeypatch):
     assert layers_scaled == pytest.approx(factor * layers, rel=1e-5)  # only the decoder layers' part scales
     adapter_state = plans["bf16"].parameters - shape.total_parameters * 2
     head_copy = shape.vocab_size * shape.hidden_size * 2  # autocast's bf16 copy of NF4's fp32 lm head
-    for base, kept_head in (("nf4", head_copy), ("float8", 0)):
+    for base, kept_head in (("nf4", head_copy), ("nf4_bf16", 0), ("float8", 0)):
         assert plans[base].parameters == frozen_base_bytes(shape, base, "bf16") + adapter_state
         extra = plans[base].gathered - plans["bf16"].gathered
         assert extra == working_copy_bytes(shape, base) + kept_head > 0
         others = dataclasses.replace(plans[base], parameters=0, gathered=0, activations=0)
         assert others == dataclasses.replace(plans["bf16"], parameters=0, gathered=0, activations=0)
-    assert plans["float8"].activations == plans["bf16"].activations  # float8 keeps the bf16 residual stream
+    # float8 and NF4 with its rest as built keep the bf16 residual stream
+    assert plans["float8"].activations == plans["nf4_bf16"].activations == plans["bf16"].activations
     # NF4's rest is upcast to fp32, the embedding's output with it: the residual stream is 4 bytes, not 2
     per_layer = layer_activation_bytes(shape, "fp32", False) - layer_activation_bytes(shape, "bf16", False)
     stream = 2048 * (per_layer * shape.num_layers + 2 * shape.hidden_size * 2)
     assert plans["nf4"].activations - plans["bf16"].activations == stream > 0
     # 8B: about 2 bytes a weight in bf16, about 0.53 in NF4 (0.5 + absmax), about 1 in float8 (the head in bf16)
-    assert plans["nf4"].parameters < plans["float8"].parameters < plans["bf16"].parameters
+    stored = [plans[base].parameters for base in ("nf4_bf16", "nf4", "float8", "bf16")]
+    assert stored == sorted(stored) and len(set(stored)) == 4
     assert max(plans["nf4"].total, plans["float8"].total) < plans["bf16"].total
 
 
