@@ -20,6 +20,8 @@ BEST = TRL_BASE.replace(
     token_budget=16384, kernels="liger", liger_kernels=NO_FLCE, attn_implementation="torch_varlen",
 )  # fmt: skip
 CONVERGENCE_STEPS = 50
+# A fresh machine's start: the first step and a few after it are what counts (benchmarks/gpu_fresh_start.sh)
+FIRST_STEPS = {"timing": "steps", "steps": 3, "warmup": 0, "profile": False}
 
 LORA_8B = RunConfig(model="qwen3-8b", adapter="lora", lora_rank=16, lora_alpha=32, lora_targets="all-linear",
                     batch_size=8, max_length=2048, num_samples=64, timing="epoch", timeout_s=600)  # fmt: skip
@@ -84,6 +86,9 @@ SUITES = (
           "defaults and its best flags on the same samples", lambda _: [LORA_17B_PICK]
           + peers_of(LORA_17B_PICK, LORA_17B_PICK.label, LORA_8B_PEERS, on_gpu=True), parity=False,
           needs=UNSLOTH_NEEDS),
+    Suite("qwen3-1.7b/fresh-machine/pick", "the 1.7B pick's first steps, on the kernel caches this machine has "
+          "(empty, or unpacked from another machine's archive)", lambda _: [BEST.replace(**FIRST_STEPS)],
+          parity=False),
     Suite("qwen3-1.7b/trl-peers/convergence", "the best row's loss curve against its baseline's, 50 steps each",
           lambda _: convergence_pair(BEST, BEST.label, CONVERGENCE_STEPS), measure=CONVERGENCE, parity=False),
     Suite("qwen3-8b/fsdp2-scaling/plain", "plain FSDP2 on 1 and 2 GPUs", lambda _: fsdp_rows()["plain"],

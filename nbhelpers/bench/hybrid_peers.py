@@ -10,6 +10,7 @@ from nbhelpers.kernels.registry import liger_switches_for
 from nbhelpers.measure.config import RunConfig
 
 from .frozen_bases import CAPS_GIB, base_rows, capped_row
+from .dense_peers import FIRST_STEPS
 from .hybrid import FLA_NEEDS, HYBRID_LIGER_PLAIN_CE, LORA, LORA_27B, fused_norm_27b
 from .suite import Suite
 
@@ -95,6 +96,9 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/profile/unsloth", "the 27B's LoRA pick on an 80 GB card and Unsloth on the same "
           "samples, each with one step profiled after its timed ones: where Unsloth's step is shorter",
           lambda _: profiled_rows(pick_27b()), parity=False, needs=UNSLOTH_NEEDS),
+    Suite("hybrid/qwen3.8-27b-lora/fresh-machine/pick", "the 27B pick's first steps on an 80 GB card, on the "
+          "kernel caches this machine has (empty, or unpacked from another machine's archive)",
+          lambda _: [pick_27b().replace(**FIRST_STEPS)], parity=False, needs=FLA_NEEDS),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/best", "the reference path and the best row over each frozen base "
           "under caps of 80, 48 and 24 GiB", lambda _: capped_27b(), parity=False,
           needs=f"{FLA_NEEDS}; bitsandbytes and torchao wheels (.whl-ao) for the nf4 and float8 bases"),

@@ -107,3 +107,14 @@ def test_the_27b_profile_suite_profiles_the_pick_and_unsloth_on_the_same_samples
     assert pick.replace(profile=False) == suite_named("hybrid/qwen3.8-27b-lora/lora-peers/unsloth").rows(None)[0]
     same = ("model", "num_samples", "seed", "lora_rank", "lora_targets", "gpu_memory_gib")
     assert [getattr(unsloth, f) for f in same] == [getattr(pick, f) for f in same]
+
+
+def test_the_fresh_machine_suites_time_the_picks_first_steps():
+    from nbhelpers.bench.dense_peers import BEST
+    from nbhelpers.bench.hybrid_peers import pick_27b
+
+    (dense,) = suite_named("qwen3-1.7b/fresh-machine/pick").rows(None)
+    (hybrid,) = suite_named("hybrid/qwen3.8-27b-lora/fresh-machine/pick").rows(None)
+    for row, pick in ((dense, BEST), (hybrid, pick_27b())):
+        assert (row.timing, row.steps, row.warmup, row.profile) == ("steps", 3, 0, False)
+        assert row.replace(timing=pick.timing, steps=pick.steps, warmup=pick.warmup) == pick  # the pick's workload
