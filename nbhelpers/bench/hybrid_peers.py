@@ -9,8 +9,8 @@ from nbhelpers.analysis.peers import peers_of
 from nbhelpers.kernels.registry import liger_switches_for
 from nbhelpers.measure.config import RunConfig
 
-from .frozen_bases import CAPS_GIB, base_rows, capped_row
 from .dense_peers import FIRST_STEPS
+from .frozen_bases import CAPS_GIB, base_rows, capped_row
 from .hybrid import FLA_NEEDS, HYBRID_LIGER_PLAIN_CE, LORA, LORA_27B, fused_norm_27b
 from .suite import Suite
 
