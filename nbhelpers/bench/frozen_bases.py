@@ -1,4 +1,5 @@
-"""Quantized frozen bases on a GPU: Qwen3-8B with LoRA r16 over a bf16, an NF4 (QLoRA) and a float8 base, timed over
+"""Quantized frozen bases on a GPU: Qwen3-8B with LoRA r16 over each base of the table (bf16, NF4 as QLoRA, NF4 with
+its rest bf16, float8), timed over
 one epoch of the same samples (plain and with the workbook's best kernels), and their first-step parity against
 the bf16 base within each format's bound (``models.frozen_base.FROZEN_BASES``); and the best row on the GPUs people
 have: under memory caps of 80, 48 and 24 GiB (a smaller GPU on a larger one, enforced by the CUDA allocator), each

@@ -175,7 +175,8 @@ def stderr_tail(text: str, lines: int = 6) -> str:
 
 def timeout_reason(timeout_s: float, last: Progress | None, stderr: str) -> str:
     """Why a configuration stopped at its limit: the limit, the last phase it reported, its stderr's last lines."""
-    where = f" in {last.phase!r} ({last.done}/{last.total})" if last is not None else ""
+    counts = f" ({last.done}/{last.total})" if last is not None and last.total else ""
+    where = f" in {last.phase!r}{counts}" if last is not None else ""
     tail = stderr_tail(stderr)
     return f"timed out after {timeout_s} s{where}" + (f": {tail}" if tail != "no error text" else "")
 

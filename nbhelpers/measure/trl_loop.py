@@ -5,7 +5,8 @@ The same tokenized samples (``input_ids`` and ``labels``, prompt tokens -100) an
 from its first step to its last with device syncs. Real tokens are counted on each batch TRL's collator makes
 (:func:`~nbhelpers.data.collate.count_tokens`), so tok/s means the same as in the workbook's records. The flags
 come from the configuration's engine (:mod:`nbhelpers.measure.engines`); the harness adds only what a
-measurement needs (two epochs, no checkpoints, no reports, per-step loss, the workload's dtype and device).
+measurement needs (two epochs, no checkpoints, no reports, per-step loss, the workload's dtype and device), and a
+profiled row one more epoch, after the timed ones, for its trace.
 
 Throughput is timed as the workbook times its own loop: the sum of the timed epoch's synced steps (callback
 ``on_step_begin`` to ``on_step_end``: forward, backward, clipping, optimizer). What TRL spends between steps
@@ -213,8 +214,10 @@ def timed_record(
     config: RunConfig, built: BuiltTrainer, rows: list[dict[str, Any]], notebook: str, versions: tuple[str, ...]
 ) -> RunRecord:
     """Train ``built`` for one untimed epoch and the timed ones (up to the floor of timed steps) and return its
-    record, with the versions of ``versions`` (the packages its loop ran on). Call it inside the folder the trainer
-    writes into."""
+    record, with the versions of ``versions`` (the packages its loop ran on); with ``config.profile``, one more epoch
+    after them whose first step is traced (:func:`~nbhelpers.measure.profiled.profiled_epoch`: the span of a step
+    runs from one ``on_step_end`` to the next, so it holds the trainer's data loading and callbacks too). Call it
+    inside the folder the trainer writes into."""
     trainer, model, args, flags = built.trainer, built.model, built.trainer.args, built.flags
     steps_per_epoch = trainer_steps_per_epoch(trainer)
     epochs = 1 + timed_epochs(config, steps_per_epoch)
@@ -232,7 +235,11 @@ def timed_record(
     )
     if profiler is not None:
         trainer.add_callback(profiler)
-    trainer.train()
+    try:
+        trainer.train()
+    finally:  # a failed step leaves no profiler open in this process
+        if profiler is not None and profiler.window is not None:
+            profiler.window.stop()
     if len(timer.epochs) != total or len(counter.batches) % total:
         raise RuntimeError(f"expected {total} epochs of equal batches; got {len(timer.epochs)} epoch(s)")
     first = len(counter.batches) // total
@@ -247,7 +254,7 @@ def timed_record(
         )
     flop_terms = (parameters.frozen_matmul, parameters.adapter_matmul)
     flops = [model_flops(shape, lengths, *flop_terms) for _, lengths, _ in timed]
-    losses = timer.losses[: steps_per_epoch * epochs]  # the profiled epoch's steps are not the measurement's
+    losses = timer.losses[: sum(map(len, timer.steps[:epochs]))]  # the profiled epoch's steps are not measured
     check_finite_losses([(f"step {n + 1}", v) for n, v in enumerate(losses)])
     dropped = sum(1 for r in rows if all(t == IGNORE_INDEX for t in r["labels"]))
     metrics: dict[str, Any] = {

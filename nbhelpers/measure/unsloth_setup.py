@@ -6,7 +6,8 @@ Read from Unsloth 2026.10.9 and unsloth-zoo 2026.10.9 (their wheels' source) and
   Qwen3 path, and anything else through ``FastModel``: the Qwen3.5/3.8 hybrids ("qwen3_5*", Gated DeltaNet) run
   transformers' modeling compiled by unsloth-zoo with the fla 0.5.1 kernels unsloth-zoo bundles
   (``unsloth/models/loader.py``, ``unsloth_zoo/temporary_patches/fla_vendor.py``). Its default ``load_in_4bit=True``
-  is QLoRA; a bf16 frozen base is ``load_in_4bit=False, load_in_16bit=True``, an NF4 one ``load_in_4bit=True``.
+  is QLoRA; a bf16 frozen base is ``load_in_4bit=False, load_in_16bit=True``, an NF4 one (``nf4``, ``nf4_bf16``)
+  ``load_in_4bit=True``.
 - ``get_peft_model``: the rank, alpha and targets of the workload; ``lora_dropout=0`` and ``bias="none"`` ("optimized"
   in the Qwen3 notebooks); ``use_gradient_checkpointing="unsloth"`` (its default there and in from_pretrained).
   Targets are handed by name: Unsloth moves an ``lm_head`` target to ``modules_to_save`` (a full copy that trains),
@@ -110,7 +111,7 @@ def unsloth_plan(config: Mapping[str, Any], shape: ModelShape) -> UnslothPlan:
         },
         sources={
             "load_in_16bit": "the workload's frozen base: bf16 -> load_in_16bit (Unsloth's default load_in_4bit=True "
-            "is QLoRA), nf4 -> load_in_4bit (bitsandbytes NF4, as Unsloth's QLoRA)",
+            "is QLoRA), nf4 or nf4_bf16 -> load_in_4bit (bitsandbytes NF4, as Unsloth's QLoRA)",
             "use_gradient_checkpointing": "'unsloth': from_pretrained's and get_peft_model's default, Qwen3 notebooks",
             "lora_dropout": "0: 'Supports any, but = 0 is optimized' (Unsloth's Qwen3 notebooks)",
             "bias": "'none': 'Supports any, but = \"none\" is optimized' (Unsloth's Qwen3 notebooks)",

@@ -250,12 +250,12 @@ def probe_error(name: str, device: str, seed: int = 0) -> float:
     x = torch.randn(8, in_features, generator=generator).to(device)
     with torch.no_grad():
         want = linear(x)
-    if name == NF4_BASE:
+    if name in (NF4_BASE, NF4_BF16_REST_BASE):  # the same NF4 linears; the rest of the base is not in the probe
         layer = nf4_linear(linear, nf4_compute_dtype(linear, device))
     elif name == FLOAT8_BASE:
         layer = Float8FrozenLinear(linear, emulate=device != "cuda")
     else:
-        raise ValueError(f"frozen_base={name!r}: allowed are {NF4_BASE}, {FLOAT8_BASE}")
+        raise ValueError(f"frozen_base={name!r}: allowed are {NF4_BASE}, {NF4_BF16_REST_BASE}, {FLOAT8_BASE}")
     with torch.no_grad():
         got = layer(x.to(torch.bfloat16) if device == "cuda" else x).float()
     return float((got - want).abs().max() / want.abs().max())

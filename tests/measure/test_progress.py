@@ -97,3 +97,4 @@ def test_a_time_out_says_where_the_configuration_stopped_and_what_it_printed(tmp
     assert reason == ("timed out after 600 s in 'loading with Unsloth' (0/1): "
                       "Unsloth: patching | waiting for the compile workers")  # fmt: skip
     assert timeout_reason(1, None, "") == "timed out after 1 s"  # nothing reported, nothing printed
+    assert timeout_reason(1, Progress("saving the preset", 0, 0), "") == "timed out after 1 s in 'saving the preset'"

@@ -36,6 +36,7 @@ from nbhelpers.models.frozen_base import (
     frozen_base_bytes,
     frozen_base_refusal,
     frozen_stored_bytes,
+    probe_error,
     quantized_linears,
     working_copy_bytes,
 )
@@ -150,6 +151,20 @@ def test_the_27b_fits_a_24_gib_card_only_with_its_rest_left_bf16():
     fitting = {base for base, r in at_24.items() if "nothing fits" not in r.label}
     assert fitting == {"nf4_bf16"}  # NF4's fp32 rest (the 248k-token embedding and head) alone is about 10 GB
     assert at_24["nf4_bf16"].token_budget > 0
+
+
+def test_the_doctors_probe_takes_every_quantized_base_of_the_table(monkeypatch):
+    """Each quantized base's probe builds its own layer; both NF4 bases build the same NF4 linear (stood in for here,
+    where bitsandbytes may be missing: a layer that returns the fp32 output exactly)."""
+    import nbhelpers.models.nf4_base as nf4_base
+
+    monkeypatch.setattr(nf4_base, "nf4_linear", lambda linear, dtype: linear)
+    for base in (b for b in FROZEN_BASES.values() if b.quantized):
+        error = probe_error(base.name, "cpu")
+        assert 0 <= error <= base.parity_rtol, base.name
+    assert probe_error("nf4_bf16", "cpu") == 0.0  # the stand-in: NF4's probe path, not a refusal
+    with pytest.raises(ValueError, match="nf4_bf16"):
+        probe_error("bf16", "cpu")
 
 
 # ------------------------------------------------------------------------------------------- validation
