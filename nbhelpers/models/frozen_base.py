@@ -12,6 +12,7 @@ tolerance against the bf16 base, with the rounding it comes from. The memory pla
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -87,6 +88,22 @@ def _ready(device: str) -> str:
 # weights, so they move by far less than one weight's worst case; the bounds below are one operand's worst case.
 NF4_PARITY = 2 * NF4_HALF_GAP
 FLOAT8_PARITY = 2 * E4M3_RELATIVE
+NF4_QLORA = FrozenBase(
+    name=NF4_BASE, description="QLoRA: bitsandbytes NF4 weights (blocks of 64, double-quantized absmax), "
+        "PEFT's k-bit preparation, bf16 compute on a GPU",
+    stored_bytes=nf4_stored_bytes, quantizes=lambda out, inp: True, rest_fp32=True, working_bytes=2,
+    packages=(BITSANDBYTES[1],), needs="bitsandbytes; a CUDA GPU, or bitsandbytes' CPU backend",
+    status=nf4_status, apply=apply_nf4, parity_rtol=NF4_PARITY,
+    parity_basis=f"NF4 rounds each weight to one of 16 levels of its block of 64 scaled by the block's "
+        f"absmax: at most {NF4_HALF_GAP:.3f} of the absmax away (half the widest gap, -1 to -0.696); the bound "
+        f"is twice that ({NF4_PARITY:.3f}): the worst case of a weight of the block's size, with room for the "
+        f"activations' bf16 rounding ({BF16_ROUNDING:.4f}) on a GPU",
+    # bitsandbytes casts each NF4 linear's output back to its input's dtype, fp32 after the fp32 norms, so
+    # more of a layer's saved tensors are fp32 than the residual stream alone: an H100 (2026-12-06) measured
+    # 58.4 GiB for the eager 8B probe planned at 54.8 without this factor (62.4 with it), and capped Liger
+    # rows ran out of memory at least 19% above their planned activations.
+    activation_factor=1.2,
+)  # fmt: skip
 FROZEN_BASES: dict[str, FrozenBase] = {
     base.name: base
     for base in (
@@ -96,28 +113,11 @@ FROZEN_BASES: dict[str, FrozenBase] = {
             needs="nothing", status=_ready, apply=_as_built, parity_rtol=0.0,
             parity_basis="the reference the quantized bases are compared with",
         ),
-        FrozenBase(
-            name=NF4_BASE, description="QLoRA: bitsandbytes NF4 weights (blocks of 64, double-quantized absmax), "
-            "PEFT's k-bit preparation, bf16 compute on a GPU",
-            stored_bytes=nf4_stored_bytes, quantizes=lambda out, inp: True, rest_fp32=True, working_bytes=2,
-            packages=(BITSANDBYTES[1],), needs="bitsandbytes; a CUDA GPU, or bitsandbytes' CPU backend",
-            status=nf4_status, apply=apply_nf4, parity_rtol=NF4_PARITY,
-            parity_basis=f"NF4 rounds each weight to one of 16 levels of its block of 64 scaled by the block's "
-            f"absmax: at most {NF4_HALF_GAP:.3f} of the absmax away (half the widest gap, -1 to -0.696); the bound "
-            f"is twice that ({NF4_PARITY:.3f}): the worst case of a weight of the block's size, with room for the "
-            f"activations' bf16 rounding ({BF16_ROUNDING:.4f}) on a GPU",
-            # bitsandbytes casts each NF4 linear's output back to its input's dtype, fp32 after the fp32 norms, so
-            # more of a layer's saved tensors are fp32 than the residual stream alone: an H100 (2026-12-06) measured
-            # 58.4 GiB for the eager 8B probe planned at 54.8 without this factor (62.4 with it), and capped Liger
-            # rows ran out of memory at least 19% above their planned activations.
-            activation_factor=1.2,
-        ),
-        FrozenBase(
-            name=NF4_BF16_REST_BASE, description="NF4 weights as QLoRA's, the rest of the base (embeddings, head, "
-            "norms) left as built, bf16 on a GPU: no k-bit upcast, so the residual stream stays bf16",
-            stored_bytes=nf4_stored_bytes, quantizes=lambda out, inp: True, rest_fp32=False, working_bytes=2,
-            packages=(BITSANDBYTES[1],), needs="bitsandbytes; a CUDA GPU, or bitsandbytes' CPU backend",
-            status=nf4_status, apply=apply_nf4_bf16_rest, parity_rtol=NF4_PARITY,
+        NF4_QLORA,
+        dataclasses.replace(
+            NF4_QLORA, name=NF4_BF16_REST_BASE, description="NF4 weights as QLoRA's, the rest of the base "
+            "(embeddings, head, norms) left as built, bf16 on a GPU: no k-bit upcast, the residual stream stays bf16",
+            rest_fp32=False, apply=apply_nf4_bf16_rest, activation_factor=1.0,
             parity_basis=f"the NF4 weights' rounding, as for nf4 ({NF4_PARITY:.3f}); the rest is the bf16 base's own",
         ),
         FrozenBase(
