@@ -210,8 +210,8 @@ def run_isolated(
             _kill_group(child)
             raise
         _kill_group(child)  # compile workers and other grandchildren end with their configuration
-        stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
         if not finished:
+            stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
             return failed_record(config, timeout_reason(config.timeout_s, read_progress(progress_path), stderr),
                                  notebook)  # fmt: skip
         if result_path.exists():
@@ -230,6 +230,7 @@ def run_isolated(
             reason = f"exited with status {child.returncode}"
         if failed_ranks := rank_failure(result_path):
             reason = failed_ranks
+        stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
         return failed_record(config, f"{reason}: {stderr_tail(stderr)}", notebook)
 
 

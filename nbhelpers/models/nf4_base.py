@@ -116,26 +116,25 @@ def apply_nf4(model: Any, device: str) -> Any:
     """QLoRA's frozen base on a built model: its linears in NF4 (:func:`quantize_nf4`), then PEFT's k-bit
     preparation (the other parameters in fp32, everything frozen; no gradient checkpointing from it). On a GPU the
     allocator's peak is reset once the base is quantized: the bf16 model it was made from is not the step's."""
-    import torch
     from peft import prepare_model_for_kbit_training
 
     quantize_nf4(model, device)
-    model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
-    if device == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-    return model
+    return _peak_reset(prepare_model_for_kbit_training(model, use_gradient_checkpointing=False), device)
 
 
 def apply_nf4_bf16_rest(model: Any, device: str) -> Any:
     """An NF4 base without PEFT's k-bit upcast: its linears in NF4 (:func:`quantize_nf4`), every other parameter
     (embeddings, head, norms) frozen in the dtype it was built in (bf16 on a GPU), as Unsloth keeps a 4-bit base.
     On a GPU the allocator's peak is reset once the base is quantized."""
+    quantize_nf4(model, device)
+    return _peak_reset(model.requires_grad_(False), device)
+
+
+def _peak_reset(model: Any, device: str) -> Any:
+    """``model``, the GPU allocator's cache emptied and its peak reset: the bf16 model the base was made from is not
+    the step's."""
     import torch
 
-    quantize_nf4(model, device)
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
     if device == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
