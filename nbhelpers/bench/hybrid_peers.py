@@ -15,6 +15,8 @@ from .hybrid import FLA_NEEDS, HYBRID_LIGER_PLAIN_CE, LORA, LORA_27B, fused_norm
 from .suite import Suite
 
 PEERS = "unsloth,trl_defaults,trl_best"
+CAPPED_PEERS = "unsloth"  # beside the 4-bit base under a cap (TRL loads only a bf16 base: Engine.frozen_bases)
+FOUR_BIT_PEER_BASE = "nf4_bf16"  # the 4-bit base Unsloth keeps (NF4 linears, the rest as built)
 UNSLOTH_NEEDS = (f"{FLA_NEEDS}; TRL (../shared/gpu/wheels.sh trl); Unsloth's own site (scripts/gpu_unsloth_wheels.sh "
                  "with --target, NBHELPERS_UNSLOTH_SITE naming it)")  # fmt: skip
 # The 2B's pick: fla + Liger without its fused linear cross-entropy at a token budget, planned for an 80 GB card.
@@ -67,14 +69,20 @@ def profiled_rows(pick: RunConfig) -> list[RunConfig]:
     return [row.replace(profile=True) for row in (pick, *peers_of(pick, pick.label, "unsloth", on_gpu=True))]
 
 
-def capped_27b() -> list[RunConfig]:
-    """The reference path (full recomputation) and the best row over each frozen base, under each cap."""
+def capped_27b(cap_gib: float) -> list[RunConfig]:
+    """Under a cap of ``cap_gib``: the reference path (full recomputation) and the best row over each frozen base,
+    then Unsloth beside the 4-bit base kept as built (``nf4_bf16``, the base Unsloth loads for a
+    4-bit fine-tune) where the planner fits it; rows that cannot fit are failed records with the planner's reason."""
     reference = LORA_27B.replace(label="27b lora: eager, static, ckpt full", activation_checkpointing="full")
-    rows = []
-    for cap in CAPS_GIB:
-        rows.append(capped_row(reference, cap))
-        rows += [capped_row(row, cap) for row in base_rows(best_27b(), "fla+liger, fused gated norm, varlen")]
-    return rows
+    rows = [capped_row(reference, cap_gib)]
+    rows += [capped_row(row, cap_gib) for row in base_rows(best_27b(), "fla+liger, fused gated norm, varlen")]
+    four_bit = next(row for row in rows if row.frozen_base == FOUR_BIT_PEER_BASE)
+    fitting = [row for row in rows if "nothing fits" not in row.label]
+    refused = [row for row in rows if row not in fitting]
+    peers = peers_of(four_bit, four_bit.label, CAPPED_PEERS, on_gpu=True) if four_bit in fitting else []
+    # The 4-bit row first, then the other rows that fit, the peers, and the refusals (no work): a job cut short
+    # keeps the workbook's rows under the cap.
+    return [four_bit, *[row for row in fitting if row is not four_bit], *peers, *refused] if peers else rows
 
 
 SUITES = (
@@ -99,7 +107,9 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/fresh-machine/pick", "the 27B pick's first steps on an 80 GB card, on the "
           "kernel caches this machine has (empty, or unpacked from another machine's archive)",
           lambda _: [pick_27b().replace(**FIRST_STEPS)], parity=False, needs=FLA_NEEDS),
-    Suite("hybrid/qwen3.8-27b-lora/memory-caps/best", "the reference path and the best row over each frozen base "
-          "under caps of 80, 48 and 24 GiB", lambda _: capped_27b(), parity=False,
-          needs=f"{FLA_NEEDS}; bitsandbytes and torchao wheels (.whl-ao) for the nf4 and float8 bases"),
+    *(Suite(f"hybrid/qwen3.8-27b-lora/memory-caps/{cap:g}-gib", f"under a cap of {cap:g} GiB: the reference path, "
+            "the best row over each frozen base, and Unsloth beside the 4-bit base where it fits",
+            lambda _, cap=cap: capped_27b(cap), parity=False,
+            needs=f"{UNSLOTH_NEEDS}; bitsandbytes and torchao wheels (.whl-ao) for the nf4 and float8 bases")
+      for cap in CAPS_GIB),
 )  # fmt: skip

@@ -25,7 +25,7 @@ from nbhelpers.kernels.registry import (
     uses_liger_switches,
 )
 from nbhelpers.models.adapters import AdapterSettings
-from nbhelpers.models.frozen_base import BF16_BASE, FROZEN_BASE_NAMES
+from nbhelpers.models.frozen_base import BF16_BASE
 from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
 
@@ -197,14 +197,15 @@ class RunConfig:
         self._check_frozen_base()
 
     def _check_frozen_base(self) -> None:
-        """A quantized frozen base (validated with the adapter) runs in the workbook's step, not beside a float8
-        kernel backend (both replace the linear layers)."""
+        """A quantized frozen base (validated with the adapter) runs in an engine that loads it (Engine.frozen_bases),
+        not beside a float8 kernel backend (both replace the linear layers)."""
         if self.frozen_base == BF16_BASE:
             return
-        if self.engine != WORKBOOK:
-            raise ConfigError("frozen_base", self.frozen_base, f"{BF16_BASE!r} with engine={self.engine!r} (the "
-                              f"workbook's step applies the frozen base; allowed: {', '.join(FROZEN_BASE_NAMES)} "
-                              f"with engine={WORKBOOK!r})")  # fmt: skip
+        allowed = ENGINES[self.engine].frozen_bases
+        if self.frozen_base not in allowed:
+            raise ConfigError("frozen_base", self.frozen_base, f"one of {', '.join(allowed)} with "
+                              f"engine={self.engine!r} (allowed with engine={WORKBOOK!r}: "
+                              f"{', '.join(ENGINES[WORKBOOK].frozen_bases)})")  # fmt: skip
         backend = find_backend(self.kernels)
         float8 = [part for part in (backend.components if backend is not None else ()) if part in FLOAT8_BACKENDS]
         if float8:

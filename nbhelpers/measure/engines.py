@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.data.strategies import PaddingSettings
+from nbhelpers.models.frozen_base import BF16_BASE, FROZEN_BASE_NAMES
 
 from .trainer_args import Settings, sft_settings, spelled
 
@@ -40,6 +41,7 @@ class Engine:
     sft_flags: SftFlags | None = None  # None: the workbook's own loop (or the loop named by ``loop``)
     loop: str = ""  # "" : the workbook's step or TRL (by sft_flags); UNSLOTH_LOOP: nbhelpers.measure.unsloth_loop
     site_variable: str = ""  # environment variable naming a site folder that goes first on its process's PYTHONPATH
+    frozen_bases: tuple[str, ...] = (BF16_BASE,)  # the frozen bases (nbhelpers.models.frozen_base) it loads
 
     @property
     def is_trl(self) -> bool:
@@ -88,7 +90,8 @@ WORKBOOK = "workbook"
 ENGINES: dict[str, Engine] = {
     e.name: e
     for e in (
-        Engine(WORKBOOK, "", "the workbook's measured step (nbhelpers.measure.step)"),
+        Engine(WORKBOOK, "", "the workbook's measured step (nbhelpers.measure.step)",
+               frozen_bases=FROZEN_BASE_NAMES),
         Engine("trl", "TRL from the export", "TRL SFTTrainer with this configuration's exported SFTConfig",
                export_flags),
         Engine("trl_defaults", "TRL SFTTrainer defaults",
@@ -101,7 +104,7 @@ ENGINES: dict[str, Engine] = {
         Engine("unsloth", "Unsloth (FastLanguageModel, its LoRA, checkpointing and packing)",
                "Unsloth's FastLanguageModel and get_peft_model with its recommended settings, TRL's SFTTrainer as "
                "Unsloth patches it, in its own process and site folder", loop=UNSLOTH_LOOP,
-               site_variable=UNSLOTH_SITE_VARIABLE),
+               site_variable=UNSLOTH_SITE_VARIABLE, frozen_bases=(BF16_BASE, "nf4", "nf4_bf16")),  # 4-bit: its QLoRA
     )
 }  # fmt: skip
 ENGINE_NAMES = tuple(ENGINES)

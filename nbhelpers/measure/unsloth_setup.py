@@ -33,10 +33,11 @@ from nbhelpers.data.strategies import PaddingSettings
 from nbhelpers.machine import package_versions
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.families import MODEL_PRESETS, family_of_preset
+from nbhelpers.models.frozen_base import BF16_BASE
 from nbhelpers.models.linears import parse_targets, targeted
 from nbhelpers.models.shape import ModelShape
 
-from .engines import UNSLOTH_SITE_VARIABLE
+from .engines import ENGINES, UNSLOTH_SITE_VARIABLE
 from .trainer_args import resolved_dtype
 
 WHEELS_SCRIPT = "scripts/gpu_unsloth_wheels.sh"
@@ -50,8 +51,8 @@ PINNED = ("transformers", "trl", "peft", "torch", "accelerate", "datasets", "bit
 VERSION_PACKAGES = ("unsloth", "unsloth_zoo", "transformers", "trl", "peft", "bitsandbytes", "torch", "triton",
                     "accelerate", "datasets")  # fmt: skip
 BF16_DTYPES = ("bf16", "bf16-autocast")
-FOUR_BIT_BASES = ("nf4", "nf4_bf16")  # the workload's NF4 bases: Unsloth's load_in_4bit (its rest stays bf16)
-FROZEN_BASES = ("bf16", *FOUR_BIT_BASES)  # the workload's frozen base -> load_in_16bit or load_in_4bit
+FROZEN_BASES = ENGINES["unsloth"].frozen_bases  # the workload's frozen base -> load_in_16bit or load_in_4bit
+FOUR_BIT_BASES = tuple(b for b in FROZEN_BASES if b != BF16_BASE)  # NF4: load_in_4bit (its rest stays bf16)
 BYTES_PER_WEIGHT = 2  # bf16
 SAVE_MARGIN_BYTES = 2 * 2**30  # tokenizer, config and room left on the disk
 
