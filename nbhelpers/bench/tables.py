@@ -328,6 +328,32 @@ def delta_rule_compile_h100(shelf: c.Shelf) -> str:
     return markdown(headers, table)
 
 
+PROFILE_27B_H100 = ("hybrid/qwen3.8-27b-lora/profile/unsloth.jsonl", ("519bdf5ff73e", "df5e5296212a"))
+PROFILE_CATEGORIES = ("GEMM", "elementwise", "memcpy/memset", "Triton/Liger", "linear attention")
+
+
+def category_ms(record: RunRecord, category: str) -> str:
+    """A traced step's kernel time in one category (``trace_top_categories``), in ms; "-" where it has none."""
+    times = {row["category"]: row["time_per_step_us"] for row in c.metric(record, "trace_top_categories") or ()}
+    return f"{times[category] / 1e3:,.0f}" if category in times else "-"
+
+
+def profile_27b_h100(shelf: c.Shelf) -> str:
+    """The 27B's pick and Unsloth, one step each traced after the timed ones: where the time of a step goes."""
+    file, ids = PROFILE_27B_H100
+    table = []
+    for record_id in ids:
+        r = shelf((file, record_id))
+        table.append(["the workbook's pick" if r.config.get("engine", WORKBOOK) == WORKBOOK else "Unsloth",
+                      c.tok_s_interval(r), f"{c.metric(r, 'trace_wall_us') / 1e3:,.0f}",
+                      f"{c.metric(r, 'trace_busy_us') / 1e3:,.0f}", c.share(r, "trace_idle_share"),
+                      f"{c.metric(r, 'trace_launches_per_step'):,.0f}",
+                      *(category_ms(r, name) for name in PROFILE_CATEGORIES)])  # fmt: skip
+    headers = ["row (27B LoRA r16, 16,384 tokens a step)", "real tok/s (95% interval)", "traced step ms",
+               "kernels busy ms", "idle", "launches", *(f"{name} ms" for name in PROFILE_CATEGORIES)]  # fmt: skip
+    return markdown(headers, table)
+
+
 def memory_caps_h100(shelf: c.Shelf) -> str:
     from nbhelpers.analysis.memory_plan import planned_vs_measured
 
@@ -355,6 +381,7 @@ TABLES: dict[str, Table] = {
     "lora-27b-fused-norm": lora_27b_fused_norm, "lora-27b-notebooks": lora_27b_notebooks,
     "lora-peers-h100": lora_peers_h100, "lora-peers-hybrid-h100": lora_peers_hybrid_h100,
     "memory-caps-h100": memory_caps_h100, "delta-rule-compile-h100": delta_rule_compile_h100,
+    "profile-27b-unsloth-h100": profile_27b_h100,
 }  # fmt: skip
 
 
