@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nbhelpers.data.strategies import trainer_collator_code
-from nbhelpers.measure.config import skips_lora_input_cast
+from nbhelpers.measure.config import fuses_lora_epilogue, skips_lora_input_cast
 from nbhelpers.measure.padding import padding_settings_of
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.families import packs_with_boundaries
@@ -67,6 +67,19 @@ UNCAST_INPUTS = [
     "        layer.cast_input_dtype_enabled = False  # no fp32 round trip per adapted layer",
 ]
 
+# After the trainer wraps the model: LoRA's scale and add inside the GEMM, as measured (models.lora_epilogue).
+FUSED_EPILOGUES = [
+    "from nbhelpers.models.lora_epilogue import fuse_lora_epilogues",
+    "",
+    "fuse_lora_epilogues(trainer.model)  # as measured: each LoRA product added by the GEMM into the base's output",
+]
+
+
+def after_wrap_code(config: Mapping[str, Any]) -> list[str]:
+    """What runs on the wrapped model after the trainer is made, as the measured step ran it."""
+    lines = ["", *UNCAST_INPUTS] if skips_lora_input_cast(config) else []
+    return lines + (["", *FUSED_EPILOGUES] if fuses_lora_epilogue(config) else [])
+
 
 def trainer_code(config: Mapping[str, Any]) -> str:
     """Runnable given ``model``, ``tokenizer``, ``training_args`` and ``train_dataset`` (rows of ``input_ids`` and
@@ -94,9 +107,7 @@ def trainer_code(config: Mapping[str, Any]) -> str:
     lines.append(")")
     if collator := trainer_collator_code(settings).split("  #")[0]:
         lines.append(f"# the same batches without nbhelpers: Trainer(..., data_collator={collator})")
-    if skips_lora_input_cast(config):
-        lines += ["", *UNCAST_INPUTS]
-    return "\n".join(lines)
+    return "\n".join(lines + after_wrap_code(config))
 
 
 def sft_trainer_code(config: Mapping[str, Any] | None = None) -> str:
@@ -109,8 +120,11 @@ def sft_trainer_code(config: Mapping[str, Any] | None = None) -> str:
         call[-1] += ","
         call.append("    peft_config=peft_config,  # TRL wraps the model: a frozen base, the adapters trained")
     body = [*adapter, ""] if adapter else []
-    after = ["", *UNCAST_INPUTS] if skips_lora_input_cast(config or {}) else []
+    after = after_wrap_code(config or {})
     return "\n".join([*imports, "from trl import SFTTrainer", "", *body, *call, ")", *after])
 
 
-__all__ = ["UNCAST_INPUTS", "call_code", "literal", "peft_config_code", "sft_trainer_code", "trainer_code"]
+__all__ = [
+    "FUSED_EPILOGUES", "UNCAST_INPUTS", "after_wrap_code", "call_code", "literal", "peft_config_code",
+    "sft_trainer_code", "trainer_code",
+]  # fmt: skip

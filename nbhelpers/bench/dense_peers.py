@@ -71,6 +71,12 @@ def fsdp_rows() -> dict[str, list[RunConfig]]:
     }  # fmt: skip
 
 
+def epilogue_rows(pick: RunConfig) -> list[RunConfig]:
+    """``pick`` with PEFT's LoRA scale and add, then with them in the GEMM; both profiled (elementwise time)."""
+    return [pick.replace(label=f"{pick.label}, {name}", lora_epilogue=setting, profile=True)
+            for setting, name in (("peft", "PEFT's scale and add"), ("fused", "scale and add in the GEMM"))]
+
+
 TRL_NEEDS = "TRL (../shared/gpu/wheels.sh trl), liger-kernel"
 UNSLOTH_NEEDS = (TRL_NEEDS + "; Unsloth's own site: scripts/gpu_unsloth_wheels.sh installed with --target, "
                  "NBHELPERS_UNSLOTH_SITE naming it")  # fmt: skip
@@ -82,6 +88,9 @@ SUITES = (
           "its best flags and Unsloth on the same samples", lambda _: [LORA_8B_PICK]
           + peers_of(LORA_8B_PICK, LORA_8B_PICK.label, LORA_8B_PEERS, on_gpu=True), parity=False,
           needs=UNSLOTH_NEEDS),
+    Suite("qwen3-8b/lora-epilogue/pick", "Qwen3-8B LoRA r16 all-linear, the pick with PEFT's scale and add, then "
+          "with LoRA's product added in the GEMM (lora_epilogue), each with a profiled step; parity against the first",
+          lambda _: epilogue_rows(LORA_8B_PICK), needs="liger-kernel"),
     Suite("qwen3-1.7b/lora-peers/unsloth", "Qwen3-1.7B LoRA r16 all-linear: the workbook's pick, then Unsloth, TRL's "
           "defaults and its best flags on the same samples", lambda _: [LORA_17B_PICK]
           + peers_of(LORA_17B_PICK, LORA_17B_PICK.label, LORA_8B_PEERS, on_gpu=True), parity=False,

@@ -46,6 +46,10 @@ MAX_GPUS = 1024
 # autocast: the same numbers, two elementwise passes fewer per adapted layer and step), "auto" (off with any
 # kernel backend but the baseline's, so the baseline stays the stock PEFT step).
 LORA_INPUT_CASTS = ("auto", "on", "off")
+# Each LoRA linear's scale and add: "fused" (added by the GEMM into the base layer's output,
+# nbhelpers.models.lora_epilogue), "peft" (PEFT's multiply and add), "auto" (fused with any kernel backend but the
+# baseline's, so the baseline stays the stock PEFT step).
+LORA_EPILOGUES = ("auto", "fused", "peft")
 
 
 def skips_lora_input_cast(config: Mapping[str, Any]) -> bool:
@@ -57,6 +61,17 @@ def skips_lora_input_cast(config: Mapping[str, Any]) -> bool:
     if setting == "auto":
         return config.get("kernels", BASELINE_BACKEND) != BASELINE_BACKEND
     return setting == "off"
+
+
+def fuses_lora_epilogue(config: Mapping[str, Any]) -> bool:
+    """Whether a configuration (a RunConfig's dict or a stored record's) adds LoRA's scaled product in the GEMM:
+    never without an adapter; older records ran PEFT's forward."""
+    if config.get("adapter", "none") == "none":
+        return False
+    setting = config.get("lora_epilogue", "peft")  # older records: PEFT's forward
+    if setting == "auto":
+        return config.get("kernels", BASELINE_BACKEND) != BASELINE_BACKEND
+    return setting == "fused"
 
 
 @dataclass(frozen=True)
@@ -104,6 +119,7 @@ class RunConfig:
     lora_alpha: int = 32  # LoRA's alpha: the adapters' update is scaled by alpha / r
     lora_targets: str = "all-linear"  # PEFT's target_modules: "all-linear" or a comma list of module names
     lora_input_cast: str = "auto"  # one of LORA_INPUT_CASTS: PEFT's fp32 cast of each adapted layer's input
+    lora_epilogue: str = "auto"  # one of LORA_EPILOGUES: LoRA's scale and add in the GEMM, or PEFT's
     frozen_base: str = BF16_BASE  # one of FROZEN_BASE_NAMES (nbhelpers.models.frozen_base): "nf4", "float8" with LoRA
     gpu_memory_gib: float = NO_CAP  # memory the step may use per GPU (a smaller GPU on a larger one); 0: the device's
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the record
@@ -180,6 +196,7 @@ class RunConfig:
     def _check_adapter(self) -> None:
         """The adapter and its LoRA settings (each named in its error), and what it cannot run with yet."""
         check_choice("lora_input_cast", self.lora_input_cast, LORA_INPUT_CASTS)
+        check_choice("lora_epilogue", self.lora_epilogue, LORA_EPILOGUES)
         adapter = self.adapter_settings
         if self.lora_input_cast == "off" and self.dtype == "bf16":
             raise ConfigError("lora_input_cast", self.lora_input_cast, "'auto' or 'on' with dtype='bf16' (no autocast "
@@ -248,8 +265,10 @@ class RunConfig:
         """The adapter and its settings (validated: a bad value names its RunConfig field)."""
         skip = skips_lora_input_cast({"adapter": self.adapter, "dtype": self.dtype, "kernels": self.kernels,
                                       "lora_input_cast": self.lora_input_cast})  # fmt: skip
+        fuse = fuses_lora_epilogue({"adapter": self.adapter, "kernels": self.kernels,
+                                    "lora_epilogue": self.lora_epilogue})  # fmt: skip
         return AdapterSettings(self.adapter, self.lora_rank, self.lora_alpha, self.lora_targets, cast_inputs=not skip,
-                               frozen_base=self.frozen_base)  # fmt: skip
+                               frozen_base=self.frozen_base, fuse_epilogue=fuse)  # fmt: skip
 
     @property
     def effective_token_budget(self) -> int:
@@ -273,10 +292,12 @@ class RunConfig:
     def from_record(cls, config: Mapping[str, Any]) -> RunConfig:
         """A stored record's config as a RunConfig: keys it carries beside the fields (a derived label, a
         benchmark group, the tuner's notes) are left out; the fields are validated as in :meth:`from_dict`. A
-        record made before ``lora_input_cast`` existed ran PEFT's cast ("on")."""
+        record made before ``lora_input_cast`` or ``lora_epilogue`` existed ran PEFT's cast ("on") and forward
+        ("peft")."""
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in config.items() if k in known}
         values.setdefault("lora_input_cast", "on")  # a record from before the setting: PEFT's cast ran
+        values.setdefault("lora_epilogue", "peft")  # and PEFT's forward
         return cls.from_dict(values)
 
     @classmethod

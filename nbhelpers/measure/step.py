@@ -29,6 +29,7 @@ from nbhelpers.models.adapters import parameter_counts, trainable_parameters, we
 from nbhelpers.models.families import BOUNDARIES_PACKING, POSITION_IDS_PACKING, model_shape
 from nbhelpers.models.frozen_base import FrozenBaseUnavailable, frozen_base_refusal, frozen_stored_bytes
 from nbhelpers.models.loading import ResolvedModel, build_resolved, check_positions, count_parameters, resolve_model
+from nbhelpers.models.lora_epilogue import fused_layers
 from nbhelpers.models.precision import MASTER_WEIGHTS
 
 from .config import SHAPE_WARMUP, RunConfig
@@ -425,6 +426,7 @@ def measure(
         "frozen_base_bytes": frozen_stored_bytes(model),  # the frozen parameters as stored (quantization state in)
         "model_build_s": model_build_s,
         "lora_input_cast": adapter_input_cast(config),
+        "lora_fused_epilogues": fused_layers(model),  # LoRA linears adding their product in the GEMM
         "flop_parameters": shape.flop_parameters,
         "patch_report": report,
         "layer_paths": layer_paths(model),  # a hybrid's per-layer implementations, read off the live model

@@ -31,6 +31,7 @@ from nbhelpers.machine import package_versions
 from nbhelpers.models.adapters import parameter_counts, peft_config, skip_input_casts, weights_dtype
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.loading import ResolvedModel, build_resolved, count_parameters, resolve_model
+from nbhelpers.models.lora_epilogue import fuse_lora_epilogues
 
 from .config import RunConfig
 from .engines import engine_of
@@ -194,6 +195,8 @@ def build_sft_trainer(
     )  # fmt: skip
     if engine.name == "trl" and adapter.active and not adapter.cast_inputs:  # as the export does
         skip_input_casts(trainer.model)
+    if engine.name == "trl" and adapter.fuse_epilogue:  # as the export does
+        fuse_lora_epilogues(trainer.model)
     trainer.remove_callback(PrinterCallback)  # the logs are kept in the records, not printed
     return BuiltTrainer(trainer, model, attention, engine, device, dtype, flags)
 

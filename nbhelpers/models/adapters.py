@@ -18,6 +18,7 @@ from nbhelpers.validation import ConfigError, check_choice, check_int
 
 from .frozen_base import BF16_BASE, FROZEN_BYTES, apply_frozen_base, check_frozen_base, stored_weight_count
 from .linears import ALL_LINEAR, OUTPUT_LAYER, bad_target_names, lora_parameters, matmul_weights, parse_targets
+from .lora_epilogue import fuse_lora_epilogues
 from .shape import ModelShape
 
 NO_ADAPTER = "none"
@@ -38,6 +39,7 @@ class AdapterSettings:
     # straight back to bf16, so leaving it out (False) computes the same numbers with two passes fewer per layer.
     cast_inputs: bool = True
     frozen_base: str = BF16_BASE  # a key of models.frozen_base.FROZEN_BASES: how the frozen base keeps its linears
+    fuse_epilogue: bool = False  # LoRA's scale and add in the GEMM (nbhelpers.models.lora_epilogue), not PEFT's
 
     def __post_init__(self) -> None:
         check_choice("adapter", self.name, tuple(ADAPTERS))
@@ -157,6 +159,8 @@ def wrap_lora(model: Any, settings: AdapterSettings) -> Any:
         raise ConfigError("lora_targets", settings.targets, f"{allowed} (none named {', '.join(missing)})")
     if not settings.cast_inputs:
         skip_input_casts(wrapped)
+    if settings.fuse_epilogue:
+        fuse_lora_epilogues(wrapped)
     return wrapped
 
 

@@ -1,0 +1,166 @@
+"""LoRA's scale and add inside the GEMM (nbhelpers.models.lora_epilogue): the same loss and gradients as PEFT's
+forward within rounding, fewer elementwise ops over the output, PEFT's forward wherever the layer is not plain
+LoRA, and the setting's rule in RunConfig, the computation key, the record's model and the exports."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from nbhelpers.analysis.exports import FUSED_EPILOGUES, sft_trainer_code, trainer_code
+from nbhelpers.analysis.identity import computation_key
+from nbhelpers.measure.config import RunConfig, fuses_lora_epilogue
+from nbhelpers.models.adapters import wrap_model
+from nbhelpers.models.loading import build_model, resolve_model
+from nbhelpers.models.lora_epilogue import fuse_lora_epilogues, fused_layers
+from nbhelpers.validation import ConfigError
+
+ELEMENTWISE = ("add", "mul")
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the ops the calls under it run, by name, and the elements the elementwise ones write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: dict[str, int] = {}
+        self.elementwise = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        self.counts[name] = self.counts.get(name, 0) + 1
+        out = func(*args, **(kwargs or {}))
+        if name in ELEMENTWISE and isinstance(out, torch.Tensor):
+            self.elementwise += out.numel()
+        return out
+
+
+def _adapted(fuse: bool, dtype: torch.dtype = torch.float32, alpha: int = 8) -> torch.nn.Module:
+    """qwen3-tiny with LoRA r4 on every linear, B random so the adapters matter."""
+    config = RunConfig(model="qwen3-tiny", adapter="lora", lora_rank=4, lora_alpha=alpha, device="cpu")
+    model = build_model(resolve_model(config.model).source, "sdpa", 0, dtype, "cpu")
+    model.train()
+    adapted = wrap_model(model, dataclasses.replace(config.adapter_settings, fuse_epilogue=fuse))
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for name, parameter in adapted.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.05)
+    return adapted
+
+
+TOKENS = 2 * 24  # the batch of _step
+
+
+def _step(model: torch.nn.Module, autocast: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor], OpCounter]:
+    ids = torch.randint(0, 1000, (2, TOKENS // 2), generator=torch.Generator().manual_seed(5))
+    counter = OpCounter()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast), counter:
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    return loss.detach(), grads, counter
+
+
+def _close(grads: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], rel: float) -> list[str]:
+    """Names of the gradients further from the reference than ``rel`` of its norm."""
+    return [n for n in reference if (grads[n] - reference[n]).norm() > rel * reference[n].norm() + 1e-12]
+
+
+def test_the_fused_epilogue_matches_peft_and_runs_fewer_elementwise_ops():
+    loss_peft, grads_peft, ops_peft = _step(_adapted(fuse=False))
+    fused = _adapted(fuse=True)
+    loss, grads, ops = _step(fused)
+    layers = fused_layers(fused)
+    assert layers == sum(1 for n, _ in fused.named_modules() if n.endswith("lora_A")) > 0
+    torch.testing.assert_close(loss, loss_peft, rtol=1e-5, atol=0)  # fp32: the same sums in another order
+    assert grads.keys() == grads_peft.keys() and not _close(grads, grads_peft, 1e-4)
+    # per layer PEFT multiplies the product by the scale (forward and backward) and adds it: the fused forward does
+    # neither over the output (a scalar multiply of the rank-wide gradients stays)
+    assert ops.counts.get("addmm_", 0) == layers
+    widths = [m.out_features for n, m in fused.named_modules() if n.endswith("base_layer")]
+    outputs = sum(widths) * TOKENS
+    rank_wide = sum(4 * (TOKENS + width) for width in widths)  # the fused backward scales A's output and B's grads
+    # PEFT's forward multiplies and adds over each output, its backward multiplies the output's gradient
+    saved = ops_peft.elementwise - ops.elementwise
+    assert saved >= 3 * outputs - rank_wide, (ops_peft.elementwise, ops.elementwise, outputs, rank_wide)
+
+
+def test_under_bf16_autocast_the_fused_epilogue_stays_within_bf16_rounding():
+    loss_peft, grads_peft, _ = _step(_adapted(fuse=False, dtype=torch.bfloat16), autocast=True)
+    loss, grads, ops = _step(_adapted(fuse=True, dtype=torch.bfloat16), autocast=True)
+    assert ops.counts.get("addmm_", 0) > 0
+    # PEFT rounds the product, the scaled product and the sum to bf16 (8 bits); the GEMM adds in fp32, rounds once
+    torch.testing.assert_close(loss, loss_peft, rtol=2**-7, atol=0)
+    assert not _close(grads, grads_peft, 2**-4), "LoRA gradients beyond bf16 rounding of PEFT's"
+
+
+def test_a_layer_that_is_not_plain_lora_runs_peft_forward():
+    model = _adapted(fuse=True)
+    layer = next(m for n, m in model.named_modules() if n.endswith("q_proj") and hasattr(m, "lora_A"))
+    x = torch.randn(3, layer.in_features, generator=torch.Generator().manual_seed(1))
+    fused = layer(x)
+    layer.lora_dropout["default"] = torch.nn.Dropout(0.5)  # not plain LoRA: PEFT's forward, its dropout
+    layer.eval()
+    torch.testing.assert_close(layer(x), fused)  # eval: dropout off, PEFT's arithmetic gives the same
+    layer.train()
+    counter = OpCounter()
+    with counter:
+        layer(x)
+    assert counter.counts.get("addmm_", 0) == 0 and counter.counts.get("bernoulli_", 0) == 1  # its dropout mask
+    with model.disable_adapter():
+        torch.testing.assert_close(layer(x), layer.base_layer(x))
+
+
+def test_fusing_is_per_instance_and_counts_its_layers():
+    from peft.tuners.lora import Linear as LoraLinear
+
+    model = _adapted(fuse=False)
+    assert fused_layers(model) == 0
+    layers = fuse_lora_epilogues(model)
+    assert layers == fused_layers(model) > 0
+    assert LoraLinear.forward.__name__ == "forward"  # the class keeps PEFT's forward
+
+
+@pytest.mark.parametrize(
+    ("fields", "fused"),
+    [
+        ({"adapter": "lora", "kernels": "eager"}, False),  # auto: the baseline stays stock PEFT
+        ({"adapter": "lora", "kernels": "liger"}, True),  # auto: fused with a kernel backend
+        ({"adapter": "lora", "kernels": "eager", "lora_epilogue": "fused"}, True),
+        ({"adapter": "lora", "kernels": "liger", "lora_epilogue": "peft"}, False),
+        ({"adapter": "none", "kernels": "liger"}, False),  # no adapter, nothing to fuse
+    ],
+)
+def test_the_rule(fields, fused):
+    config = RunConfig(**fields)
+    assert fuses_lora_epilogue(config.to_dict()) is fused
+    assert config.adapter_settings.fuse_epilogue is fused
+
+
+def test_records_from_before_the_setting_ran_peft_and_bad_values_name_the_field():
+    old = {k: v for k, v in RunConfig(adapter="lora", kernels="liger").to_dict().items() if k != "lora_epilogue"}
+    assert not fuses_lora_epilogue(old)
+    assert RunConfig.from_record(old).lora_epilogue == "peft"
+    with pytest.raises(ConfigError, match="lora_epilogue.*auto"):
+        RunConfig(adapter="lora", lora_epilogue="cutlass")
+
+
+def test_the_computation_key_resolves_auto():
+    auto = RunConfig(adapter="lora", kernels="liger").to_dict()
+    fused = RunConfig(adapter="lora", kernels="liger", lora_epilogue="fused").to_dict()
+    peft = RunConfig(adapter="lora", kernels="liger", lora_epilogue="peft").to_dict()
+    assert computation_key(auto) == computation_key(fused) != computation_key(peft)
+
+
+def test_the_exports_fuse_as_measured_and_compile():
+    fused = RunConfig(adapter="lora", kernels="liger", padding="packed").to_dict()
+    plain = RunConfig(adapter="lora", kernels="eager", padding="packed").to_dict()
+    for code in (trainer_code, sft_trainer_code):
+        text = code(fused)
+        assert "\n".join(FUSED_EPILOGUES) in text and text.index("trainer = ") < text.index("fuse_lora_epilogues(")
+        compile(text, "<export>", "exec")
+        assert "fuse_lora_epilogues" not in code(plain)
