@@ -58,6 +58,7 @@ BAD_VALUES = [
     ("lora_alpha", -1),
     ("lora_targets", "q_proj,,v_proj"),
     ("lora_input_cast", "never"),
+    ("lora_epilogue", "cutlass"),
     ("frozen_base", "int4"),
     ("gpu_memory_gib", -24),
 ]

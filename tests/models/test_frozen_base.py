@@ -147,7 +147,7 @@ def test_nf4_with_its_rest_as_built_freezes_everything_and_upcasts_nothing(monke
 def test_the_27b_fits_a_24_gib_card_only_with_its_rest_left_bf16():
     from nbhelpers.bench.hybrid_peers import capped_27b
 
-    at_24 = {r.frozen_base: r for r in capped_27b() if r.gpu_memory_gib == 24 and r.kernels != "eager"}
+    at_24 = {r.frozen_base: r for r in capped_27b(24) if r.engine == "workbook" and r.kernels != "eager"}
     fitting = {base for base, r in at_24.items() if "nothing fits" not in r.label}
     assert fitting == {"nf4_bf16"}  # NF4's fp32 rest (the 248k-token embedding and head) alone is about 10 GB
     assert at_24["nf4_bf16"].token_budget > 0
