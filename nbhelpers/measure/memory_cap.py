@@ -72,4 +72,23 @@ def memory_cap(gib: float, device: str, index: int = 0) -> Iterator[dict[str, An
             torch.cuda.set_per_process_memory_fraction(1.0, index)
 
 
-__all__ = ["NO_CAP", "apply_memory_cap", "cap_refusal", "cap_rule", "memory_cap", "valid_cap"]
+@contextmanager
+def cap_lifted(device: str, index: int = 0) -> Iterator[None]:
+    """The whole GPU for set-up outside the measured step (a peer's weights built and saved), the cap as it was
+    afterwards, with the allocator's cache emptied and its peak reset: the step's peak is its own."""
+    if device != "cuda":
+        yield
+        return
+    import torch
+
+    fraction = torch.cuda.get_per_process_memory_fraction(index)
+    torch.cuda.set_per_process_memory_fraction(1.0, index)
+    try:
+        yield
+    finally:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(index)
+        torch.cuda.set_per_process_memory_fraction(fraction, index)
+
+
+__all__ = ["NO_CAP", "apply_memory_cap", "cap_lifted", "cap_refusal", "cap_rule", "memory_cap", "valid_cap"]

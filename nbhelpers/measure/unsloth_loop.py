@@ -21,6 +21,7 @@ from nbhelpers.models.loading import is_local_model
 
 from .config import RunConfig
 from .engines import UNSLOTH_SITE_VARIABLE, EngineRefusal, engine_of
+from .memory_cap import cap_lifted
 from .preset_folder import folders_root, free_bytes, is_complete, preset_folder, save_preset
 from .progress import report_progress
 from .unsloth_setup import (
@@ -108,7 +109,8 @@ def load_folder(config: RunConfig, device: str) -> tuple[str, float]:
     started = time.perf_counter()
     folder = preset_folder(config.model, config.seed)
     report_progress("saving the preset for Unsloth", 0, 0)
-    save_preset(config.model, config.seed, device, config.adapter_settings, folder)
+    with cap_lifted(device):  # set-up, not the step: a 24 GiB cap would refuse the 27B's bf16 weights it saves
+        save_preset(config.model, config.seed, device, config.adapter_settings, folder)
     return str(folder), time.perf_counter() - started
 
 

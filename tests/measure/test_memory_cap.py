@@ -54,6 +54,24 @@ def test_a_cap_is_lifted_after_its_measurement(monkeypatch):
     assert device.fractions[-1] == (1.0, 0)
 
 
+def test_set_up_outside_the_step_gets_the_whole_device_and_the_cap_comes_back(monkeypatch):
+    import torch
+
+    device = FakeDevice(monkeypatch, 80)
+    resets = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: resets.append("empty"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda index=0: resets.append("peak"))
+    with capped(24, "cuda"):
+        with memory_cap.cap_lifted("cuda"):
+            assert device.fractions[-1] == (1.0, 0)  # a peer's bf16 weights built and saved under no cap
+            assert loading.device_memory_bytes("cuda") == device.total
+        assert device.fractions[-1] == (24 * GIB / device.total, 0)  # the step runs under the cap again
+        assert resets == ["empty", "peak"]  # and its peak is its own
+    with memory_cap.cap_lifted("cpu"):
+        pass  # nothing to lift on a CPU
+    assert device.fractions[-1] == (1.0, 0)
+
+
 def test_a_cap_above_the_device_is_refused_before_any_fraction_is_set(monkeypatch):
     device = FakeDevice(monkeypatch, 80)
     assert "more than this device has (80.0 GiB)" in cap_refusal(96, device.total)
