@@ -16,7 +16,14 @@ from typing import Any
 
 from nbhelpers.validation import ConfigError, check_choice, check_int
 
-from .frozen_base import BF16_BASE, FROZEN_BYTES, apply_frozen_base, check_frozen_base, stored_weight_count
+from .frozen_base import (
+    BF16_BASE,
+    FROZEN_BYTES,
+    apply_frozen_base,
+    check_frozen_base,
+    frozen_base_bytes,
+    stored_weight_count,
+)  # fmt: skip
 from .linears import ALL_LINEAR, OUTPUT_LAYER, bad_target_names, lora_parameters, matmul_weights, parse_targets
 from .lora_epilogue import fuse_lora_epilogues
 from .shape import ModelShape
@@ -333,3 +340,12 @@ def training_state_bytes(shape: ModelShape, weights: str, settings: AdapterSetti
         return shape.training_state_bytes(weights)
     adapter = settings.entry.parameters(shape, settings)
     return shape.total_parameters * FROZEN_BYTES[weights] + adapter * ADAPTER_BYTES_PER_PARAMETER
+
+
+def quantized_state_bytes(shape: ModelShape, weights: str, settings: AdapterSettings | None = None) -> int:
+    """:func:`training_state_bytes` once the frozen base is in its format (a quantized base's stored bytes), what a
+    base built on the host and quantized onto the device holds there."""
+    if settings is None or not settings.entry.frozen_base:
+        return shape.training_state_bytes(weights)
+    adapter = settings.entry.parameters(shape, settings)
+    return frozen_base_bytes(shape, settings.frozen_base, weights) + adapter * ADAPTER_BYTES_PER_PARAMETER

@@ -61,10 +61,11 @@ def float8_status(device: str) -> str:
     return ""
 
 
-def convert_frozen_float8(model: Any, emulate: bool = False) -> int:
+def convert_frozen_float8(model: Any, emulate: bool = False, device: str | None = None) -> int:
     """Swap every plain ``nn.Linear`` of the model but its lm head, both dimensions multiples of 16, for a
     :class:`~nbhelpers.models.float8_linear.Float8FrozenLinear` (one at a time: each original weight is freed as it
-    is replaced); returns how many. ``emulate`` only for tests on a CPU."""
+    is replaced), each moved to ``device`` first where given (a model built on the host); returns how many.
+    ``emulate`` only for tests on a CPU."""
     import torch
 
     from .float8_linear import Float8FrozenLinear
@@ -75,7 +76,7 @@ def convert_frozen_float8(model: Any, emulate: bool = False) -> int:
         for name, child in list(parent.named_children()):
             plain = type(child) is torch.nn.Linear and child is not head
             if plain and float8_quantizes(child.out_features, child.in_features):
-                setattr(parent, name, Float8FrozenLinear(child, emulate=emulate))
+                setattr(parent, name, Float8FrozenLinear(child.to(device) if device else child, emulate=emulate))
                 swapped += 1
     return swapped
 
@@ -85,7 +86,7 @@ def apply_float8(model: Any, device: str) -> Any:
     the allocator's peak is reset once the base is converted: the bf16 model it was made from is not the step's."""
     import torch
 
-    convert_frozen_float8(model)
+    convert_frozen_float8(model, device=device)
     if device == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()

@@ -37,6 +37,9 @@ BF16_BASE = "bf16"
 NF4_BASE = "nf4"
 NF4_BF16_REST_BASE = "nf4_bf16"
 FLOAT8_BASE = "float8"
+# A model built on the host for a device it fits only once quantized carries the device here (models.loading): the
+# frozen base moves each linear to it as it quantizes it, then the rest of the model.
+STAGED_DEVICE = "_nbhelpers_staged_device"
 FROZEN_BYTES = {"fp32": 4, "bf16": 2}  # bytes a stored weight takes in the weights' dtype
 BF16_ROUNDING = 2.0**-8  # half a unit in the last place of bf16's 8 significant bits
 
@@ -155,12 +158,20 @@ def apply_frozen_base(model: Any, name: str) -> Any:
     """The built model with its frozen base in the format ``name`` (on the device its parameters are on), refused
     with :class:`FrozenBaseUnavailable` and the reason where the format cannot run."""
     base = FROZEN_BASES[name]
+    staged = getattr(model, STAGED_DEVICE, None)  # built on the host for this device
     if not base.quantized:
         return model
-    device = next(model.parameters()).device.type
+    device = staged or next(model.parameters()).device.type
     if why := frozen_base_refusal(name, device):
         raise FrozenBaseUnavailable(why)
-    return base.apply(model, device)
+    model = base.apply(model, device)
+    return model if staged is None else _unstaged(model, staged)
+
+
+def _unstaged(model: Any, device: str) -> Any:
+    """A model built on the host, its quantized linears already on ``device``: the rest moved there too."""
+    delattr(model, STAGED_DEVICE)
+    return model.to(device)
 
 
 def quantized_linears(shape: ModelShape, name: str) -> list[LinearModule]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from nbhelpers.validation import ConfigError, check_hub_name
 
-from .adapters import AdapterSettings, training_state_bytes
+from .adapters import AdapterSettings, quantized_state_bytes, training_state_bytes
 from .families import (
     BOUNDARIES_PACKING,
     MODEL_PRESETS,
@@ -24,6 +24,7 @@ from .families import (
     is_preset,
     preset_config,
 )
+from .frozen_base import BF16_BASE, STAGED_DEVICE
 from .shape import ModelShape
 
 
@@ -103,12 +104,29 @@ def _from_preset(
     from transformers import AutoModelForCausalLM
 
     weights = "bf16" if dtype in (torch.bfloat16, torch.float16) else "fp32"
-    _refuse(resolved.name, state_refusal(resolved.shape(), weights, device_memory_bytes(device), adapter))
+    capacity = device_memory_bytes(device)
+    refusal = state_refusal(resolved.shape(), weights, capacity, adapter)
+    staged = bool(refusal) and stages_on_host(resolved.shape(), weights, capacity, device, adapter)
+    _refuse(resolved.name, "" if staged else refusal)
     config = copy.deepcopy(resolved.config)  # the resolved config stays as resolved for the next build
     config._attn_implementation = attn_implementation
     created = {"dtype": dtype} if dtype is not None else {}  # parameters made in it, as from_pretrained does
-    with torch.device(device):  # initialise where it will run: seconds, not minutes, for 1.7B on a GPU
-        return AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **created)
+    # initialise where it will run (seconds, not minutes, for 1.7B on a GPU), or on the host when only the quantized
+    # base fits the device: the frozen base then moves each linear over as it quantizes it (STAGED_DEVICE)
+    with torch.device("cpu" if staged else device):
+        model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **created)
+    if staged:
+        setattr(model, STAGED_DEVICE, device)
+    return model
+
+
+def stages_on_host(
+    shape: ModelShape, weights: str, capacity: int, device: str, adapter: AdapterSettings | None
+) -> bool:
+    """Whether a model too large for the device as built fits it once its frozen base is quantized: then it is built
+    on the host and quantized onto the device linear by linear (a 27B with an NF4 base on a 24 GiB GPU)."""
+    quantizing = adapter is not None and adapter.entry.frozen_base and adapter.frozen_base != BF16_BASE
+    return bool(quantizing) and device != "cpu" and quantized_state_bytes(shape, weights, adapter) <= capacity
 
 
 @dataclass(frozen=True)
@@ -198,7 +216,8 @@ def memory_refusal(preset: str, weights: str, capacity_bytes: int, adapter: Adap
 
 
 def state_refusal(shape: ModelShape, weights: str, capacity_bytes: int, adapter: AdapterSettings | None = None) -> str:
-    """:func:`memory_refusal` of a model's shape."""
+    """:func:`memory_refusal` of a model's shape, as built (a quantized base is built in the weights' dtype first;
+    :func:`stages_on_host` says when it can be built on the host instead)."""
     need = training_state_bytes(shape, weights, adapter)
     if need <= capacity_bytes:
         return ""

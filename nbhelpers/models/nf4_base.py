@@ -105,8 +105,8 @@ def quantize_nf4(model: Any, device: str) -> int:
     swapped = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if type(child) is torch.nn.Linear and child is not head:
-                setattr(parent, name, nf4_linear(child, compute_dtype))
+            if type(child) is torch.nn.Linear and child is not head:  # quantized on the device (a staged build)
+                setattr(parent, name, nf4_linear(child.to(device), compute_dtype))
                 swapped += 1
     model.is_loaded_in_4bit = True
     return swapped

@@ -1,0 +1,77 @@
+"""A model too large for the device as built, whose quantized frozen base fits it: built on the host, each linear
+moved to the device as it is quantized, then the rest (the 27B with an NF4 base under a 24 GiB cap)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import nbhelpers.models.frozen_base as frozen_base
+import nbhelpers.models.loading as loading
+import nbhelpers.models.nf4_base as nf4_base
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.models.adapters import quantized_state_bytes, training_state_bytes
+from nbhelpers.models.families import model_shape, preset_config
+
+GIB = 2**30
+
+
+def _lora(base: str) -> object:
+    return RunConfig(model="qwen3.8-27b", adapter="lora", frozen_base=base).adapter_settings
+
+
+def test_the_27b_is_built_on_the_host_only_where_its_quantized_base_fits_the_device():
+    shape = model_shape(preset_config("qwen3.8-27b"))
+    for cap in (24, 48):
+        capacity = cap * GIB
+        nf4 = _lora("nf4_bf16")
+        assert training_state_bytes(shape, "bf16", nf4) > capacity  # as built: refused
+        assert quantized_state_bytes(shape, "bf16", nf4) <= capacity  # quantized: fits
+        assert loading.stages_on_host(shape, "bf16", capacity, "cuda", nf4)
+        assert not loading.stages_on_host(shape, "bf16", capacity, "cuda", _lora("bf16"))  # nothing to quantize
+        assert not loading.stages_on_host(shape, "bf16", capacity, "cpu", nf4)  # the host is the device
+    assert not loading.stages_on_host(shape, "bf16", 8 * GIB, "cuda", _lora("nf4_bf16"))  # too large even in NF4
+
+
+def test_the_quantized_state_counts_the_tables_bytes():
+    shape = model_shape(preset_config("qwen3.8-27b"))
+    nf4 = _lora("nf4_bf16")
+    adapter = training_state_bytes(shape, "bf16", nf4) - shape.total_parameters * 2
+    stored = frozen_base.frozen_base_bytes(shape, "nf4_bf16", "bf16")
+    assert quantized_state_bytes(shape, "bf16", nf4) == stored + adapter
+    assert quantized_state_bytes(shape, "bf16", _lora("bf16")) == training_state_bytes(shape, "bf16", _lora("bf16"))
+
+
+def test_a_staged_build_starts_on_the_host_and_says_for_which_device(monkeypatch):
+    monkeypatch.setattr(loading, "device_memory_bytes", lambda device: 1)  # nothing fits the device as built
+    monkeypatch.setattr(loading, "stages_on_host", lambda *args: True)
+    adapter = RunConfig(model="qwen3-tiny", adapter="lora", frozen_base="nf4_bf16").adapter_settings
+    model = loading.build_model("qwen3-tiny", "sdpa", 0, torch.bfloat16, "meta", adapter)
+    assert next(model.parameters()).device.type == "cpu"
+    assert getattr(model, frozen_base.STAGED_DEVICE) == "meta"
+    monkeypatch.setattr(loading, "stages_on_host", lambda *args: False)
+    with pytest.raises(ValueError, match="training it needs at least"):
+        loading.build_model("qwen3-tiny", "sdpa", 0, torch.bfloat16, "meta", adapter)
+
+
+def test_the_frozen_base_quantizes_each_linear_on_the_device_then_moves_the_rest(monkeypatch):
+    """NF4 stood in for (bitsandbytes may be missing here): each linear reaches the quantizer on the device, and
+    every parameter is there afterwards; the device is ``meta``, which a CPU can move a model to."""
+    seen: list[str] = []
+
+    def quantize(linear, compute_dtype):
+        seen.append(linear.weight.device.type)
+        return linear
+
+    entry = dataclasses.replace(frozen_base.FROZEN_BASES["nf4_bf16"], status=lambda device: "")
+    monkeypatch.setitem(frozen_base.FROZEN_BASES, "nf4_bf16", entry)
+    monkeypatch.setattr(nf4_base, "nf4_linear", quantize)
+    model = loading.build_model("qwen3-tiny", "sdpa", 0, torch.bfloat16, "cpu")
+    setattr(model, frozen_base.STAGED_DEVICE, "meta")
+    model = frozen_base.apply_frozen_base(model, "nf4_bf16")
+    linears = sum(1 for m in model.modules() if type(m) is torch.nn.Linear) - 1  # the head stays as built
+    assert seen == ["meta"] * linears and linears > 0
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+    assert not hasattr(model, frozen_base.STAGED_DEVICE)
