@@ -91,6 +91,9 @@ SUITES = (
     Suite("qwen3-8b/lora-epilogue/pick", "Qwen3-8B LoRA r16 all-linear, the pick with PEFT's scale and add, then "
           "with LoRA's product added in the GEMM (lora_epilogue), each with a profiled step, on the same batches",
           lambda _: epilogue_rows(LORA_8B_PICK), parity=False, needs="liger-kernel"),
+    Suite("qwen3-1.7b/lora-epilogue/pick", "Qwen3-1.7B LoRA r16 all-linear, the pick with PEFT's scale and add, then "
+          "with LoRA's product added in the GEMM, each with a profiled step, on the same batches (a short GPU call)",
+          lambda _: epilogue_rows(LORA_17B_PICK), parity=False, needs="liger-kernel"),
     Suite("qwen3-1.7b/lora-peers/unsloth", "Qwen3-1.7B LoRA r16 all-linear: the workbook's pick, then Unsloth, TRL's "
           "defaults and its best flags on the same samples", lambda _: [LORA_17B_PICK]
           + peers_of(LORA_17B_PICK, LORA_17B_PICK.label, LORA_8B_PEERS, on_gpu=True), parity=False,
