@@ -9,7 +9,7 @@ from nbhelpers.analysis.peers import peers_of
 from nbhelpers.kernels.registry import liger_switches_for
 from nbhelpers.measure.config import RunConfig
 
-from .dense_peers import FIRST_STEPS
+from .dense_peers import FIRST_STEPS, epilogue_rows
 from .frozen_bases import CAPS_GIB, base_rows, capped_row
 from .hybrid import FLA_NEEDS, HYBRID_LIGER_PLAIN_CE, LORA, LORA_27B, fused_norm_27b
 from .suite import Suite
@@ -104,6 +104,9 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/profile/unsloth", "the 27B's LoRA pick on an 80 GB card and Unsloth on the same "
           "samples, each with one step profiled after its timed ones: where Unsloth's step is shorter",
           lambda _: profiled_rows(pick_27b()), parity=False, needs=UNSLOTH_NEEDS),
+    Suite("hybrid/qwen3.8-27b-lora/lora-epilogue/pick", "the 27B's LoRA pick on an 80 GB card with PEFT's scale and "
+          "add, then with LoRA's product added in the GEMM, each with a profiled step, on the same batches",
+          lambda _: epilogue_rows(pick_27b()), parity=False, needs=FLA_NEEDS),
     Suite("hybrid/qwen3.8-27b-lora/fresh-machine/pick", "the 27B pick's first steps on an 80 GB card, on the "
           "kernel caches this machine has (empty, or unpacked from another machine's archive)",
           lambda _: [pick_27b().replace(**FIRST_STEPS)], parity=False, needs=FLA_NEEDS),

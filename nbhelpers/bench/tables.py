@@ -354,6 +354,29 @@ def profile_27b_h100(shelf: c.Shelf) -> str:
     return markdown(headers, table)
 
 
+LORA_EPILOGUE_H100 = (
+    ("1.7B", "qwen3-1.7b/lora-epilogue/view-copies/pick.jsonl", ("6ede9e90b613", "65394662e999")),
+    ("8B", "qwen3-8b/lora-epilogue/view-copies/pick.jsonl", ("4ac0efb295f3", "734abaedcaa8")),
+)  # fmt: skip
+EPILOGUE_CATEGORIES = ("GEMM", "elementwise", "memcpy/memset")
+
+
+def lora_epilogue_h100(shelf: c.Shelf) -> str:
+    """PEFT's LoRA scale and add against the first fused form (its add in place on a view), per model."""
+    table = []
+    for model, file, ids in LORA_EPILOGUE_H100:
+        peft, fused = (shelf((file, record_id)) for record_id in ids)
+        for name, r in (("PEFT's scale and add", peft), ("in the GEMM, added into a view", fused)):
+            vs = "1.00x" if r is peft else f"{c.ratio(r, peft)} {c.ratio_interval(r, peft)}"
+            table.append([f"{model}: {name}", c.tok_s_interval(r), vs, f"{c.metric(r, 'trace_wall_us') / 1e3:,.0f}",
+                          *(category_ms(r, category) for category in EPILOGUE_CATEGORIES),
+                          f"{c.metric(r, 'trace_launches_per_step'):,.0f}", c.timed_steps(r)])  # fmt: skip
+    headers = ["model: LoRA's scale and add (r16, all-linear, Liger, `torch_varlen`)", "real tok/s (95% interval)",
+               "vs PEFT's", "traced step ms", *(f"{name} ms" for name in EPILOGUE_CATEGORIES), "launches",
+               "timed steps"]  # fmt: skip
+    return markdown(headers, table)
+
+
 def memory_caps_h100(shelf: c.Shelf) -> str:
     from nbhelpers.analysis.memory_plan import planned_vs_measured
 
@@ -381,7 +404,7 @@ TABLES: dict[str, Table] = {
     "lora-27b-fused-norm": lora_27b_fused_norm, "lora-27b-notebooks": lora_27b_notebooks,
     "lora-peers-h100": lora_peers_h100, "lora-peers-hybrid-h100": lora_peers_hybrid_h100,
     "memory-caps-h100": memory_caps_h100, "delta-rule-compile-h100": delta_rule_compile_h100,
-    "profile-27b-unsloth-h100": profile_27b_h100,
+    "profile-27b-unsloth-h100": profile_27b_h100, "lora-epilogue-h100": lora_epilogue_h100,
 }  # fmt: skip
 
 

@@ -40,17 +40,18 @@ def fused_forward(self: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
     name = _plain_lora(self, args, kwargs)
     if name is None:
         return type(self).forward(self, x, *args, **kwargs)
-    result = self.base_layer(x)
+    # Rows flattened before the base layer, so that its output is a tensor of its own: an in-place add into a view
+    # of it would make autograd copy the whole output's gradient in the backward (CopySlices).
+    rows = x.reshape(-1, x.shape[-1])
+    result = self.base_layer(rows)
     lora_A, lora_B = self.lora_A[name], self.lora_B[name]
-    hidden = lora_A(self._cast_input_dtype(x, lora_A.weight.dtype))
+    hidden = lora_A(self._cast_input_dtype(rows, lora_A.weight.dtype))
     autocast = torch.is_autocast_enabled(result.device.type)
-    if not result.is_contiguous() or (not autocast and not hidden.dtype == lora_B.weight.dtype == result.dtype):
-        return (result + lora_B(hidden) * self.scaling[name]).to(result.dtype)  # PEFT's arithmetic and its cast back
-    # Under autocast the GEMM runs in the output's dtype, as lora_B's would: the small casts autocast would make.
-    weight = lora_B.weight.to(result.dtype)
-    result.view(-1, result.shape[-1]).addmm_(hidden.reshape(-1, hidden.shape[-1]).to(result.dtype), weight.t(),
-                                             alpha=self.scaling[name])  # fmt: skip
-    return result
+    if result._base is not None or (not autocast and not hidden.dtype == lora_B.weight.dtype == result.dtype):
+        result = (result + lora_B(hidden) * self.scaling[name]).to(result.dtype)  # PEFT's arithmetic, its cast back
+    else:  # under autocast the GEMM runs in the output's dtype, as lora_B's would: the small casts autocast makes
+        result.addmm_(hidden.to(result.dtype), lora_B.weight.to(result.dtype).t(), alpha=self.scaling[name])
+    return result.view(*x.shape[:-1], result.shape[-1])
 
 
 def fuse_lora_epilogues(model: Any) -> int:
