@@ -87,6 +87,9 @@ def export_flags(config: Mapping[str, Any], device_type: str) -> Settings:
 
 
 WORKBOOK = "workbook"
+# A TRL peer's QLoRA as TRL's docs set it up (a 4-bit NF4 base, SFTTrainer's own k-bit preparation: the rest in
+# fp32); the export's row ("trl") keeps the bf16 base, which is all the export writes.
+TRL_PEER_BASES = (BF16_BASE, "nf4")
 ENGINES: dict[str, Engine] = {
     e.name: e
     for e in (
@@ -95,12 +98,14 @@ ENGINES: dict[str, Engine] = {
         Engine("trl", "TRL from the export", "TRL SFTTrainer with this configuration's exported SFTConfig",
                export_flags),
         Engine("trl_defaults", "TRL SFTTrainer defaults",
-               "TRL SFTTrainer defaults: pads to the longest row, gradient checkpointing on", defaults_flags),
+               "TRL SFTTrainer defaults: pads to the longest row, gradient checkpointing on", defaults_flags,
+               frozen_bases=TRL_PEER_BASES),
         Engine("trl_best", "TRL best flags (padding_free + Liger, no checkpointing)",
-               "TRL padding_free + use_liger_kernel, gradient checkpointing off", best_flags),
+               "TRL padding_free + use_liger_kernel, gradient checkpointing off", best_flags,
+               frozen_bases=TRL_PEER_BASES),
         Engine("trl_packing", "TRL packing (bfd) + Liger, no checkpointing",
                "TRL packing='bfd' into rows of the token budget + use_liger_kernel, gradient checkpointing off",
-               packing_flags),
+               packing_flags, frozen_bases=TRL_PEER_BASES),
         Engine("unsloth", "Unsloth (FastLanguageModel, its LoRA, checkpointing and packing)",
                "Unsloth's FastLanguageModel and get_peft_model with its recommended settings, TRL's SFTTrainer as "
                "Unsloth patches it, in its own process and site folder", loop=UNSLOTH_LOOP,

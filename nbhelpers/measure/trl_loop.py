@@ -30,6 +30,7 @@ from nbhelpers.kernels.registry import model_setup_parts
 from nbhelpers.machine import package_versions
 from nbhelpers.models.adapters import parameter_counts, peft_config, skip_input_casts, weights_dtype
 from nbhelpers.models.families import model_shape
+from nbhelpers.models.frozen_base import apply_frozen_base
 from nbhelpers.models.loading import ResolvedModel, build_resolved, count_parameters, resolve_model
 from nbhelpers.models.lora_epilogue import fuse_lora_epilogues
 
@@ -184,6 +185,7 @@ def build_sft_trainer(
     prepare_attention(attention)
     resolved = resolved or resolve_model(config.model)
     model = build_resolved(resolved, attention, config.seed, weights_dtype(adapter, dtype, device), device, adapter)
+    model = apply_frozen_base(model, adapter.frozen_base)  # NF4 as a QLoRA load gives it; SFTTrainer prepares it
     model.config.use_cache = False  # a training model: with a cache, packed rows attend across sequences
     if engine.name == "trl":  # the export's own set-up of kernels a trainer has no flag for (fla), as exported
         for part in model_setup_parts(config.kernels):
