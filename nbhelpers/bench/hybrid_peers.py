@@ -15,11 +15,10 @@ from .hybrid import FLA_NEEDS, HYBRID_LIGER_PLAIN_CE, LORA, LORA_27B, fused_norm
 from .suite import Suite
 
 PEERS = "unsloth,trl_defaults,trl_best"
-# Under a cap: Unsloth beside the 4-bit base it keeps (NF4 linears, the rest as built), where the planner fits it;
-# TRL's defaults ("without the workbook") and best flags beside QLoRA's base as TRL prepares it (the rest in fp32),
-# at every cap: TRL's step is not the workbook's to plan, so whether it fits is what its row measures.
-UNSLOTH_BASE, TRL_BASE = "nf4_bf16", "nf4"
-CAPPED_TRL_PEERS = "trl_defaults,trl_best"
+# Under a cap, beside the 4-bit base Unsloth and TRL both load (NF4 linears, the rest as built) where the planner fits
+# it: Unsloth, TRL's defaults ("without the workbook") and its best flags, on the same samples.
+FOUR_BIT_BASE = "nf4_bf16"
+CAPPED_PEERS = "unsloth,trl_defaults,trl_best"
 UNSLOTH_NEEDS = (f"{FLA_NEEDS}; TRL (../shared/gpu/wheels.sh trl); Unsloth's own site (scripts/gpu_unsloth_wheels.sh "
                  "with --target, NBHELPERS_UNSLOTH_SITE naming it)")  # fmt: skip
 # The 2B's pick: fla + Liger without its fused linear cross-entropy at a token budget, planned for an 80 GB card.
@@ -74,21 +73,19 @@ def profiled_rows(pick: RunConfig) -> list[RunConfig]:
 
 def capped_27b(cap_gib: float) -> list[RunConfig]:
     """Under a cap of ``cap_gib``: the reference path (full recomputation) and the best row over each frozen base
-    (rows that cannot fit are failed records with the planner's reason), Unsloth beside the 4-bit base it keeps
-    where the planner fits it, and TRL's defaults and best flags beside QLoRA's base on the same samples. The
-    4-bit row first, then the other rows that fit, the peers, the refusals (no work): a job cut short keeps the
-    workbook's rows under the cap."""
+    (rows that cannot fit are failed records with the planner's reason), then Unsloth, TRL's defaults and its best
+    flags beside the 4-bit base where the planner fits it. The 4-bit row first, then the other rows that fit, the
+    peers, the refusals (no work): a job cut short keeps the workbook's rows under the cap."""
     reference = LORA_27B.replace(label="27b lora: eager, static, ckpt full", activation_checkpointing="full")
     rows = [capped_row(reference, cap_gib)]
     rows += [capped_row(row, cap_gib) for row in base_rows(best_27b(), "fla+liger, fused gated norm, varlen")]
-    by_base = {row.frozen_base: row for row in rows[1:]}
-    four_bit, qlora = by_base[UNSLOTH_BASE], by_base[TRL_BASE]
+    four_bit = next(row for row in rows[1:] if row.frozen_base == FOUR_BIT_BASE)
     fitting = [row for row in rows if "nothing fits" not in row.label]
     refused = [row for row in rows if row not in fitting]
-    peers = peers_of(four_bit, four_bit.label, "unsloth", on_gpu=True) if four_bit in fitting else []
-    peers += peers_of(qlora, qlora.label, CAPPED_TRL_PEERS, on_gpu=True)
-    first = [four_bit] if four_bit in fitting else []
-    return [*first, *[row for row in fitting if row is not four_bit], *peers, *refused]
+    if four_bit not in fitting:
+        return rows
+    peers = peers_of(four_bit, four_bit.label, CAPPED_PEERS, on_gpu=True)
+    return [four_bit, *[row for row in fitting if row is not four_bit], *peers, *refused]
 
 
 SUITES = (

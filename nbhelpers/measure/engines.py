@@ -87,9 +87,10 @@ def export_flags(config: Mapping[str, Any], device_type: str) -> Settings:
 
 
 WORKBOOK = "workbook"
-# A TRL peer's QLoRA as TRL's docs set it up (a 4-bit NF4 base, SFTTrainer's own k-bit preparation: the rest in
-# fp32); the export's row ("trl") keeps the bf16 base, which is all the export writes.
-TRL_PEER_BASES = (BF16_BASE, "nf4")
+# A TRL peer's QLoRA as TRL's docs set it up (a BitsAndBytesConfig NF4 load in bf16): NF4 linears, the rest as loaded
+# (TRL 1.16's SFTTrainer runs no k-bit upcast; it casts the adapters to bf16); the export's row ("trl") keeps the
+# bf16 base, which is all the export writes.
+TRL_PEER_BASES = (BF16_BASE, "nf4_bf16")
 ENGINES: dict[str, Engine] = {
     e.name: e
     for e in (

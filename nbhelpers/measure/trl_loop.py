@@ -185,7 +185,7 @@ def build_sft_trainer(
     prepare_attention(attention)
     resolved = resolved or resolve_model(config.model)
     model = build_resolved(resolved, attention, config.seed, weights_dtype(adapter, dtype, device), device, adapter)
-    model = apply_frozen_base(model, adapter.frozen_base)  # NF4 as a QLoRA load gives it; SFTTrainer prepares it
+    model = apply_frozen_base(model, adapter.frozen_base)  # NF4 as a 4-bit load in bf16 gives it, for SFTTrainer
     model.config.use_cache = False  # a training model: with a cache, packed rows attend across sequences
     if engine.name == "trl":  # the export's own set-up of kernels a trainer has no flag for (fla), as exported
         for part in model_setup_parts(config.kernels):

@@ -1,5 +1,5 @@
-"""TRL's peers on a quantized frozen base: QLoRA as TRL's docs set it up (an NF4 base that SFTTrainer prepares
-itself), refused for bases TRL does not load and for the export's row, which writes a bf16 base only."""
+"""TRL's peers on a quantized frozen base: QLoRA as TRL's docs set it up (a 4-bit NF4 load in bf16: NF4 linears, the
+rest as loaded), refused for bases TRL does not load and for the export's row, which writes a bf16 base."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ from nbhelpers.validation import ConfigError
 
 @pytest.mark.parametrize("engine", ["trl_defaults", "trl_best", "trl_packing"])
 def test_the_trl_peers_take_qloras_base_and_nothing_else_quantized(engine):
-    assert RunConfig(adapter="lora", engine=engine, frozen_base="nf4").frozen_base == "nf4"
-    for base in ("nf4_bf16", "float8"):  # Unsloth's 4-bit base and float8 are not what TRL loads
-        with pytest.raises(ConfigError, match=f"frozen_base='{base}'.*bf16, nf4 with engine='{engine}'"):
+    assert RunConfig(adapter="lora", engine=engine, frozen_base="nf4_bf16").frozen_base == "nf4_bf16"
+    for base in ("nf4", "float8"):  # PEFT's k-bit upcast (TRL runs none) and float8 are not what TRL loads
+        with pytest.raises(ConfigError, match=f"frozen_base='{base}'.*bf16, nf4_bf16 with engine='{engine}'"):
             RunConfig(adapter="lora", engine=engine, frozen_base=base)
 
 
 def test_the_export_row_keeps_the_bf16_base_it_writes():
-    with pytest.raises(ConfigError, match="frozen_base='nf4'.*one of bf16 with engine='trl'"):
-        RunConfig(adapter="lora", engine="trl", frozen_base="nf4")
+    with pytest.raises(ConfigError, match="frozen_base='nf4_bf16'.*one of bf16 with engine='trl'"):
+        RunConfig(adapter="lora", engine="trl", frozen_base="nf4_bf16")
     assert set(ENGINES["unsloth"].frozen_bases) == {"bf16", "nf4", "nf4_bf16"}
     assert all("bf16" in ENGINES[name].frozen_bases for name in TRL_ENGINES)
 
@@ -41,9 +41,9 @@ def test_a_trl_peer_trains_on_the_quantized_base(monkeypatch, tmp_path):
         model.is_loaded_in_4bit = False  # a stand-in: SFTTrainer need not prepare a k-bit model here
         return model
 
-    entry = dataclasses.replace(frozen_base.FROZEN_BASES["nf4"], status=lambda device: "", apply=apply)
-    monkeypatch.setitem(frozen_base.FROZEN_BASES, "nf4", entry)
-    config = RunConfig(adapter="lora", engine="trl_defaults", frozen_base="nf4", num_samples=4, batch_size=2,
+    entry = dataclasses.replace(frozen_base.FROZEN_BASES["nf4_bf16"], status=lambda device: "", apply=apply)
+    monkeypatch.setitem(frozen_base.FROZEN_BASES, "nf4_bf16", entry)
+    config = RunConfig(adapter="lora", engine="trl_defaults", frozen_base="nf4_bf16", num_samples=4, batch_size=2,
                        max_length=64, device="cpu")  # fmt: skip
     tokenizer, rows = trl_loop.sft_rows(config)
     built = trl_loop.build_sft_trainer(config, str(tmp_path), tokenizer, rows, epochs=1)
