@@ -19,6 +19,7 @@ from nbhelpers.measure.config import fuses_lora_epilogue, skips_lora_input_cast
 from nbhelpers.measure.padding import padding_settings_of
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.families import packs_with_boundaries
+from nbhelpers.models.frozen_base import FROZEN_BASES
 
 
 def literal(value: Any) -> str:
@@ -75,6 +76,23 @@ FUSED_EPILOGUES = [
 ]
 
 
+def frozen_base_code(config: Mapping[str, Any]) -> list[str]:
+    """Before the adapter wraps the model: the measured quantized frozen base (none for the base as built)."""
+    adapter = AdapterSettings.from_config(config)
+    if not adapter.entry.frozen_base or not FROZEN_BASES[adapter.frozen_base].quantized:
+        return []
+    name = adapter.frozen_base
+    return [
+        "",
+        "from nbhelpers.models.frozen_base import apply_frozen_base",
+        "",
+        f"# the frozen base as measured (frozen_base={name!r}); a model loaded on the CPU for a GPU that holds only",
+        f"# its quantized form: apply_frozen_base(model, {name!r}, device='cuda')",
+        f"model = apply_frozen_base(model, {name!r})",
+        "",
+    ]
+
+
 def after_wrap_code(config: Mapping[str, Any]) -> list[str]:
     """What runs on the wrapped model after the trainer is made, as the measured step ran it."""
     lines = ["", *UNCAST_INPUTS] if skips_lora_input_cast(config) else []
@@ -90,7 +108,8 @@ def trainer_code(config: Mapping[str, Any]) -> str:
     boundaries = settings.entry.packed and packs_with_boundaries(str(config.get("model", "")))
     imports, adapter = peft_config_code(config, "get_peft_model")
     if adapter:
-        adapter += ["model = get_peft_model(model, peft_config, autocast_adapter_dtype=True)  # fp32 adapters", ""]
+        adapter += [*frozen_base_code(config),
+                    "model = get_peft_model(model, peft_config, autocast_adapter_dtype=True)  # fp32 adapters", ""]
     lines = imports + [
         "from nbhelpers.data.strategies import PaddingSettings",
         "from nbhelpers.data.trainer_batching import StrategyTrainer",
@@ -119,12 +138,12 @@ def sft_trainer_code(config: Mapping[str, Any] | None = None) -> str:
     if adapter:
         call[-1] += ","
         call.append("    peft_config=peft_config,  # TRL wraps the model: a frozen base, the adapters trained")
-    body = [*adapter, ""] if adapter else []
+    body = [*adapter, *(frozen_base_code(config or {}) or [""])] if adapter else []
     after = after_wrap_code(config or {})
     return "\n".join([*imports, "from trl import SFTTrainer", "", *body, *call, ")", *after])
 
 
 __all__ = [
-    "FUSED_EPILOGUES", "UNCAST_INPUTS", "after_wrap_code", "call_code", "literal", "peft_config_code",
-    "sft_trainer_code", "trainer_code",
+    "FUSED_EPILOGUES", "UNCAST_INPUTS", "after_wrap_code", "call_code", "frozen_base_code", "literal",
+    "peft_config_code", "sft_trainer_code", "trainer_code",
 ]  # fmt: skip

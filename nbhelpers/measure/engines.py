@@ -88,8 +88,8 @@ def export_flags(config: Mapping[str, Any], device_type: str) -> Settings:
 
 WORKBOOK = "workbook"
 # A TRL peer's QLoRA as TRL's docs set it up (a BitsAndBytesConfig NF4 load in bf16): NF4 linears, the rest as loaded
-# (TRL 1.16's SFTTrainer runs no k-bit upcast; it casts the adapters to bf16); the export's row ("trl") keeps the
-# bf16 base, which is all the export writes.
+# (TRL 1.16's SFTTrainer runs no k-bit upcast; it casts the adapters to bf16); the export's row ("trl") takes the
+# base the workbook measured, which the export writes (analysis.exports.frozen_base_code).
 TRL_PEER_BASES = (BF16_BASE, "nf4_bf16")
 ENGINES: dict[str, Engine] = {
     e.name: e
@@ -97,7 +97,7 @@ ENGINES: dict[str, Engine] = {
         Engine(WORKBOOK, "", "the workbook's measured step (nbhelpers.measure.step)",
                frozen_bases=FROZEN_BASE_NAMES),
         Engine("trl", "TRL from the export", "TRL SFTTrainer with this configuration's exported SFTConfig",
-               export_flags),
+               export_flags, frozen_bases=FROZEN_BASE_NAMES),
         Engine("trl_defaults", "TRL SFTTrainer defaults",
                "TRL SFTTrainer defaults: pads to the longest row, gradient checkpointing on", defaults_flags,
                frozen_bases=TRL_PEER_BASES),

@@ -154,23 +154,26 @@ def frozen_base_refusal(name: str, device: str) -> str:
     return f"frozen_base={name!r}: {why}" if why else ""
 
 
-def apply_frozen_base(model: Any, name: str) -> Any:
-    """The built model with its frozen base in the format ``name`` (on the device its parameters are on), refused
-    with :class:`FrozenBaseUnavailable` and the reason where the format cannot run."""
+def apply_frozen_base(model: Any, name: str, device: str | None = None) -> Any:
+    """The built model with its frozen base in the format ``name`` on ``device`` (default: the device a host build
+    was made for, else where its parameters are), refused with :class:`FrozenBaseUnavailable` and the reason where
+    the format cannot run. A model on another device than ``device`` (a model loaded on the CPU for a GPU that holds
+    only its quantized form) has each linear quantized onto ``device``, then the rest moved there."""
     base = FROZEN_BASES[name]
-    staged = getattr(model, STAGED_DEVICE, None)  # built on the host for this device
     if not base.quantized:
         return model
-    device = staged or next(model.parameters()).device.type
-    if why := frozen_base_refusal(name, device):
+    here = next(model.parameters()).device.type
+    target = device or getattr(model, STAGED_DEVICE, None) or here
+    if why := frozen_base_refusal(name, target):
         raise FrozenBaseUnavailable(why)
-    model = base.apply(model, device)
-    return model if staged is None else _unstaged(model, staged)
+    model = base.apply(model, target)
+    return _unstaged(model, target) if target != here else model
 
 
 def _unstaged(model: Any, device: str) -> Any:
     """A model built on the host, its quantized linears already on ``device``: the rest moved there too."""
-    delattr(model, STAGED_DEVICE)
+    if hasattr(model, STAGED_DEVICE):
+        delattr(model, STAGED_DEVICE)
     return model.to(device)
 
 

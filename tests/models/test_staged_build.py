@@ -75,3 +75,15 @@ def test_the_frozen_base_quantizes_each_linear_on_the_device_then_moves_the_rest
     assert seen == ["meta"] * linears and linears > 0
     assert {p.device.type for p in model.parameters()} == {"meta"}
     assert not hasattr(model, frozen_base.STAGED_DEVICE)
+
+
+def test_a_model_on_the_host_is_quantized_onto_the_device_named(monkeypatch):
+    """What an export tells a user with a GPU that holds only the quantized base: load on the CPU, name the GPU."""
+    seen: list[str] = []
+    entry = dataclasses.replace(frozen_base.FROZEN_BASES["nf4_bf16"], status=lambda device: "")
+    monkeypatch.setitem(frozen_base.FROZEN_BASES, "nf4_bf16", entry)
+    monkeypatch.setattr(nf4_base, "nf4_linear", lambda linear, dtype: seen.append(linear.weight.device.type) or linear)
+    model = loading.build_model("qwen3-tiny", "sdpa", 0, torch.bfloat16, "cpu")
+    model = frozen_base.apply_frozen_base(model, "nf4_bf16", device="meta")
+    assert seen and set(seen) == {"meta"}
+    assert {p.device.type for p in model.parameters()} == {"meta"}
