@@ -91,9 +91,28 @@ def build_resolved(
         kwargs: dict[str, Any] = {"attn_implementation": attn_implementation}
         if dtype is not None:
             kwargs["dtype"] = dtype
-        model = AutoModelForCausalLM.from_pretrained(resolved.source, **kwargs).to(device)
+        model = AutoModelForCausalLM.from_pretrained(resolved.source, **kwargs)
+        if _placement(resolved, dtype, device, adapter)[0]:  # on the host: its frozen base quantizes it onto device
+            setattr(model, STAGED_DEVICE, device)
+        else:
+            model = model.to(device)
     disable_kv_cache(model)
     return model
+
+
+def _placement(
+    resolved: ResolvedModel, dtype: Any, device: str, adapter: AdapterSettings | None
+) -> tuple[bool, str]:
+    """Whether the model is built on the host for ``device`` (:func:`stages_on_host`: its training state as built
+    does not fit the device, its quantized base does), and why it cannot be trained there ('' when it can)."""
+    import torch
+
+    weights = "bf16" if dtype in (torch.bfloat16, torch.float16) else "fp32"
+    capacity = device_memory_bytes(device)
+    refusal = state_refusal(resolved.shape(), weights, capacity, adapter)
+    if refusal and stages_on_host(resolved.shape(), weights, capacity, device, adapter):
+        return True, ""
+    return False, refusal
 
 
 def _from_preset(
@@ -103,11 +122,8 @@ def _from_preset(
     import torch
     from transformers import AutoModelForCausalLM
 
-    weights = "bf16" if dtype in (torch.bfloat16, torch.float16) else "fp32"
-    capacity = device_memory_bytes(device)
-    refusal = state_refusal(resolved.shape(), weights, capacity, adapter)
-    staged = bool(refusal) and stages_on_host(resolved.shape(), weights, capacity, device, adapter)
-    _refuse(resolved.name, "" if staged else refusal)
+    staged, refusal = _placement(resolved, dtype, device, adapter)
+    _refuse(resolved.name, refusal)
     config = copy.deepcopy(resolved.config)  # the resolved config stays as resolved for the next build
     config._attn_implementation = attn_implementation
     created = {"dtype": dtype} if dtype is not None else {}  # parameters made in it, as from_pretrained does

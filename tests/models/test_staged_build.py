@@ -87,3 +87,19 @@ def test_a_model_on_the_host_is_quantized_onto_the_device_named(monkeypatch):
     model = frozen_base.apply_frozen_base(model, "nf4_bf16", device="meta")
     assert seen and set(seen) == {"meta"}
     assert {p.device.type for p in model.parameters()} == {"meta"}
+
+
+def test_a_model_from_a_folder_stays_on_the_host_when_only_its_quantized_base_fits(monkeypatch, tmp_path):
+    """The real loading path (``from_pretrained``) on a folder this test writes: kept on the host for the device
+    its quantized base fits, moved to the device otherwise."""
+    loading.build_model("qwen3-tiny", "sdpa", 0, torch.bfloat16, "cpu").save_pretrained(str(tmp_path))
+    adapter = RunConfig(model="qwen3-tiny", adapter="lora", frozen_base="nf4_bf16").adapter_settings
+    resolved = loading.resolve_model(str(tmp_path))
+    assert not resolved.preset
+    monkeypatch.setattr(loading, "device_memory_bytes", lambda device: 1)  # the bf16 weights do not fit
+    monkeypatch.setattr(loading, "stages_on_host", lambda *args: True)  # the quantized base does
+    model = loading.build_resolved(resolved, "sdpa", 0, torch.bfloat16, "meta", adapter)
+    assert next(model.parameters()).device.type == "cpu" and getattr(model, frozen_base.STAGED_DEVICE) == "meta"
+    monkeypatch.setattr(loading, "stages_on_host", lambda *args: False)
+    model = loading.build_resolved(resolved, "sdpa", 0, torch.bfloat16, "meta", adapter)
+    assert next(model.parameters()).device.type == "meta" and not hasattr(model, frozen_base.STAGED_DEVICE)
