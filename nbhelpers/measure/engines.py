@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.data.strategies import PaddingSettings
-from nbhelpers.models.frozen_base import BF16_BASE, FROZEN_BASE_NAMES
+from nbhelpers.models.frozen_base import BF16_BASE, FROZEN_BASE_NAMES, FROZEN_BASES
 
 from .trainer_args import Settings, sft_settings, spelled
 
@@ -114,6 +114,18 @@ ENGINES: dict[str, Engine] = {
     )
 }  # fmt: skip
 ENGINE_NAMES = tuple(ENGINES)
+
+
+def peer_base(engine: str, frozen_base: str) -> str:
+    """The frozen base a peer row loads for a workload on ``frozen_base``: the same where the engine loads it, else
+    the engine's base with the same quantized weights (NF4 for NF4: a TRL user's 4-bit load runs no k-bit upcast),
+    else the base as built (TRL has no float8 base)."""
+    loads = ENGINES[engine].frozen_bases
+    if frozen_base in loads:
+        return frozen_base
+    weights = FROZEN_BASES[frozen_base].stored_bytes
+    same = [name for name in loads if weights is not None and FROZEN_BASES[name].stored_bytes is weights]
+    return same[0] if same else BF16_BASE
 TRL_ENGINES = tuple(name for name, e in ENGINES.items() if e.is_trl)
 PEER_ENGINES = tuple(name for name in ENGINES if name != WORKBOOK)  # what PEER_ROWS may name
 

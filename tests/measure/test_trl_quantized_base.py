@@ -50,3 +50,21 @@ def test_a_trl_peer_trains_on_the_quantized_base(monkeypatch, tmp_path):
     built = trl_loop.build_sft_trainer(config, str(tmp_path), tokenizer, rows, epochs=1)
     assert applied == ["cpu"]
     assert any("lora_A" in name for name, _ in built.trainer.model.named_parameters())
+
+
+@pytest.mark.parametrize("base", FROZEN_BASE_NAMES)
+def test_every_peer_row_of_a_workload_loads_the_base_its_tool_loads(base):
+    """A workload on any base has its peers and its row without the workbook: the same base where the tool loads
+    it, the same NF4 weights without PEFT's upcast for TRL, the base as built where the tool has no such format."""
+    from nbhelpers.analysis.peers import peers_of
+    from nbhelpers.analysis.references import without_workbook_config
+    from nbhelpers.measure.engines import PEER_ENGINES, peer_base
+
+    workload = RunConfig(adapter="lora", frozen_base=base)
+    rows = [*peers_of(workload, "pick", ",".join(PEER_ENGINES), on_gpu=False), without_workbook_config(workload)]
+    for row in rows:
+        assert row.frozen_base in ENGINES[row.engine].frozen_bases
+        assert row.frozen_base == peer_base(row.engine, base)
+        assert (row.frozen_base == base) is (f"{row.frozen_base} base" not in row.label)  # a changed base is named
+    expected = {"bf16": "bf16", "nf4": "nf4_bf16", "nf4_bf16": "nf4_bf16", "float8": "bf16"}
+    assert peer_base("trl_defaults", base) == expected[base]
