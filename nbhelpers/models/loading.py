@@ -24,7 +24,7 @@ from .families import (
     is_preset,
     preset_config,
 )
-from .frozen_base import BF16_BASE, STAGED_DEVICE
+from .frozen_base import FROZEN_BASES, STAGED_DEVICE
 from .shape import ModelShape
 
 
@@ -108,9 +108,9 @@ def _placement(
     import torch
 
     weights = "bf16" if dtype in (torch.bfloat16, torch.float16) else "fp32"
-    capacity = device_memory_bytes(device)
-    refusal = state_refusal(resolved.shape(), weights, capacity, adapter)
-    if refusal and stages_on_host(resolved.shape(), weights, capacity, device, adapter):
+    shape, capacity = resolved.shape(), device_memory_bytes(device)
+    refusal = state_refusal(shape, weights, capacity, adapter)
+    if refusal and stages_on_host(shape, weights, capacity, device, adapter):
         return True, ""
     return False, refusal
 
@@ -141,7 +141,7 @@ def stages_on_host(
 ) -> bool:
     """Whether a model too large for the device as built fits it once its frozen base is quantized: then it is built
     on the host and quantized onto the device linear by linear (a 27B with an NF4 base on a 24 GiB GPU)."""
-    quantizing = adapter is not None and adapter.entry.frozen_base and adapter.frozen_base != BF16_BASE
+    quantizing = adapter is not None and adapter.entry.frozen_base and FROZEN_BASES[adapter.frozen_base].quantized
     return bool(quantizing) and device != "cpu" and quantized_state_bytes(shape, weights, adapter) <= capacity
 
 
