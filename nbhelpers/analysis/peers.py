@@ -13,7 +13,7 @@ from typing import Any
 
 from nbhelpers.data.strategies import STRATEGY_FIELDS
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.engines import ENGINES, PEER_ENGINES, WORKBOOK, peer_base
+from nbhelpers.measure.engines import ENGINES, PEER_ENGINES, WORKBOOK, peer_base_note
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.planning.lists import parse_list
 from nbhelpers.validation import ConfigError
@@ -70,9 +70,9 @@ def peers_of(base: RunConfig, label: str, engines: str, on_gpu: bool) -> list[Ru
             row = f"TRL from the export of {label}"
         held_to_goal = name == EXPORT_ENGINE and on_gpu
         floor = max(PEER_MIN_TIMED_STEPS, base.min_timed_steps) if held_to_goal else base.min_timed_steps
-        frozen = peer_base(name, base.frozen_base)
-        row += "" if frozen == base.frozen_base else f", {frozen} base"
-        configs.append(base.replace(engine=name, label=row, profile=False, min_timed_steps=floor, frozen_base=frozen))
+        frozen, note = peer_base_note(name, base.frozen_base)
+        configs.append(base.replace(engine=name, label=row + note, profile=False, min_timed_steps=floor,
+                                    frozen_base=frozen))  # fmt: skip
     return configs
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.engines import ENGINES, peer_base
+from nbhelpers.measure.engines import ENGINES, peer_base_note
 from nbhelpers.measure.store import RunRecord
 
 from .records import (
@@ -51,9 +51,8 @@ COLUMNS = (
 def without_workbook_config(base: RunConfig) -> RunConfig:
     """``base``'s workload as a user runs it without the workbook (the engine's own flags; no profile)."""
     engine = ENGINES[WITHOUT_WORKBOOK_ENGINE]
-    frozen = peer_base(engine.name, base.frozen_base)  # the base its user loads (TRL: NF4 without k-bit upcast)
-    label = f"{engine.label}, b{base.batch_size}x{base.max_length}"
-    label += "" if frozen == base.frozen_base else f", {frozen} base"
+    frozen, note = peer_base_note(engine.name, base.frozen_base)  # the base its user loads (TRL: NF4, no upcast)
+    label = f"{engine.label}, b{base.batch_size}x{base.max_length}{note}"
     return base.replace(engine=engine.name, label=label, profile=False, frozen_base=frozen)
 
 

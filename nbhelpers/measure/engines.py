@@ -126,6 +126,12 @@ def peer_base(engine: str, frozen_base: str) -> str:
     weights = FROZEN_BASES[frozen_base].stored_bytes
     same = [name for name in loads if weights is not None and FROZEN_BASES[name].stored_bytes is weights]
     return same[0] if same else BF16_BASE
+
+
+def peer_base_note(engine: str, frozen_base: str) -> tuple[str, str]:
+    """:func:`peer_base`, and what a peer row's label adds for it ('' where it is the workload's own base)."""
+    base = peer_base(engine, frozen_base)
+    return base, "" if base == frozen_base else f", {base} base"
 TRL_ENGINES = tuple(name for name, e in ENGINES.items() if e.is_trl)
 PEER_ENGINES = tuple(name for name in ENGINES if name != WORKBOOK)  # what PEER_ROWS may name
 
