@@ -424,20 +424,8 @@ def run_configs(
         bar = progress_bar(configs, desc="configurations", unit="config", disable=plain)
         iterator = bar
     records = []
-    envs: dict[int, dict[str, str] | None] = {}
-
-    def env_of(index: int) -> dict[str, str] | None:
-        """``extra_env`` of the configuration at ``index``, asked once: it may hand something out only once (the
-        startup pair's cold folder, :func:`nbhelpers.measure.startup.cold_start_env`)."""
-        if extra_env is None:
-            return None
-        if index not in envs:
-            envs[index] = extra_env(configs[index])
-        return envs[index]
-
     for number, config in enumerate(iterator, 1):
-        # the next configuration, if it will be measured: its spare starts while this one finishes
-        after = configs[number] if number < len(configs) and (reuse is None or reuse(configs[number]) is None) else None
+        after = configs[number] if number < len(configs) else None  # its spare starts while this one finishes
         steps = None
         if bar is not None:
             bar.set_postfix_str(config.name)
@@ -445,8 +433,8 @@ def run_configs(
         stored = reuse(config) if reuse is not None else None
         started = time.perf_counter()
         try:
-            env = env_of(number - 1) if stored is None else None
-            after_env = env_of(number) if after is not None else None
+            env = extra_env(config) if extra_env is not None and stored is None else None
+            after_env = extra_env(after) if extra_env is not None and after is not None else None
             record = stored or run_config(
                 config, isolate=isolate, notebook=notebook, on_progress=steps, extra_env=env, next_config=after,
                 next_extra_env=after_env,

@@ -192,39 +192,3 @@ def test_an_unwritable_shared_kernel_cache_is_said_in_words_once(monkeypatch, tm
     [warning] = caught
     text = str(warning.message)
     assert str(folder) in text and "Permission denied" in text and runner.KERNEL_CACHE_VARIABLE in text
-
-
-def test_each_configuration_names_the_next_measured_one_and_asks_its_environment_once(monkeypatch, make_record):
-    """The next configuration's spare needs its environment ahead of time; an ``extra_env`` that hands something
-    out once (the startup pair's cold folder) still gives it to the configuration it chose, and a configuration
-    whose record is reused gets no spare."""
-    from nbhelpers.measure import runner
-
-    calls = []
-
-    def fake_run_config(config, **kwargs):
-        calls.append((config.label, kwargs["extra_env"], getattr(kwargs["next_config"], "label", None),
-                      kwargs["next_extra_env"]))  # fmt: skip
-        return make_record(config.label, 100.0)
-
-    given: list[str] = []
-
-    def cold_once(config):  # like cold_start_env: the first compiled configuration only
-        if config.kernels != "compile" or given:
-            return None
-        given.append(config.label)
-        return {"COLD": "1"}
-
-    monkeypatch.setattr(runner, "run_config", fake_run_config)
-    reused = make_record("eager again", 100.0)
-    configs = [RunConfig(label="eager"), RunConfig(label="eager again"), RunConfig(label="compiled", kernels="compile"),
-               RunConfig(label="compiled again", kernels="compile")]  # fmt: skip
-    records = run_configs(configs, progress=False, extra_env=cold_once,
-                          reuse=lambda c: reused if c.label == "eager again" else None)  # fmt: skip
-    assert [r.label for r in records] == ["eager", "eager again", "compiled", "compiled again"]
-    assert calls == [
-        ("eager", None, None, None),  # its next is reused: nothing to start a spare for
-        ("compiled", {"COLD": "1"}, "compiled again", None),
-        ("compiled again", None, None, None),
-    ]
-    assert given == ["compiled"]
