@@ -19,7 +19,6 @@ PROGRESS_VARIABLE = "NBHELPERS_PROGRESS_FILE"
 # Set (to "1") for a notebook run in batch (run-all, sweep, papermill): bars are plain text, so the saved notebook
 # shows each bar's last state; a widget bar saves only its first ("0/0").
 PLAIN_BARS_VARIABLE = "NBHELPERS_PLAIN_PROGRESS"
-PARITY_PROBE_PHASE = "parity probe"  # a workbook row's last phase, after its timed and profiled steps
 
 
 @dataclass(frozen=True)

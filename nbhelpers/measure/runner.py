@@ -27,16 +27,8 @@ from .config import RunConfig
 from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failure
 from .engines import ENGINES, site_env
 from .env import ALLOC_CONF_VARIABLE, MEASURING_ALLOC_CONF, detect_platform
-from .progress import (
-    PARITY_PROBE_PHASE,
-    PROGRESS_VARIABLE,
-    Progress,
-    ProgressReader,
-    plain_bars,
-    progress_bar,
-    read_progress,
-)
-from .spare import AFTER_TIMING, WITH_CURRENT, SparePool, die_with_parent, spare_timing
+from .progress import PROGRESS_VARIABLE, Progress, ProgressReader, plain_bars, progress_bar, read_progress
+from .spare import SparePool, die_with_parent, spares_wanted
 from .store import RunRecord, RunStore, runs_root
 from .worker import failed_record
 
@@ -132,61 +124,36 @@ def _cuda_available() -> bool:
 _spares = SparePool()  # processes for the next configurations, imports done (nbhelpers.measure.spare)
 
 
-def uses_spare(config: RunConfig) -> bool:
-    """Whether ``config``'s process may be a spare: not a launch (torchrun, one process per GPU) and not an engine
-    whose own imports must come first (Unsloth)."""
-    return not needs_launch(config) and not ENGINES[config.engine].needs_fresh_process
-
-
 def _start_process(
-    config: RunConfig, env: dict[str, str], args: list[str], progress: Path, stderr: Path, from_spare: bool
+    config: RunConfig, env: dict[str, str], args: list[str], progress: Path, stderr: Path,
+    next_env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen, str, str]:  # fmt: skip
-    """The process that measures ``config``, how it started ("spare": a waiting spare started with ``env``, its
-    imports done, when ``from_spare``; else "fresh") and why a waiting spare was not used ("" when none waited or
-    one was)."""
-    child, unused = _spares.take(env, args, str(progress), str(stderr)) if from_spare else (None, "")
-    if child is not None:
-        return child, "spare", unused
-    command = [sys.executable, "-m", "nbhelpers.measure.worker", *args]
-    if needs_launch(config):  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
-        command = launch_command(config, *args)
-    with open(stderr, "w", encoding="utf-8") as stderr_file:
-        child = subprocess.Popen(
-            command, env=env | {PROGRESS_VARIABLE: str(progress)}, stdout=subprocess.DEVNULL, stderr=stderr_file,
-            text=True, start_new_session=True, preexec_fn=die_with_parent,
-        )  # fmt: skip
-    return child, "fresh", unused
-
-
-def next_spare_env(
-    config: RunConfig, env: dict[str, str], timing: str, next_config: RunConfig | None = None,
-    next_extra_env: dict[str, str] | None = None,
-) -> dict[str, str] | None:  # fmt: skip
-    """The environment of the spare to start for the configuration after ``config`` (None: start none).
-
-    A named ``next_config`` gets one with its own environment where it may use a spare; otherwise
-    ``next_extra_env`` names the next run of ``config`` itself (the startup pair's warm run). Knowing neither, a
-    spare is started only :data:`WITH_CURRENT` and with ``config``'s environment (on a GPU the next configuration
-    likely shares it); on a CPU an unknown next configuration gets none, since a spare it does not take would import
-    beside its timed steps."""
-    if not timing:
-        return None
-    if next_config is not None:
-        return _child_env(next_config, next_extra_env) if uses_spare(next_config) else None
-    if not uses_spare(config):
-        return None
-    if next_extra_env is not None:
-        return _child_env(config, next_extra_env)
-    return env if timing == WITH_CURRENT else None
+    """The process that measures ``config``, how it started ("spare": a spare started with ``env``, its imports
+    done; else "fresh") and why a waiting spare was not used ("" when none waited or one was); then a spare for the
+    configuration after this one (started with ``next_env``, by default ``env``), where spares are wanted."""
+    fresh = ENGINES[config.engine].needs_fresh_process  # Unsloth: its own imports first, never a spare's
+    use_spares = not needs_launch(config) and not fresh and spares_wanted(_cuda_available())
+    child, unused = _spares.take(env, args, str(progress), str(stderr)) if use_spares else (None, "")
+    how = "spare" if child is not None else "fresh"
+    if child is None:
+        command = [sys.executable, "-m", "nbhelpers.measure.worker", *args]
+        if needs_launch(config):  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
+            command = launch_command(config, *args)
+        with open(stderr, "w", encoding="utf-8") as stderr_file:
+            child = subprocess.Popen(
+                command, env=env | {PROGRESS_VARIABLE: str(progress)}, stdout=subprocess.DEVNULL, stderr=stderr_file,
+                text=True, start_new_session=True, preexec_fn=die_with_parent,
+            )  # fmt: skip
+    if use_spares:
+        _spares.keep(next_env if next_env is not None else env)
+    return child, how, unused
 
 
 def prime_spare(extra_env: dict[str, str] | None = None) -> bool:
-    """Start a spare worker now with ``extra_env`` added to the environment, where spares are wanted and none with
-    that environment waits, so that the configuration measured with it finds its imports done (and on a GPU its CUDA
-    context made); True when one was started. On a CPU only while no other spare waits: a second one's imports
-    could run beside the first's measurement."""
-    timing = spare_timing(_cuda_available())
-    if not timing or (timing == AFTER_TIMING and _spares.waiting):
+    """Start a spare worker now with ``extra_env`` added to the environment, where spares are wanted (on a GPU) and
+    none with that environment waits, so that the configuration measured with it finds its imports done and its
+    CUDA context made; True when one was started."""
+    if not spares_wanted(_cuda_available()):
         return False
     return _spares.keep(_child_env(RunConfig(), extra_env))
 
@@ -221,13 +188,10 @@ POLL_S = 0.5  # how often a waiting runner reads its configuration's progress
 def run_isolated(
     config: RunConfig, notebook: str = "", extra_env: dict[str, str] | None = None,
     on_progress: ProgressCallback | None = None, next_extra_env: dict[str, str] | None = None,
-    next_config: RunConfig | None = None,
 ) -> RunRecord:  # fmt: skip
     """Measure one configuration in a fresh Python process; never raises for a failed configuration.
     ``on_progress`` is called with the process's progress (:mod:`nbhelpers.measure.progress`) while it runs;
-    ``next_config`` and ``next_extra_env``, when known, are the next configuration and its ``extra_env`` (its spare
-    is started with them, :func:`next_spare_env`): as this one starts (on a GPU) or once this one's timed work is over
-    (its parity probe or its end, on a CPU)."""
+    ``next_extra_env``, when known, is the next configuration's ``extra_env`` (its spare is started with it)."""
     if shortfall := gpu_shortfall(config):  # before torchrun starts ranks that would find no device
         return failed_record(config, shortfall, notebook)
     with tempfile.TemporaryDirectory(prefix="nbhelpers-") as tmp:
@@ -238,27 +202,14 @@ def run_isolated(
         env = _child_env(config, extra_env)
         args = [str(config_path), str(result_path), notebook]
         started = time.perf_counter()
-        timing = spare_timing(_cuda_available())
-        spare = _NextSpare(next_spare_env(config, env, timing, next_config, next_extra_env))
-        from_spare = bool(timing) and uses_spare(config)
-        child, how, spare_unused = _start_process(config, env, args, progress_path, stderr_path, from_spare)
-        if timing == WITH_CURRENT:
-            spare.start()
-
-        def heard(progress: Progress) -> None:
-            if on_progress is not None:
-                on_progress(progress)
-            if timing == AFTER_TIMING and progress.phase == PARITY_PROBE_PHASE:  # its timed steps are done
-                spare.start()
-
+        next_env = _child_env(config, next_extra_env) if next_extra_env is not None else None
+        child, how, spare_unused = _start_process(config, env, args, progress_path, stderr_path, next_env)
         try:
-            finished = _wait(child, config.timeout_s, progress_path, heard, result_path)
+            finished = _wait(child, config.timeout_s, progress_path, on_progress, result_path)
         except BaseException:  # an interrupted notebook must not leave a GPU-holding process behind
             _kill_group(child)
             raise
         _kill_group(child)  # compile workers and other grandchildren end with their configuration
-        if finished:
-            spare.start()
         if not finished:
             stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
             return failed_record(config, timeout_reason(config.timeout_s, read_progress(progress_path), stderr),
@@ -281,18 +232,6 @@ def run_isolated(
             reason = failed_ranks
         stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
         return failed_record(config, f"{reason}: {stderr_tail(stderr)}", notebook)
-
-
-class _NextSpare:
-    """The spare for the configuration after the one being measured, started at most once (``env`` None: never)."""
-
-    def __init__(self, env: dict[str, str] | None) -> None:
-        self.env = env
-
-    def start(self) -> None:
-        if self.env is not None:
-            _spares.keep(self.env)
-            self.env = None
 
 
 def _wait(
@@ -335,15 +274,12 @@ def _kill_group(child: subprocess.Popen) -> None:
 
 def run_config(
     config: RunConfig, isolate: bool = True, notebook: str = "", on_progress: ProgressCallback | None = None,
-    extra_env: dict[str, str] | None = None, next_config: RunConfig | None = None,
-    next_extra_env: dict[str, str] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> RunRecord:  # fmt: skip
     """Measure one configuration: in a subprocess by default (``on_progress`` hears where it is; ``extra_env`` is
-    added to its environment; ``next_config`` with ``next_extra_env``, when known, gets its spare,
-    :func:`run_isolated`), in this process when isolate=False (then ``extra_env`` must be None)."""
+    added to its environment), in this process when isolate=False (then ``extra_env`` must be None)."""
     if isolate or needs_launch(config) or ENGINES[config.engine].needs_fresh_process:  # torchrun; Unsloth's own
-        return run_isolated(config, notebook, extra_env=extra_env, on_progress=on_progress,
-                            next_extra_env=next_extra_env, next_config=next_config)  # fmt: skip
+        return run_isolated(config, notebook, extra_env=extra_env, on_progress=on_progress)
     if extra_env:
         raise ValueError("extra_env needs isolate=True: a process's own environment is not changed for one run")
     from .worker import failure_reason, measure_config
@@ -425,7 +361,6 @@ def run_configs(
         iterator = bar
     records = []
     for number, config in enumerate(iterator, 1):
-        after = configs[number] if number < len(configs) else None  # its spare starts while this one finishes
         steps = None
         if bar is not None:
             bar.set_postfix_str(config.name)
@@ -434,11 +369,7 @@ def run_configs(
         started = time.perf_counter()
         try:
             env = extra_env(config) if extra_env is not None and stored is None else None
-            after_env = extra_env(after) if extra_env is not None and after is not None else None
-            record = stored or run_config(
-                config, isolate=isolate, notebook=notebook, on_progress=steps, extra_env=env, next_config=after,
-                next_extra_env=after_env,
-            )  # fmt: skip
+            record = stored or run_config(config, isolate=isolate, notebook=notebook, on_progress=steps, extra_env=env)
         finally:
             if steps is not None:
                 steps.close()

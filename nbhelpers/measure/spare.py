@@ -8,13 +8,8 @@ CUDA context and nothing else (no patch, no model, no kernel cache touched); it 
 The runner hands it the next configuration started with the same environment and starts another spare while
 that one measures. A spare serves once and exits.
 
-When the next spare starts (:func:`spare_timing`): on a GPU as the current configuration starts (its imports run on
-cores the step leaves idle); on a CPU only once the current configuration's timed work is over (its parity probe, or
-its end) and only for a next configuration the runner knows will take it, so that no import takes a core from a
-timed step (measured on 2 cores: a bare process's imports and its model's about 4.5 s per configuration).
-
-``NBHELPERS_SPARE_WORKER``: ``auto`` (default: "with" where CUDA is available, else "after"), ``on`` ("with"
-everywhere), ``after`` or ``off``.
+``NBHELPERS_SPARE_WORKER``: ``auto`` (default: spares where CUDA is available; on a CPU the imports would take
+cores from the measurement running beside them), ``on`` or ``off``.
 """
 
 from __future__ import annotations
@@ -29,9 +24,7 @@ import time
 from .progress import PROGRESS_VARIABLE
 
 SPARE_VARIABLE = "NBHELPERS_SPARE_WORKER"
-SPARE_CHOICES = ("auto", "on", "after", "off")
-WITH_CURRENT = "with"  # the next spare starts as the current configuration starts
-AFTER_TIMING = "after"  # the next spare starts once the current configuration's timed work is over
+SPARE_CHOICES = ("auto", "on", "off")
 MAX_IDLE_S = 600.0  # an older spare is not used: the code it imported may have changed since
 MAX_WAITING = 2  # spares waiting at once (each holds a CUDA context, about half a GiB of the GPU)
 PRELOAD = (
@@ -50,23 +43,12 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
-def spare_timing(cuda_available: bool) -> str:
-    """When the runner starts the next configuration's spare, from ``$NBHELPERS_SPARE_WORKER``:
-    :data:`WITH_CURRENT` (``on``; ``auto`` where CUDA is available), :data:`AFTER_TIMING` (``after``; ``auto`` on a
-    CPU) or "" (``off``: never)."""
+def spares_wanted(cuda_available: bool) -> bool:
+    """Whether the runner keeps a spare: ``$NBHELPERS_SPARE_WORKER`` (auto: only where CUDA is available)."""
     choice = os.environ.get(SPARE_VARIABLE, "auto").strip().lower() or "auto"
     if choice not in SPARE_CHOICES:
         raise ValueError(f"{SPARE_VARIABLE}={choice!r}: allowed are {', '.join(SPARE_CHOICES)}")
-    if choice == "off":
-        return ""
-    if choice == "on" or (choice == "auto" and cuda_available):
-        return WITH_CURRENT
-    return AFTER_TIMING
-
-
-def spares_wanted(cuda_available: bool) -> bool:
-    """Whether the runner keeps spares at all (:func:`spare_timing` is not "")."""
-    return bool(spare_timing(cuda_available))
+    return choice == "on" or (choice == "auto" and cuda_available)
 
 
 class Spare:

@@ -23,7 +23,7 @@ from .memory_cap import memory_cap
 from .memory_plan import MemoryCapExceeded
 from .model_fit import model_fit_error
 from .parallel import current_rank
-from .progress import PARITY_PROBE_PHASE, report_progress
+from .progress import report_progress
 from .store import RunRecord
 
 TRACE_CHARS = 20_000  # the end of a failure's traceback kept in its record (metrics["traceback"])
@@ -68,7 +68,7 @@ def attach_probe(record: RunRecord, config: RunConfig, resolved: ResolvedModel |
     try:
         from .sequence_parity import parity_probe
 
-        report_progress(PARITY_PROBE_PHASE, 0, 0)
+        report_progress("parity probe", 0, 0)
         started = time.perf_counter()
         probe = parity_probe(config, resolved)
         record.metrics.setdefault("phase_s", {})["parity_probe"] = round(time.perf_counter() - started, 3)

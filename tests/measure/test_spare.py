@@ -7,7 +7,7 @@ import pytest
 
 from nbhelpers.measure import runner
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.spare import AFTER_TIMING, SPARE_VARIABLE, WITH_CURRENT, spare_timing, spares_wanted
+from nbhelpers.measure.spare import SPARE_VARIABLE, spares_wanted
 
 pytestmark = pytest.mark.slow
 
@@ -66,18 +66,16 @@ def test_a_failure_in_a_spare_keeps_its_reason(spares_on, tmp_path):
     assert not failed.ok and failed.reason.startswith("FileNotFoundError: model=")
 
 
-def test_spare_timing_reads_its_variable(monkeypatch):
+def test_spares_wanted_reads_its_variable(monkeypatch):
     monkeypatch.setenv(SPARE_VARIABLE, "auto")
-    assert spare_timing(True) == WITH_CURRENT and spare_timing(False) == AFTER_TIMING
+    assert spares_wanted(True) and not spares_wanted(False)
     monkeypatch.setenv(SPARE_VARIABLE, "off")
-    assert spare_timing(True) == "" and not spares_wanted(True)
+    assert not spares_wanted(True)
     monkeypatch.setenv(SPARE_VARIABLE, "on")
-    assert spare_timing(False) == WITH_CURRENT
-    monkeypatch.setenv(SPARE_VARIABLE, "after")
-    assert spare_timing(True) == AFTER_TIMING and spares_wanted(True)
+    assert spares_wanted(False)
     monkeypatch.setenv(SPARE_VARIABLE, "sometimes")
-    with pytest.raises(ValueError, match="NBHELPERS_SPARE_WORKER='sometimes': allowed are auto, on, after, off"):
-        spare_timing(True)
+    with pytest.raises(ValueError, match="NBHELPERS_SPARE_WORKER='sometimes': allowed are auto, on, off"):
+        spares_wanted(True)
 
 
 def test_a_primed_spare_serves_the_first_configuration(spares_on):
@@ -101,52 +99,3 @@ def test_spares_for_two_environments_wait_side_by_side_and_each_serves_its_own(s
     oldest = runner._spares.waiting[0]
     assert runner.prime_spare({"NBHELPERS_TEST_MARK": "a"}) and runner.prime_spare({"NBHELPERS_TEST_MARK": "b"})
     assert len(runner._spares.waiting) == 2 and oldest.process.poll() is not None  # the oldest was stopped
-
-
-@pytest.fixture
-def spares_after(monkeypatch):
-    monkeypatch.setenv(SPARE_VARIABLE, "after")
-    yield
-    runner._stop_spare()
-
-
-def test_after_timing_the_next_spare_starts_only_once_the_timed_steps_are_done(spares_after, monkeypatch):
-    heard: list[str] = []
-    started_after: list[list[str]] = []
-    keep = runner._spares.keep
-
-    def recording_keep(env):
-        started_after.append(list(heard))
-        return keep(env)
-
-    monkeypatch.setattr(runner._spares, "keep", recording_keep)
-    first = runner.run_isolated(TINY, on_progress=lambda p: heard.append(p.phase), next_config=TINY)
-    assert first.ok and first.metrics["worker_process"] == "fresh"
-    (phases,) = started_after  # one spare, started when the parity probe was heard, every timed step before it
-    assert phases[-1] == "parity probe" and any(phase.startswith("timed") for phase in phases)
-    second = runner.run_isolated(TINY.replace(label="tiny again"))
-    assert second.ok and second.metrics["worker_process"] == "spare"
-    assert second.metrics["losses"] == first.metrics["losses"]
-    assert runner._spares.waiting == []  # the next configuration is unknown: on a CPU no spare imports beside it
-
-
-def test_after_timing_a_second_environment_is_not_primed_beside_a_waiting_spare(spares_after, tmp_path):
-    assert runner.prime_spare()
-    assert not runner.prime_spare({"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cold")})
-    assert len(runner._spares.waiting) == 1
-
-
-def test_the_next_spares_environment_follows_the_next_configuration(tmp_path):
-    env = {"PATH": "/bin"}
-    fsdp = TINY.replace(sharding="fsdp2")
-    assert runner.next_spare_env(TINY, env, "") is None  # spares off
-    assert runner.next_spare_env(TINY, env, WITH_CURRENT) is env  # on a GPU: the same environment, likely next
-    assert runner.next_spare_env(TINY, env, AFTER_TIMING) is None  # on a CPU: an unknown next gets none
-    assert runner.next_spare_env(TINY, env, AFTER_TIMING, next_config=fsdp) is None  # torchrun starts its own
-    assert runner.next_spare_env(fsdp, env, WITH_CURRENT) is None
-    cache = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "warm")}
-    for timing in (WITH_CURRENT, AFTER_TIMING):
-        named = runner.next_spare_env(fsdp, env, timing, next_config=TINY, next_extra_env=cache)
-        assert named is not None and named["TORCHINDUCTOR_CACHE_DIR"] == cache["TORCHINDUCTOR_CACHE_DIR"]
-        again = runner.next_spare_env(TINY, env, timing, next_extra_env=cache)
-        assert again is not None and again["TORCHINDUCTOR_CACHE_DIR"] == cache["TORCHINDUCTOR_CACHE_DIR"]
