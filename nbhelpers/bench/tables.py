@@ -355,25 +355,33 @@ def profile_27b_h100(shelf: c.Shelf) -> str:
 
 
 LORA_EPILOGUE_H100 = (
-    ("1.7B", "qwen3-1.7b/lora-epilogue/view-copies/pick.jsonl", ("6ede9e90b613", "65394662e999")),
-    ("8B", "qwen3-8b/lora-epilogue/view-copies/pick.jsonl", ("4ac0efb295f3", "734abaedcaa8")),
+    ("1.7B", "in the GEMM, added into a view", "qwen3-1.7b/lora-epilogue/view-copies/pick.jsonl",
+     ("6ede9e90b613", "65394662e999")),
+    ("1.7B", "in the GEMM, added into its own output", "qwen3-1.7b/lora-epilogue/own-output/pick.jsonl",
+     ("5f47ca9431f1", "13a536cf5a53")),
+    ("8B", "in the GEMM, added into a view", "qwen3-8b/lora-epilogue/view-copies/pick.jsonl",
+     ("4ac0efb295f3", "734abaedcaa8")),
+    ("8B", "in the GEMM, added into its own output", "qwen3-8b/lora-epilogue/own-output/pick.jsonl",
+     ("08505d35a22b", "f332fb3d33e8")),
 )  # fmt: skip
 EPILOGUE_CATEGORIES = ("GEMM", "elementwise", "memcpy/memset")
 
 
 def lora_epilogue_h100(shelf: c.Shelf) -> str:
-    """PEFT's LoRA scale and add against the first fused form (its add in place on a view), per model."""
+    """PEFT's LoRA scale and add against each fused form (its add in place on a view, then into the base layer's own
+    output), each pair from one job on the same batches."""
     table = []
-    for model, file, ids in LORA_EPILOGUE_H100:
+    for model, form, file, ids in LORA_EPILOGUE_H100:
         peft, fused = (shelf((file, record_id)) for record_id in ids)
-        for name, r in (("PEFT's scale and add", peft), ("in the GEMM, added into a view", fused)):
+        for name, r in (("PEFT's scale and add", peft), (form, fused)):
             vs = "1.00x" if r is peft else f"{c.ratio(r, peft)} {c.ratio_interval(r, peft)}"
             table.append([f"{model}: {name}", c.tok_s_interval(r), vs, f"{c.metric(r, 'trace_wall_us') / 1e3:,.0f}",
+                          f"{c.metric(r, 'trace_busy_us') / 1e3:,.0f}",
                           *(category_ms(r, category) for category in EPILOGUE_CATEGORIES),
                           f"{c.metric(r, 'trace_launches_per_step'):,.0f}", c.timed_steps(r)])  # fmt: skip
     headers = ["model: LoRA's scale and add (r16, all-linear, Liger, `torch_varlen`)", "real tok/s (95% interval)",
-               "vs PEFT's", "traced step ms", *(f"{name} ms" for name in EPILOGUE_CATEGORIES), "launches",
-               "timed steps"]  # fmt: skip
+               "vs PEFT's, same job", "traced step ms", "GPU busy ms", *(f"{name} ms" for name in EPILOGUE_CATEGORIES),
+               "launches", "timed steps"]  # fmt: skip
     return markdown(headers, table)
 
 
