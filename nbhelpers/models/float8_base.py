@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .staged import module_to
+
 MIN_CAPABILITY = (8, 9)  # float8 tensor cores: Ada (8.9), Hopper (9.0) and newer
 MIN_CUDA = 12  # torch's rowwise-scaled float8 GEMM is built for CUDA 12 and newer
 DIMENSION_MULTIPLE = 16
@@ -76,7 +78,8 @@ def convert_frozen_float8(model: Any, emulate: bool = False, device: str | None 
         for name, child in list(parent.named_children()):
             plain = type(child) is torch.nn.Linear and child is not head
             if plain and float8_quantizes(child.out_features, child.in_features):
-                setattr(parent, name, Float8FrozenLinear(child.to(device) if device else child, emulate=emulate))
+                moved = module_to(model, child, device) if device else child  # drawn there, for an undrawn build
+                setattr(parent, name, Float8FrozenLinear(moved, emulate=emulate))
                 swapped += 1
     return swapped
 

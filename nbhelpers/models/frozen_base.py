@@ -32,14 +32,12 @@ from .nf4_base import (
     nf4_weight_count,
 )
 from .shape import ModelShape
+from .staged import STAGED_DEVICE, is_undrawn, rest_to
 
 BF16_BASE = "bf16"
 NF4_BASE = "nf4"
 NF4_BF16_REST_BASE = "nf4_bf16"
 FLOAT8_BASE = "float8"
-# A model built on the host for a device it fits only once quantized carries the device here (models.loading): the
-# frozen base moves each linear to it as it quantizes it, then the rest of the model.
-STAGED_DEVICE = "_nbhelpers_staged_device"
 FROZEN_BYTES = {"fp32": 4, "bf16": 2}  # bytes a stored weight takes in the weights' dtype
 BF16_ROUNDING = 2.0**-8  # half a unit in the last place of bf16's 8 significant bits
 
@@ -166,15 +164,9 @@ def apply_frozen_base(model: Any, name: str, device: str | None = None) -> Any:
     target = device or getattr(model, STAGED_DEVICE, None) or here
     if why := frozen_base_refusal(name, target):
         raise FrozenBaseUnavailable(why)
+    undrawn = is_undrawn(model)  # a host build whose weights are drawn on the device, module by module
     model = base.apply(model, target)
-    return _unstaged(model, target) if target != here else model
-
-
-def _unstaged(model: Any, device: str) -> Any:
-    """A model built on the host, its quantized linears already on ``device``: the rest moved there too."""
-    if hasattr(model, STAGED_DEVICE):
-        delattr(model, STAGED_DEVICE)
-    return model.to(device)
+    return rest_to(model, target) if target != here or undrawn else model
 
 
 def quantized_linears(shape: ModelShape, name: str) -> list[LinearModule]:

@@ -24,8 +24,9 @@ from .families import (
     is_preset,
     preset_config,
 )
-from .frozen_base import FROZEN_BASES, STAGED_DEVICE
+from .frozen_base import FROZEN_BASES
 from .shape import ModelShape
+from .staged import STAGED_DEVICE, mark_undrawn, undrawn_weights
 
 
 def is_local_model(name_or_path: str) -> bool:
@@ -93,7 +94,7 @@ def build_resolved(
             kwargs["dtype"] = dtype
         model = AutoModelForCausalLM.from_pretrained(resolved.source, **kwargs)
         if _placement(resolved, dtype, device, adapter)[0]:  # on the host: its frozen base quantizes it onto device
-            setattr(model, STAGED_DEVICE, device)
+            model = _staged_for(model, device)
         else:
             model = model.to(device)
     disable_kv_cache(model)
@@ -127,12 +128,18 @@ def _from_preset(
     config = copy.deepcopy(resolved.config)  # the resolved config stays as resolved for the next build
     config._attn_implementation = attn_implementation
     created = {"dtype": dtype} if dtype is not None else {}  # parameters made in it, as from_pretrained does
-    # initialise where it will run (seconds, not minutes, for 1.7B on a GPU), or on the host when only the quantized
-    # base fits the device: the frozen base then moves each linear over as it quantizes it (STAGED_DEVICE)
-    with torch.device("cpu" if staged else device):
-        model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **created)
-    if staged:
-        setattr(model, STAGED_DEVICE, device)
+    if staged:  # only the quantized base fits the device: built on the host, each weight drawn on the device later
+        with torch.device("cpu"), undrawn_weights() as undrawn:
+            model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **created)
+        return mark_undrawn(model, device) if undrawn else _staged_for(model, device)
+    # initialise where it will run (seconds, not minutes, for 1.7B on a GPU)
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **created)
+
+
+def _staged_for(model: Any, device: str) -> Any:
+    """A model built on the host for ``device``: the frozen base moves each linear over as it quantizes it."""
+    setattr(model, STAGED_DEVICE, device)
     return model
 
 

@@ -17,6 +17,8 @@ import importlib.util
 import math
 from typing import Any
 
+from .staged import module_to
+
 BITSANDBYTES = ("bitsandbytes", "bitsandbytes")  # (import name, pip name)
 BLOCK = 64  # weights per absmax block
 ABSMAX_GROUP = 256  # blocks per fp32 scale of the second (double) quantization
@@ -106,7 +108,7 @@ def quantize_nf4(model: Any, device: str) -> int:
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if type(child) is torch.nn.Linear and child is not head:  # quantized on the device (a staged build)
-                setattr(parent, name, nf4_linear(child.to(device), compute_dtype))
+                setattr(parent, name, nf4_linear(module_to(model, child, device), compute_dtype))
                 swapped += 1
     model.is_loaded_in_4bit = True
     return swapped

@@ -103,3 +103,81 @@ def test_a_model_from_a_folder_stays_on_the_host_when_only_its_quantized_base_fi
     monkeypatch.setattr(loading, "stages_on_host", lambda *args: False)
     model = loading.build_resolved(resolved, "sdpa", 0, torch.bfloat16, "meta", adapter)
     assert next(model.parameters()).device.type == "meta" and not hasattr(model, frozen_base.STAGED_DEVICE)
+
+
+def _stand_in_nf4(monkeypatch) -> list[torch.Tensor]:
+    """NF4 stood in for (bitsandbytes may be missing here): each linear passes through unquantized; the list gets a
+    copy of each weight as it reaches the quantizer."""
+    reached: list[torch.Tensor] = []
+    entry = dataclasses.replace(frozen_base.FROZEN_BASES["nf4_bf16"], status=lambda device: "")
+    monkeypatch.setitem(frozen_base.FROZEN_BASES, "nf4_bf16", entry)
+    monkeypatch.setattr(
+        nf4_base, "nf4_linear", lambda linear, dtype: reached.append(linear.weight.detach().clone()) or linear
+    )
+    return reached
+
+
+def _staged_build(monkeypatch, preset: str, device: str):
+    adapter = RunConfig(model=preset, adapter="lora", frozen_base="nf4_bf16").adapter_settings
+    monkeypatch.setattr(loading, "device_memory_bytes", lambda device: 1)  # nothing fits the device as built
+    monkeypatch.setattr(loading, "stages_on_host", lambda *args: True)  # the quantized base does
+    model = loading.build_model(preset, "sdpa", 0, torch.bfloat16, device, adapter)
+    monkeypatch.undo()
+    return model
+
+
+@pytest.mark.parametrize("preset", ["qwen3-tiny", "qwen3.5-tiny"])
+def test_a_staged_preset_has_every_weight_drawn_as_the_regular_build_draws_it(monkeypatch, preset):
+    """Built undrawn on the host and drawn module by module where it lands (here the host itself), every parameter
+    has the regular build's shape, dtype and distribution: constants (norms, gates' biases) equal, random weights
+    with its spread; buffers (rotary frequencies) equal; tied weights tied."""
+    regular = loading.build_model(preset, "sdpa", 0, torch.bfloat16, "cpu")
+    staged = _staged_build(monkeypatch, preset, "cpu")
+    assert staged._nbhelpers_undrawn
+    reached = _stand_in_nf4(monkeypatch)
+    staged = frozen_base.apply_frozen_base(staged, "nf4_bf16")
+    assert not hasattr(staged, "_nbhelpers_undrawn") and not hasattr(staged, frozen_base.STAGED_DEVICE)
+    std = regular.config.get_text_config().initializer_range  # each linear drawn before it was quantized
+    assert reached and all(0.8 * std <= weight.float().std().item() <= 1.25 * std for weight in reached)
+    mine, theirs = dict(staged.named_parameters()), dict(regular.named_parameters())
+    assert mine.keys() == theirs.keys()
+    for name, reference in theirs.items():
+        drawn = mine[name].detach().float()
+        reference = reference.detach().float()
+        assert drawn.shape == reference.shape and mine[name].dtype == theirs[name].dtype, name
+        assert torch.isfinite(drawn).all(), name
+        if reference.min() == reference.max():  # a constant (norm weights, the gates' dt_bias)
+            assert torch.equal(drawn, reference), name
+        elif reference.numel() >= 256:  # a random weight: the same spread
+            assert 0.8 <= drawn.std().item() / reference.std().item() <= 1.25, name
+        else:  # a few random values (the gates' A_log): drawn, not left as allocated
+            assert drawn.std() > 0, name
+    for (name, buffer), (_, reference) in zip(staged.named_buffers(), regular.named_buffers(), strict=True):
+        assert torch.equal(buffer, reference), name
+    head, embeddings = staged.get_output_embeddings(), staged.get_input_embeddings()
+    assert (head.weight is embeddings.weight) == regular.config.tie_word_embeddings
+
+
+def test_a_staged_preset_draws_no_weight_on_the_host(monkeypatch):
+    """Construction draws nothing; the frozen base draws each module on the device it moves it to (``meta``)."""
+    from transformers.modeling_utils import PreTrainedModel
+
+    drawn_on: list[str] = []
+    initialize = PreTrainedModel._initialize_weights
+
+    def recording(self, module, *args, **kwargs):
+        own = list(module.parameters(recurse=False))
+        if own and not getattr(module, "_is_hf_initialized", False):
+            drawn_on.append(own[0].device.type)
+        return initialize(self, module, *args, **kwargs)
+
+    monkeypatch.setattr(PreTrainedModel, "_initialize_weights", recording)
+    adapter = RunConfig(model="qwen3.5-tiny", adapter="lora", frozen_base="nf4_bf16").adapter_settings
+    monkeypatch.setattr(loading, "device_memory_bytes", lambda device: 1)
+    monkeypatch.setattr(loading, "stages_on_host", lambda *args: True)
+    model = loading.build_model("qwen3.5-tiny", "sdpa", 0, torch.bfloat16, "meta", adapter)
+    assert drawn_on == []  # constructed with its weights unwritten
+    _stand_in_nf4(monkeypatch)
+    model = frozen_base.apply_frozen_base(model, "nf4_bf16")
+    assert drawn_on and set(drawn_on) == {"meta"}
+    assert {p.device.type for p in model.parameters()} == {"meta"}
