@@ -2,9 +2,11 @@
 under a 24 GiB cap, :func:`nbhelpers.models.loading.stages_on_host`): the frozen base moves each linear to the device
 as it quantizes it, then the rest of the model.
 
-A preset's random weights are not drawn on the host there: construction runs under transformers' ``no_init_weights``
-(the weights stay unwritten, so the host commits no memory for them) and each module's weights are drawn on the
-device as it arrives, by the model's own initialisation (``_init_weights``). On the host, ``normal_`` runs on one core
+A preset's linear weights (nearly all of a 27B's) are not drawn on the host there: construction runs under
+transformers' ``no_init_weights`` (the weights stay unwritten, so the host commits no memory for them), the other
+modules (embeddings, norms, the linear-attention gates) are drawn on the host at once, so that a kernel that copies
+one before the model moves (fla's fused gated norm) copies drawn values, and each linear is drawn on the device as
+it arrives there, by the model's own initialisation (``_init_weights``). On the host, ``normal_`` runs on one core
 at about 0.2 billion values a second: a 27B spent over eight minutes building there (and would need 54 GB of host
 memory, more than a Colab machine has). A model whose weights were loaded (a folder) is copied over instead.
 """
@@ -46,9 +48,16 @@ def undrawn_weights() -> Iterator[bool]:
 
 
 def mark_undrawn(model: Any, device: str) -> Any:
-    """Mark a model constructed inside :func:`undrawn_weights` for ``device``: no module counts as initialised yet."""
+    """A model constructed inside :func:`undrawn_weights`, staged for ``device``: every module but its plain linears
+    drawn here now (children before their parents, as transformers draws them), the linears left for the device."""
+    import torch
+
     for module in model.modules():
         module._is_hf_initialized = False
+    with torch.no_grad():
+        for module in reversed(list(model.modules())):
+            if type(module) is not torch.nn.Linear:
+                model._initialize_weights(module)
     setattr(model, UNDRAWN, True)
     setattr(model, STAGED_DEVICE, device)
     return model
@@ -75,8 +84,8 @@ def module_to(model: Any, module: Any, device: str) -> Any:
 
 def rest_to(model: Any, device: str) -> Any:
     """A staged model, its quantized linears already on ``device``: the rest moved there too. An undrawn model's
-    remaining weights (embeddings, head, norms, the linear-attention gates) are then drawn there, every module not
-    drawn yet (the layers the frozen base made from drawn ones count as drawn), and tied weights tied again."""
+    linears the base left as they were (the head, those its format skips) are then drawn there, every module not
+    drawn yet (modules made after the build, from drawn ones, count as drawn), and tied weights tied again."""
     import torch
 
     undrawn = is_undrawn(model)

@@ -105,15 +105,18 @@ def test_a_model_from_a_folder_stays_on_the_host_when_only_its_quantized_base_fi
     assert next(model.parameters()).device.type == "meta" and not hasattr(model, frozen_base.STAGED_DEVICE)
 
 
-def _stand_in_nf4(monkeypatch) -> list[torch.Tensor]:
+def _stand_in_nf4(monkeypatch) -> list[tuple[torch.Tensor, bool]]:
     """NF4 stood in for (bitsandbytes may be missing here): each linear passes through unquantized; the list gets a
-    copy of each weight as it reaches the quantizer."""
-    reached: list[torch.Tensor] = []
+    copy of each weight as it reaches the quantizer, and whether the model's initialisation had drawn it."""
+    reached: list[tuple[torch.Tensor, bool]] = []
+
+    def quantize(linear, dtype):
+        reached.append((linear.weight.detach().clone(), bool(getattr(linear, "_is_hf_initialized", False))))
+        return linear
+
     entry = dataclasses.replace(frozen_base.FROZEN_BASES["nf4_bf16"], status=lambda device: "")
     monkeypatch.setitem(frozen_base.FROZEN_BASES, "nf4_bf16", entry)
-    monkeypatch.setattr(
-        nf4_base, "nf4_linear", lambda linear, dtype: reached.append(linear.weight.detach().clone()) or linear
-    )
+    monkeypatch.setattr(nf4_base, "nf4_linear", quantize)
     return reached
 
 
@@ -126,6 +129,20 @@ def _staged_build(monkeypatch, preset: str, device: str):
     return model
 
 
+def _assert_drawn_like(name: str, param: torch.Tensor, reference: torch.Tensor) -> None:
+    """``param`` drawn as the regular build drew ``reference``: shape and dtype, constants equal, random weights with
+    its spread, a few random values at least not all alike."""
+    drawn, expected = param.detach().float(), reference.detach().float()
+    assert drawn.shape == expected.shape and param.dtype == reference.dtype, name
+    assert torch.isfinite(drawn).all(), name
+    if expected.min() == expected.max():  # a constant (norm weights, the gates' dt_bias)
+        assert torch.equal(drawn, expected), name
+    elif expected.numel() >= 256:  # a random weight: the same spread
+        assert 0.8 <= drawn.std().item() / expected.std().item() <= 1.25, name
+    else:  # a few random values (the gates' A_log): drawn, not left as allocated
+        assert drawn.std() > 0, name
+
+
 @pytest.mark.parametrize("preset", ["qwen3-tiny", "qwen3.5-tiny"])
 def test_a_staged_preset_has_every_weight_drawn_as_the_regular_build_draws_it(monkeypatch, preset):
     """Built undrawn on the host and drawn module by module where it lands (here the host itself), every parameter
@@ -134,50 +151,60 @@ def test_a_staged_preset_has_every_weight_drawn_as_the_regular_build_draws_it(mo
     regular = loading.build_model(preset, "sdpa", 0, torch.bfloat16, "cpu")
     staged = _staged_build(monkeypatch, preset, "cpu")
     assert staged._nbhelpers_undrawn
+    in_linears = {f"{name}.{p}" for name, m in staged.named_modules() if type(m) is torch.nn.Linear
+                  for p, _ in m.named_parameters(recurse=False)}  # fmt: skip
+    theirs = dict(regular.named_parameters())
+    for name, param in staged.named_parameters():  # before the base moves it: all but the linears drawn on the host
+        if name not in in_linears:  # what a kernel may copy first (fla's fused gated norm copies its weight)
+            _assert_drawn_like(name, param, theirs[name])
     reached = _stand_in_nf4(monkeypatch)
     staged = frozen_base.apply_frozen_base(staged, "nf4_bf16")
     assert not hasattr(staged, "_nbhelpers_undrawn") and not hasattr(staged, frozen_base.STAGED_DEVICE)
     std = regular.config.get_text_config().initializer_range  # each linear drawn before it was quantized
-    assert reached and all(0.8 * std <= weight.float().std().item() <= 1.25 * std for weight in reached)
-    mine, theirs = dict(staged.named_parameters()), dict(regular.named_parameters())
+    assert reached and all(drawn for _, drawn in reached)
+    assert all(0.8 * std <= weight.float().std().item() <= 1.25 * std for weight, _ in reached)
+    mine = dict(staged.named_parameters())
     assert mine.keys() == theirs.keys()
     for name, reference in theirs.items():
-        drawn = mine[name].detach().float()
-        reference = reference.detach().float()
-        assert drawn.shape == reference.shape and mine[name].dtype == theirs[name].dtype, name
-        assert torch.isfinite(drawn).all(), name
-        if reference.min() == reference.max():  # a constant (norm weights, the gates' dt_bias)
-            assert torch.equal(drawn, reference), name
-        elif reference.numel() >= 256:  # a random weight: the same spread
-            assert 0.8 <= drawn.std().item() / reference.std().item() <= 1.25, name
-        else:  # a few random values (the gates' A_log): drawn, not left as allocated
-            assert drawn.std() > 0, name
+        _assert_drawn_like(name, mine[name], reference)
     for (name, buffer), (_, reference) in zip(staged.named_buffers(), regular.named_buffers(), strict=True):
         assert torch.equal(buffer, reference), name
     head, embeddings = staged.get_output_embeddings(), staged.get_input_embeddings()
     assert (head.weight is embeddings.weight) == regular.config.tie_word_embeddings
 
 
-def test_a_staged_preset_draws_no_weight_on_the_host(monkeypatch):
-    """Construction draws nothing; the frozen base draws each module on the device it moves it to (``meta``)."""
+def test_a_staged_preset_draws_no_linear_on_the_host(monkeypatch):
+    """Construction draws every module but the linears on the host (what a kernel may copy before the model moves);
+    no linear layer (nearly all of a large model's weights) is drawn there: the frozen base draws each on the device
+    it moves it to (``meta``), the head with the rest of the model."""
     from transformers.modeling_utils import PreTrainedModel
 
-    drawn_on: list[str] = []
+    drawn: list[tuple[str, bool, str]] = []  # (module name, a linear?, device) of every module drawn, in order
     initialize = PreTrainedModel._initialize_weights
 
     def recording(self, module, *args, **kwargs):
         own = list(module.parameters(recurse=False))
         if own and not getattr(module, "_is_hf_initialized", False):
-            drawn_on.append(own[0].device.type)
+            drawn.append((names.get(id(module), "?"), type(module) is torch.nn.Linear, own[0].device.type))
         return initialize(self, module, *args, **kwargs)
 
+    names: dict[int, str] = {}
     monkeypatch.setattr(PreTrainedModel, "_initialize_weights", recording)
     adapter = RunConfig(model="qwen3.5-tiny", adapter="lora", frozen_base="nf4_bf16").adapter_settings
     monkeypatch.setattr(loading, "device_memory_bytes", lambda device: 1)
     monkeypatch.setattr(loading, "stages_on_host", lambda *args: True)
     model = loading.build_model("qwen3.5-tiny", "sdpa", 0, torch.bfloat16, "meta", adapter)
-    assert drawn_on == []  # constructed with its weights unwritten
-    _stand_in_nf4(monkeypatch)
+    with_params = [m for m in model.modules() if list(m.parameters(recurse=False))]
+    others = [m for m in with_params if type(m) is not torch.nn.Linear]
+    assert len(drawn) == len(others) and {(linear, device) for _, linear, device in drawn} == {(False, "cpu")}
+    assert all(m._is_hf_initialized for m in others)
+    assert not any(m._is_hf_initialized for m in with_params if type(m) is torch.nn.Linear)
+    drawn.clear()
+    names.update({id(m): name for name, m in model.named_modules()})
+    reached = _stand_in_nf4(monkeypatch)
     model = frozen_base.apply_frozen_base(model, "nf4_bf16")
-    assert drawn_on and set(drawn_on) == {"meta"}
+    assert reached and all(drawn for _, drawn in reached)  # drawn on the device before it was quantized
+    linears = {name for name, m in model.named_modules() if type(m) is torch.nn.Linear}
+    assert sorted(name for name, _, _ in drawn) == sorted(linears)  # each once, the head included
+    assert {(linear, device) for _, linear, device in drawn} == {(True, "meta")}
     assert {p.device.type for p in model.parameters()} == {"meta"}
