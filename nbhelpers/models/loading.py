@@ -26,7 +26,7 @@ from .families import (
 )
 from .frozen_base import FROZEN_BASES
 from .shape import ModelShape
-from .staged import STAGED_DEVICE, mark_undrawn, undrawn_weights
+from .staged import mark_undrawn, stage, undrawn_weights
 
 
 def is_local_model(name_or_path: str) -> bool:
@@ -94,7 +94,7 @@ def build_resolved(
             kwargs["dtype"] = dtype
         model = AutoModelForCausalLM.from_pretrained(resolved.source, **kwargs)
         if _placement(resolved, dtype, device, adapter)[0]:  # on the host: its frozen base quantizes it onto device
-            model = _staged_for(model, device)
+            model = stage(model, device)
         else:
             model = model.to(device)
     disable_kv_cache(model)
@@ -131,16 +131,10 @@ def _from_preset(
     if staged:  # only the quantized base fits the device: built on the host, each weight drawn on the device later
         with torch.device("cpu"), undrawn_weights() as undrawn:
             model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **created)
-        return mark_undrawn(model, device) if undrawn else _staged_for(model, device)
+        return mark_undrawn(model, device) if undrawn else stage(model, device)
     # initialise where it will run (seconds, not minutes, for 1.7B on a GPU)
     with torch.device(device):
         return AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **created)
-
-
-def _staged_for(model: Any, device: str) -> Any:
-    """A model built on the host for ``device``: the frozen base moves each linear over as it quantizes it."""
-    setattr(model, STAGED_DEVICE, device)
-    return model
 
 
 def stages_on_host(

@@ -47,6 +47,12 @@ def undrawn_weights() -> Iterator[bool]:
         yield True
 
 
+def stage(model: Any, device: str) -> Any:
+    """A model built on the host for ``device``: the frozen base moves each linear over as it quantizes it."""
+    setattr(model, STAGED_DEVICE, device)
+    return model
+
+
 def mark_undrawn(model: Any, device: str) -> Any:
     """A model constructed inside :func:`undrawn_weights`, staged for ``device``: every module but its plain linears
     drawn here now (children before their parents, as transformers draws them), the linears left for the device."""
@@ -59,8 +65,7 @@ def mark_undrawn(model: Any, device: str) -> Any:
             if type(module) is not torch.nn.Linear:
                 model._initialize_weights(module)
     setattr(model, UNDRAWN, True)
-    setattr(model, STAGED_DEVICE, device)
-    return model
+    return stage(model, device)
 
 
 def is_undrawn(model: Any) -> bool:
@@ -107,4 +112,6 @@ def rest_to(model: Any, device: str) -> Any:
     return model
 
 
-__all__ = ["STAGED_DEVICE", "UNDRAWN", "is_undrawn", "mark_undrawn", "module_to", "rest_to", "undrawn_weights"]
+__all__ = [
+    "STAGED_DEVICE", "UNDRAWN", "is_undrawn", "mark_undrawn", "module_to", "rest_to", "stage", "undrawn_weights",
+]
