@@ -30,7 +30,8 @@ from .env import ALLOC_CONF_VARIABLE, MEASURING_ALLOC_CONF, detect_platform
 from .progress import PROGRESS_VARIABLE, Progress, ProgressReader, plain_bars, progress_bar, read_progress
 from .spare import SparePool, die_with_parent, spares_wanted
 from .store import RunRecord, RunStore, runs_root
-from .worker import failed_record
+from .worker import failed_record, names_nothing_on_the_hub
+from .zygote import ForkedWorker, ForkServerPool, fork_server_wanted
 
 KERNEL_CACHE_VARIABLE = "NBHELPERS_KERNEL_CACHE"  # a folder of compiled kernels shared by every configuration
 KERNEL_CACHE_FOLDER = ".kernel-cache"  # its default, inside the runs folder
@@ -122,19 +123,35 @@ def _cuda_available() -> bool:
 
 
 _spares = SparePool()  # processes for the next configurations, imports done (nbhelpers.measure.spare)
+_fork_servers = ForkServerPool()  # on a CPU: processes that fork each configuration's, imports done (.zygote)
+
+
+def _forkable(config: RunConfig, extra_env: dict[str, str] | None) -> bool:
+    """Whether ``config``'s process may be forked from a server: run with the run's own environment (a startup row's
+    cache folders: its start is what it measures, so it starts fresh), one process (no torchrun), an engine that
+    needs no fresh interpreter of its own, a workload that names nothing on the hub (the server is offline), and
+    forking wanted here (:func:`~nbhelpers.measure.zygote.fork_server_wanted`)."""
+    return (
+        not extra_env and not needs_launch(config) and not ENGINES[config.engine].needs_fresh_process
+        and names_nothing_on_the_hub(config) and fork_server_wanted(_cuda_available())
+    )  # fmt: skip
 
 
 def _start_process(
     config: RunConfig, env: dict[str, str], args: list[str], progress: Path, stderr: Path,
-    next_env: dict[str, str] | None = None,
-) -> tuple[subprocess.Popen, str, str]:  # fmt: skip
+    next_env: dict[str, str] | None = None, forkable: bool = False,
+) -> tuple[subprocess.Popen | ForkedWorker, str, str]:  # fmt: skip
     """The process that measures ``config``, how it started ("spare": a spare started with ``env``, its imports
-    done; else "fresh") and why a waiting spare was not used ("" when none waited or one was); then a spare for the
-    configuration after this one (started with ``next_env``, by default ``env``), where spares are wanted."""
+    done; "forked": by the fork server started with ``env``; else "fresh") and why a waiting spare was not used (""
+    when none waited or one was); then a spare for the configuration after this one (started with ``next_env``, by
+    default ``env``), where spares are wanted. ``forkable``: :func:`_forkable`."""
     fresh = ENGINES[config.engine].needs_fresh_process  # Unsloth: its own imports first, never a spare's
     use_spares = not needs_launch(config) and not fresh and spares_wanted(_cuda_available())
     child, unused = _spares.take(env, args, str(progress), str(stderr)) if use_spares else (None, "")
     how = "spare" if child is not None else "fresh"
+    if child is None and not use_spares and forkable:
+        child = _fork_servers.fork(env, args, str(progress), str(stderr), config.model)
+        how = "forked" if child is not None else "fresh"
     if child is None:
         command = [sys.executable, "-m", "nbhelpers.measure.worker", *args]
         if needs_launch(config):  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
@@ -152,15 +169,20 @@ def _start_process(
 def prime_spare(extra_env: dict[str, str] | None = None) -> bool:
     """Start a spare worker now with ``extra_env`` added to the environment, where spares are wanted (on a GPU) and
     none with that environment waits, so that the configuration measured with it finds its imports done and its
-    CUDA context made; True when one was started."""
+    CUDA context made; on a CPU, the fork server for that environment (its imports run beside the notebook's own);
+    True when one was started."""
+    config = RunConfig()
     if not spares_wanted(_cuda_available()):
-        return False
-    return _spares.keep(_child_env(RunConfig(), extra_env))
+        if not _forkable(config, extra_env):
+            return False
+        return _fork_servers.start(_child_env(config, extra_env), config.model)
+    return _spares.keep(_child_env(config, extra_env))
 
 
 @atexit.register
 def _stop_spare() -> None:
     _spares.stop_all()
+    _fork_servers.stop_all()
 
 
 _PROGRESS = re.compile(r"\d+%\||it/s\]|s/it\]|\|\s*\d+/\d+\s*\[")
@@ -203,7 +225,8 @@ def run_isolated(
         args = [str(config_path), str(result_path), notebook]
         started = time.perf_counter()
         next_env = _child_env(config, next_extra_env) if next_extra_env is not None else None
-        child, how, spare_unused = _start_process(config, env, args, progress_path, stderr_path, next_env)
+        forkable = _forkable(config, extra_env)
+        child, how, spare_unused = _start_process(config, env, args, progress_path, stderr_path, next_env, forkable)
         try:
             finished = _wait(child, config.timeout_s, progress_path, on_progress, result_path)
         except BaseException:  # an interrupted notebook must not leave a GPU-holding process behind
@@ -235,7 +258,7 @@ def run_isolated(
 
 
 def _wait(
-    child: subprocess.Popen, timeout_s: float, progress_path: Path, on_progress: ProgressCallback | None,
+    child: subprocess.Popen | ForkedWorker, timeout_s: float, progress_path: Path, on_progress: ProgressCallback | None,
     result_path: Path | None = None,
 ) -> bool:  # fmt: skip
     """Wait for the child up to ``timeout_s``, handing each new progress to ``on_progress``; False on time-out.
@@ -263,7 +286,7 @@ def _wait(
                 return False
 
 
-def _kill_group(child: subprocess.Popen) -> None:
+def _kill_group(child: subprocess.Popen | ForkedWorker) -> None:
     """Stop a configuration's process and everything it started (it leads its own process group)."""
     try:
         os.killpg(child.pid, signal.SIGKILL)

@@ -43,6 +43,30 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
+def env_differences(started: dict[str, str], wanted: dict[str, str]) -> list[str]:
+    """The variables whose values differ between the environment a process ``started`` with and the one a job
+    ``wanted``; a library's private variables, named with a leading "_" such as holoviews'
+    ``_PYVIZ_COMMS_INSTALLED``, do not count."""
+    return sorted(
+        name for name in started.keys() | wanted.keys()
+        if not name.startswith("_") and started.get(name) != wanted.get(name)
+    )  # fmt: skip
+
+
+def preload() -> None:
+    """The imports a configuration's process makes before its first step (:data:`PRELOAD`, and
+    :data:`PRELOAD_IF_PRESENT` where installed)."""
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    for name in PRELOAD_IF_PRESENT:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
 def spares_wanted(cuda_available: bool) -> bool:
     """Whether the runner keeps a spare: ``$NBHELPERS_SPARE_WORKER`` (auto: only where CUDA is available)."""
     choice = os.environ.get(SPARE_VARIABLE, "auto").strip().lower() or "auto"
@@ -65,12 +89,8 @@ class Spare:
 
     def unusable_because(self, env: dict[str, str]) -> str:
         """Why this spare cannot run a job that wants ``env`` ("" when it can): it was started with another
-        environment (the names that differ; a library's private variables, named with a leading "_" such as
-        holoviews' ``_PYVIZ_COMMS_INSTALLED``, do not count), it has exited, or it is too old."""
-        if differing := sorted(
-            name for name in self.env.keys() | env.keys()
-            if not name.startswith("_") and self.env.get(name) != env.get(name)
-        ):  # fmt: skip
+        environment (the names that differ, :func:`env_differences`), it has exited, or it is too old."""
+        if differing := env_differences(self.env, env):
             return f"started with another environment ({', '.join(differing)})"
         return self.stale_because()
 
@@ -171,15 +191,7 @@ def start_device() -> None:
 def serve() -> int:
     """The spare's side: import, wait for one job on stdin, then run it as ``nbhelpers.measure.worker`` would
     (stderr into the job's file, progress into the job's progress file)."""
-    import importlib
-
-    for name in PRELOAD:
-        importlib.import_module(name)
-    for name in PRELOAD_IF_PRESENT:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
+    preload()
     start_device()
     line = sys.stdin.readline()
     if not line.strip():
