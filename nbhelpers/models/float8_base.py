@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .staged import module_to
+from .staged import linear_slots, module_to
 
 MIN_CAPABILITY = (8, 9)  # float8 tensor cores: Ada (8.9), Hopper (9.0) and newer
 MIN_CUDA = 12  # torch's rowwise-scaled float8 GEMM is built for CUDA 12 and newer
@@ -68,19 +68,17 @@ def convert_frozen_float8(model: Any, emulate: bool = False, device: str | None 
     :class:`~nbhelpers.models.float8_linear.Float8FrozenLinear` (one at a time: each original weight is freed as it
     is replaced), each moved to ``device`` first where given (a model built on the host); returns how many.
     ``emulate`` only for tests on a CPU."""
-    import torch
-
     from .float8_linear import Float8FrozenLinear
 
-    head = model.get_output_embeddings()
     swapped = 0
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            plain = type(child) is torch.nn.Linear and child is not head
-            if plain and float8_quantizes(child.out_features, child.in_features):
-                moved = module_to(model, child, device) if device else child  # drawn there, for an undrawn build
-                setattr(parent, name, Float8FrozenLinear(moved, emulate=emulate))
-                swapped += 1
+    for parent, name in linear_slots(model):  # the originals are not held: each is freed as it is replaced
+        child = getattr(parent, name)
+        if float8_quantizes(child.out_features, child.in_features):
+            moved = module_to(model, child, device) if device else child  # drawn there, for an undrawn build
+            setattr(parent, name, Float8FrozenLinear(moved, emulate=emulate))
+            del moved
+            swapped += 1
+        del child
     return swapped
 
 

@@ -17,7 +17,7 @@ import importlib.util
 import math
 from typing import Any
 
-from .staged import module_to
+from .staged import linear_slots, module_to
 
 BITSANDBYTES = ("bitsandbytes", "bitsandbytes")  # (import name, pip name)
 BLOCK = 64  # weights per absmax block
@@ -100,18 +100,12 @@ def quantize_nf4(model: Any, device: str) -> int:
     """Swap every plain ``nn.Linear`` of the model but its lm head for an NF4 ``Linear4bit``, one at a time (the
     original weight is freed as each is replaced); returns how many. Marks the model as transformers marks a
     4-bit load (``is_loaded_in_4bit``), so PEFT wraps the layers with its bitsandbytes LoRA layers."""
-    import torch
-
-    head = model.get_output_embeddings()
     compute_dtype = nf4_compute_dtype(model, device)
-    swapped = 0
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if type(child) is torch.nn.Linear and child is not head:  # quantized on the device (a staged build)
-                setattr(parent, name, nf4_linear(module_to(model, child, device), compute_dtype))
-                swapped += 1
+    slots = linear_slots(model)
+    for parent, name in slots:  # each quantized on the device (a staged build), its original freed as it goes
+        setattr(parent, name, nf4_linear(module_to(model, getattr(parent, name), device), compute_dtype))
     model.is_loaded_in_4bit = True
-    return swapped
+    return len(slots)
 
 
 def apply_nf4(model: Any, device: str) -> Any:

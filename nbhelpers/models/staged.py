@@ -87,6 +87,20 @@ def module_to(model: Any, module: Any, device: str) -> Any:
     return module
 
 
+def linear_slots(model: Any) -> list[tuple[Any, str]]:
+    """Where the model's plain ``nn.Linear`` layers sit, but its lm head: (parent module, attribute name) pairs. The
+    linears themselves are not held, so a quantizer that swaps them one at a time frees each original as it is
+    replaced (a list of the modules would keep every replaced weight alive to the end: 54 GB of bf16 for the 27B on
+    a 24 GiB device)."""
+    import torch
+
+    head = model.get_output_embeddings()
+    return [
+        (parent, name) for parent in model.modules() for name, child in parent.named_children()
+        if type(child) is torch.nn.Linear and child is not head
+    ]  # fmt: skip
+
+
 def rest_to(model: Any, device: str) -> Any:
     """A staged model, its quantized linears already on ``device``: the rest moved there too. An undrawn model's
     linears the base left as they were (the head, those its format skips) are then drawn there, every module not
@@ -113,5 +127,6 @@ def rest_to(model: Any, device: str) -> Any:
 
 
 __all__ = [
-    "STAGED_DEVICE", "UNDRAWN", "is_undrawn", "mark_undrawn", "module_to", "rest_to", "stage", "undrawn_weights",
+    "STAGED_DEVICE", "UNDRAWN", "is_undrawn", "linear_slots", "mark_undrawn", "module_to", "rest_to", "stage",
+    "undrawn_weights",
 ]

@@ -4,10 +4,13 @@ moved to the device as it is quantized, then the rest (the 27B with an NF4 base 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 
 import pytest
 import torch
 
+import nbhelpers.models.float8_base as float8_base
+import nbhelpers.models.float8_linear as float8_linear
 import nbhelpers.models.frozen_base as frozen_base
 import nbhelpers.models.loading as loading
 import nbhelpers.models.nf4_base as nf4_base
@@ -208,3 +211,41 @@ def test_a_staged_preset_draws_no_linear_on_the_host(monkeypatch):
     assert sorted(name for name, _, _ in drawn) == sorted(linears)  # each once, the head included
     assert {(linear, device) for _, linear, device in drawn} == {(True, "meta")}
     assert {p.device.type for p in model.parameters()} == {"meta"}
+
+
+def _freed_as_replaced(replaced: list) -> tuple[list[int], object]:
+    """How many replaced linears were still alive each time the quantizer was handed the next one."""
+    alive = []
+
+    def check(linear) -> None:
+        alive.append(sum(1 for ref in replaced if ref() is not None))
+        replaced.append(weakref.ref(linear))
+
+    return alive, check
+
+
+def test_each_linear_the_nf4_base_replaces_is_freed_before_the_next_is_quantized(monkeypatch):
+    """On a 24 GiB device the 27B's bf16 linears (54 GB) fit only one at a time: none may outlive its swap."""
+    replaced: list = []
+    alive, check = _freed_as_replaced(replaced)
+    monkeypatch.setattr(nf4_base, "nf4_linear", lambda linear, dtype: check(linear) or torch.nn.Identity())
+    model = loading.build_model("qwen3-tiny", "sdpa", 0, torch.float32, "cpu")
+    swapped = nf4_base.quantize_nf4(model, "cpu")
+    assert swapped == len(alive) > 1 and alive == [0] * swapped, alive
+    assert all(ref() is None for ref in replaced)
+
+
+def test_each_linear_the_float8_base_replaces_is_freed_before_the_next_is_converted(monkeypatch):
+    replaced: list = []
+    alive, check = _freed_as_replaced(replaced)
+
+    class Converted(torch.nn.Identity):
+        def __init__(self, linear, emulate=False):
+            super().__init__()
+            check(linear)
+
+    monkeypatch.setattr(float8_linear, "Float8FrozenLinear", Converted)
+    model = loading.build_model("qwen3-tiny", "sdpa", 0, torch.float32, "cpu")
+    swapped = float8_base.convert_frozen_float8(model, emulate=True, device="cpu")
+    assert swapped == len(alive) > 1 and alive == [0] * swapped, alive
+    assert all(ref() is None for ref in replaced)
