@@ -118,4 +118,7 @@ SUITES = (
             lambda _, cap=cap: capped_27b(cap), parity=False,
             needs=f"{UNSLOTH_NEEDS}; bitsandbytes and torchao wheels (.whl-ao) for the nf4 and float8 bases")
       for cap in CAPS_GIB),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-workbook", "under a cap of 24 GiB: the workbook's 4-bit row "
+          "alone (the peers' rows of the full suite take about 15 minutes more)", lambda _: capped_27b(24)[:1],
+          parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
 )  # fmt: skip
