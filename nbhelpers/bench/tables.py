@@ -10,6 +10,7 @@ carries a number (a token budget) that number is read from the record's configur
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -406,6 +407,50 @@ def memory_caps_h100(shelf: c.Shelf) -> str:
     return markdown(headers, table)
 
 
+# The 27B under a 24 GiB cap (2026-12-06, two jobs on H100s): the first (fbd1d8f) ran every row; its 4-bit builds ran
+# out of memory while quantizing (each replaced bf16 linear was kept to the end); the second (6d4fdbe, fixed) ran
+# the workbook's 4-bit row alone. Same samples: 38,889 real tokens in each measured row's 12 timed steps.
+CAPS_27B_24 = "hybrid/qwen3.8-27b-lora/memory-caps/"
+CAPS_27B_24_ROWS = (
+    ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`",
+     "freed-as-replaced/24-gib-workbook", "5f4619409027"),
+    ("the same, first job (the originals kept while quantizing)", "originals-held/24-gib", "2d6770e06417"),
+    ("Unsloth: `FastLanguageModel`, `load_in_4bit`, its LoRA, its checkpointing, packing", "originals-held/24-gib",
+     "790b677bbf78"),
+    ("TRL `SFTTrainer` at its defaults on the same 4-bit base (first job)", "originals-held/24-gib", "ad3b0537ddeb"),
+    ("TRL's best flags on the same 4-bit base (first job)", "originals-held/24-gib", "ae1929192c8d"),
+    ("transformers' reference path, bf16 base", "originals-held/24-gib", "033770dd304b"),
+    ("fla + Liger, bf16 base", "originals-held/24-gib", "169687c9ed79"),
+    ("fla + Liger, NF4 base with PEFT's fp32 upcast", "originals-held/24-gib", "dbb649a0f479"),
+    ("fla + Liger, float8 base", "originals-held/24-gib", "7d6ce5d2dc4d"),
+)  # fmt: skip
+
+
+def memory_caps_27b_h100(shelf: c.Shelf) -> str:
+    """The 27B with LoRA under 24 GiB: each row's rate over Unsloth's, peak and planned memory; a failed row says why
+    (the planner's refusals name its peak)."""
+    from nbhelpers.analysis.memory_plan import planned_vs_measured
+
+    rows = [(label, shelf((f"{CAPS_27B_24}{file}.jsonl", i))) for label, file, i in CAPS_27B_24_ROWS]
+    unsloth = rows[2][1]
+    table = []
+    for label, r in rows:
+        if not r.ok:
+            refused = re.search(r"the memory planner puts this step's peak at ([\d.]+) GiB", r.reason)
+            why = f"refused: planned peak {refused.group(1)} GiB" if refused else f"failed: {c.failure(r)}"
+            table.append([label, why, "", "", "", "", budget(r), ""])
+            continue
+        pick = r is rows[0][1]
+        workbook = r.config.get("engine", "workbook") == "workbook"
+        planned = planned_vs_measured([r])["planned_gib"].iloc[0] if workbook else None
+        table.append([label, c.tok_s_interval(r, emphasis=pick), c.bold(c.ratio(r, unsloth)) if pick else
+                      c.ratio(r, unsloth), c.share(r, "mfu"), c.gib(r), "" if planned is None else f"{planned:.1f}",
+                      budget(r), c.timed_steps(r)])  # fmt: skip
+    headers = ["row (24 GiB cap, LoRA r16 all-linear)", "real tok/s (95% interval)", "vs Unsloth", "MFU", "peak GiB",
+               "planned GiB", "token budget", "timed steps"]  # fmt: skip
+    return markdown(headers, table)
+
+
 TABLES: dict[str, Table] = {
     "padding-strategies": padding_strategies, "gpu-command-defaults": gpu_command, "frontier-best-rows": frontier,
     "hybrid-headline": hybrid_headline, "lora": lora, "lora-27b-toward-35-mfu": lora_27b_mfu,
@@ -413,6 +458,7 @@ TABLES: dict[str, Table] = {
     "lora-peers-h100": lora_peers_h100, "lora-peers-hybrid-h100": lora_peers_hybrid_h100,
     "memory-caps-h100": memory_caps_h100, "delta-rule-compile-h100": delta_rule_compile_h100,
     "profile-27b-unsloth-h100": profile_27b_h100, "lora-epilogue-h100": lora_epilogue_h100,
+    "memory-caps-27b-h100": memory_caps_27b_h100,
 }  # fmt: skip
 
 
