@@ -24,7 +24,7 @@ from .core import MONITOR_KIND
 
 LOG_EVERY = 4  # steps per monitor interval (a record each)
 TAIL = 1500  # characters of a failed run's stderr in its reason
-OFF = "not measured: set MONITOR_STEPS (e.g. 12) to watch a training run of the recommendation"
+OFF = "not measured: set MONITOR_STEPS (e.g. 10) to watch a training run of the recommendation"
 
 
 def watch_settings(steps: int) -> dict[str, int]:
