@@ -19,6 +19,7 @@ PEERS = "unsloth,trl_defaults,trl_best"
 # it: Unsloth, TRL's defaults ("without the workbook") and its best flags, on the same samples.
 FOUR_BIT_BASE = "nf4_bf16"
 CAPPED_PEERS = "unsloth,trl_defaults,trl_best"
+TRL_PEERS = ("trl_defaults", "trl_best")  # the capped peers that load the workbook's own 4-bit base
 UNSLOTH_NEEDS = (f"{FLA_NEEDS}; TRL (../shared/gpu/wheels.sh trl); Unsloth's own site (scripts/gpu_unsloth_wheels.sh "
                  "with --target, NBHELPERS_UNSLOTH_SITE naming it)")  # fmt: skip
 # The 2B's pick: fla + Liger without its fused linear cross-entropy at a token budget, planned for an 80 GB card.
@@ -121,4 +122,8 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-workbook", "under a cap of 24 GiB: the workbook's 4-bit row "
           "alone (the peers' rows of the full suite take about 15 minutes more)", lambda _: capped_27b(24)[:1],
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-trl", "under a cap of 24 GiB: TRL's defaults and its best flags "
+          "on the workbook's 4-bit base alone (beside the rows of 24-gib-workbook and Unsloth's of 24-gib)",
+          lambda _: [row for row in capped_27b(24) if row.engine in TRL_PEERS], parity=False,
+          needs=f"{FLA_NEEDS}; TRL (../shared/gpu/wheels.sh trl); bitsandbytes (.whl-ao) for the 4-bit base"),
 )  # fmt: skip
