@@ -36,7 +36,8 @@ from .spare import die_with_parent, env_differences, preload
 FORK_VARIABLE = "NBHELPERS_FORK_SERVER"
 FORK_CHOICES = ("auto", "off")
 MODEL_VARIABLE = "NBHELPERS_FORK_SERVER_MODEL"  # the model whose tokenizer the server loads before its first fork
-MAX_SERVERS = 2  # servers alive at once, one per environment (each holds its imports, a few hundred MB)
+MAX_SERVERS = 1  # servers alive at once (each holds its imports and tokenizer: about 500 MB of its own memory)
+MAX_AGE_S = 600.0  # an older server is replaced: the code it imported may have changed since
 START_TIMEOUT_S = 300.0  # for the server's imports and the child's start: a server slower than this is not used
 REAP_POLL_S = 0.2
 
@@ -83,6 +84,7 @@ class ForkServer:
 
     def __init__(self, env: dict[str, str], model: str = "") -> None:
         self.env = env
+        self.born = time.monotonic()
         self.exits: dict[int, int] = {}  # pid: exit status, said by the server and not yet asked for
         self.started: list[int] = []  # pids said by the server and not yet handed to a job
         self._pending = b""
@@ -93,11 +95,14 @@ class ForkServer:
         )  # fmt: skip
 
     def unusable_because(self, env: dict[str, str]) -> str:
-        """Why this server cannot fork a job that wants ``env`` ("" when it can)."""
+        """Why this server cannot fork a job that wants ``env`` ("" when it can): another environment, it has
+        exited, or it is older than :data:`MAX_AGE_S`."""
         if differing := env_differences(self.env, env):
             return f"started with another environment ({', '.join(differing)})"
         if self.process.poll() is not None:
             return f"it had exited (status {self.process.returncode})"
+        if time.monotonic() - self.born >= MAX_AGE_S:
+            return f"older than {MAX_AGE_S:.0f} s"
         return ""
 
     def fork(self, args: list[str], progress_path: str, stderr_path: str) -> ForkedWorker | None:
@@ -171,8 +176,9 @@ class ForkServerPool:
     def keep(self, env: dict[str, str], model: str = "") -> ForkServer:
         """The server started with ``env``: a running one, else one started now (loading ``model``'s tokenizer)."""
         for server in list(self.servers):
-            if server.process.poll() is not None:
+            if server.process.poll() is not None or server.unusable_because(server.env):  # exited, or too old
                 self.servers.remove(server)
+                server.stop()
             elif not server.unusable_because(env):
                 return server
         server = ForkServer(env, model)
@@ -183,7 +189,7 @@ class ForkServerPool:
 
     def start(self, env: dict[str, str], model: str = "") -> bool:
         """Start a server for ``env`` unless one runs; True when one was started."""
-        running = any(s.process.poll() is None and not s.unusable_because(env) for s in self.servers)
+        running = any(not s.unusable_because(env) for s in self.servers)
         if not running:
             self.keep(env, model)
         return not running
@@ -193,13 +199,15 @@ class ForkServerPool:
             self.servers.pop().stop()
 
 
-def _run_child(job: dict) -> None:
+def _run_child(job: dict, server_pid: int) -> None:
     """In the forked child: a process group of its own, the job's stderr and progress file, the worker; never
     returns."""
     status = 1
     try:
         os.setpgid(0, 0)  # the server sets it too: whichever runs first, the runner's killpg finds the group
         die_with_parent()
+        if os.getppid() != server_pid:  # the server died before the line above could tie this child to it
+            os._exit(1)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
@@ -237,7 +245,7 @@ def serve() -> int:
             load_tokenizer(resolve_model(model).source)  # cached: each child finds it loaded
         except Exception:  # noqa: BLE001 - the child loads it again and says what is wrong in its record
             pass
-    stdin, pending, children = sys.stdin.fileno(), b"", set()
+    stdin, pending, children, server_pid = sys.stdin.fileno(), b"", set(), os.getpid()
     while True:
         ready, _, _ = select.select([stdin], [], [], REAP_POLL_S)
         if ready:
@@ -249,7 +257,7 @@ def serve() -> int:
             for line in filter(None, lines):
                 pid = os.fork()
                 if pid == 0:
-                    _run_child(json.loads(line))
+                    _run_child(json.loads(line), server_pid)
                 try:
                     os.setpgid(pid, pid)
                 except OSError:  # the child set it already (or has exited)

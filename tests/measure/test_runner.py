@@ -45,14 +45,33 @@ def test_gpu_only_option_fails_cleanly_without_gpu():
     assert record.environment["device_type"] == "cpu" and "unusable" in record.environment["environment_note"]
 
 
-def test_worker_dies_with_its_parent(tmp_path):
-    """A parent killed by SIGKILL (a notebook kernel, a `timeout`) must not leave its configuration running."""
+def _children(parent: int, pattern: str) -> list[int]:
+    import subprocess
+
+    found = subprocess.run(["pgrep", "-f", pattern, "-P", str(parent)], capture_output=True, text=True)
+    return [int(pid) for pid in found.stdout.split()]
+
+
+def _gone(pid: int) -> bool:
     import os
-    import signal
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    state = open(f"/proc/{pid}/stat").read().split()[2] if os.path.exists(f"/proc/{pid}/stat") else ""
+    return state == "Z"
+
+
+@pytest.mark.parametrize("fork_server", ["off", "auto"])
+def test_worker_dies_with_its_parent(tmp_path, monkeypatch, fork_server):
+    """A parent killed by SIGKILL (a notebook kernel, a `timeout`) must not leave its configuration running: a fresh
+    worker, or (on a CPU, by default) the fork server and the configuration's process forked from it."""
     import subprocess
     import sys
     import time
 
+    monkeypatch.setenv("NBHELPERS_FORK_SERVER", fork_server)
     script = tmp_path / "parent.py"
     script.write_text(
         "import sys, time\n"
@@ -61,28 +80,25 @@ def test_worker_dies_with_its_parent(tmp_path):
         "run_isolated(RunConfig(num_samples=8, steps=10_000, warmup=0))\n"
     )
     parent = subprocess.Popen([sys.executable, str(script)])
-    child_pid = None
-    for _ in range(100):
-        time.sleep(0.2)
-        found = subprocess.run(
-            ["pgrep", "-f", "nbhelpers.measure.worker", "-P", str(parent.pid)], capture_output=True, text=True
-        )
-        if found.stdout.strip():
-            child_pid = int(found.stdout.split()[0])
-            break
-    assert child_pid is not None, "the worker never started"
-    os.kill(parent.pid, signal.SIGKILL)
-    parent.wait()
-    for _ in range(50):
+    try:
+        workers: list[int] = []
+        for _ in range(300):  # a fork server first imports, then forks
+            time.sleep(0.2)
+            if fork_server == "off":
+                workers = _children(parent.pid, "nbhelpers.measure.worker")
+            else:
+                servers = _children(parent.pid, "nbhelpers.measure.zygote")
+                workers = [*servers, *_children(servers[0], "nbhelpers.measure.zygote")] if servers else []
+            if len(workers) == (1 if fork_server == "off" else 2):
+                break
+        assert len(workers) == (1 if fork_server == "off" else 2), f"the worker never started: {workers}"
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(_gone(pid) for pid in workers):
         time.sleep(0.1)
-        try:
-            os.kill(child_pid, 0)
-        except ProcessLookupError:
-            return
-        state = open(f"/proc/{child_pid}/stat").read().split()[2] if os.path.exists(f"/proc/{child_pid}/stat") else ""
-        if state == "Z":
-            return
-    raise AssertionError(f"worker {child_pid} outlived its parent")
+    assert all(_gone(pid) for pid in workers), f"{[p for p in workers if not _gone(p)]} outlived their parent"
 
 
 def test_every_configuration_shares_one_kernel_cache_with_autotune_results_kept(tmp_path, monkeypatch):

@@ -86,7 +86,8 @@ def test_a_primed_spare_serves_the_first_configuration(spares_on):
 
 def test_no_spare_is_primed_where_spares_are_off(monkeypatch):
     monkeypatch.setenv(SPARE_VARIABLE, "off")
-    assert not runner.prime_spare() and runner._spares.waiting == []
+    monkeypatch.setenv("NBHELPERS_FORK_SERVER", "off")  # nor a fork server, which a CPU would start instead
+    assert not runner.prime_spare() and runner._spares.waiting == [] and runner._fork_servers.servers == []
 
 
 def test_spares_for_two_environments_wait_side_by_side_and_each_serves_its_own(spares_on, tmp_path):

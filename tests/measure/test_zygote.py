@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers.measure import runner
+from nbhelpers.measure import runner, zygote
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.zygote import FORK_VARIABLE, fork_server_wanted
 
@@ -116,3 +116,15 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_a_server_older_than_its_age_limit_is_replaced_and_stopped(forking):
+    """A server imported the code as it was when it started: after MAX_AGE_S a new one serves (edited code shows)."""
+    env = runner._child_env(TINY, None)
+    old = runner._fork_servers.keep(env, TINY.model)
+    assert runner._fork_servers.keep(env, TINY.model) is old  # young: kept
+    old.born -= zygote.MAX_AGE_S
+    assert old.unusable_because(env) == f"older than {zygote.MAX_AGE_S:.0f} s"
+    new = runner._fork_servers.keep(env, TINY.model)
+    assert new is not old and runner._fork_servers.servers == [new]
+    assert old.process.poll() is not None  # stopped, not left holding its memory

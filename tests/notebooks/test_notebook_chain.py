@@ -98,8 +98,8 @@ def test_chain_01_to_04_measures_every_waterfall_stage_in_one_workload(chain, mo
     assert [r.config["engine"] for r in trl] == ["trl"] and trl[0].ok, [r.reason for r in trl]
     curves = [r for r in records if r.kind == "convergence"]
     assert len(curves) == 2 and all(r.ok and len(r.metrics["losses"]) >= 10 for r in curves)
-    watched = [r for r in records if r.kind == "monitor"]  # its watched TRL run: a record every 4 of 12 steps
-    assert [r.metrics["step"] for r in watched] == [4, 8, 12]
+    watched = [r for r in records if r.kind == "monitor"]  # its watched TRL run: a record every 4 of 10 steps
+    assert [r.metrics["step"] for r in watched] == [4, 8, 10]
     assert watched[2].metrics.get("launches_per_step") is not None  # the profiler window at steps 8-9
     records = [r for r in records if not r.notebook.startswith("04")]  # the waterfall's: 01-03
     steps = step_records(records)

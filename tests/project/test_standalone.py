@@ -166,7 +166,7 @@ def test_notebooks_run_copied_alone_into_an_empty_folder(installed, tmp_path, mo
     steps = [r for r in records if r["kind"] == "step"]
     engines = [(r["config"].get("engine", "workbook"), r["status"], r["config"]["padding"]) for r in steps]
     assert engines == [("workbook", "ok", "packed"), ("trl", "ok", "packed")], steps  # 04: TRL from the export
-    assert [r["metrics"]["step"] for r in records if r["kind"] == "monitor"] == [4, 8, 12]  # 04's watched run
+    assert [r["metrics"]["step"] for r in records if r["kind"] == "monitor"] == [4, 8, 10]  # 04's watched run
     assert (alone / "runs" / "alone" / "report.html").is_file()
     executed = nbformat.read(tmp_path / "executed-03_dynamic_padding.ipynb", as_version=4)
     shown = json.dumps([c.get("outputs", []) for c in executed.cells])
