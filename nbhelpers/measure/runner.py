@@ -28,7 +28,7 @@ from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failu
 from .engines import ENGINES, site_env
 from .env import ALLOC_CONF_VARIABLE, MEASURING_ALLOC_CONF, detect_platform
 from .progress import PROGRESS_VARIABLE, Progress, ProgressReader, plain_bars, progress_bar, read_progress
-from .spare import SparePool, die_with_parent, spares_wanted
+from .spare import SparePool, die_with_parent, end_group, spares_wanted
 from .store import RunRecord, RunStore, runs_root
 from .worker import failed_record, names_nothing_on_the_hub
 from .zygote import ForkedWorker, ForkServerPool, fork_server_wanted
@@ -288,11 +288,7 @@ def _wait(
 
 def _kill_group(child: subprocess.Popen | ForkedWorker) -> None:
     """Stop a configuration's process and everything it started (it leads its own process group)."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    child.wait()
+    end_group(child)
 
 
 def run_config(

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 from .progress import PROGRESS_VARIABLE
 
@@ -65,6 +66,16 @@ def preload() -> None:
             importlib.import_module(name)
         except ImportError:
             pass
+
+
+def end_group(process: Any) -> None:
+    """End a process that leads its own process group, and everything in that group, then reap it (``process``: a
+    ``subprocess.Popen`` or anything with its ``pid`` and ``wait``)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
 
 
 def spares_wanted(cuda_available: bool) -> bool:
@@ -119,11 +130,7 @@ class Spare:
 
     def stop(self) -> None:
         """End the spare (and anything it started)."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.process.wait()
+        end_group(self.process)
 
 
 class SparePool:

@@ -31,7 +31,7 @@ import time
 import traceback
 
 from .progress import PROGRESS_VARIABLE
-from .spare import die_with_parent, env_differences, preload
+from .spare import die_with_parent, end_group, env_differences, preload
 
 FORK_VARIABLE = "NBHELPERS_FORK_SERVER"
 FORK_CHOICES = ("auto", "off")
@@ -147,11 +147,7 @@ class ForkServer:
 
     def stop(self) -> None:
         """End the server (its waiting children were ended by the runner; any left die with it)."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.process.wait()
+        end_group(self.process)
 
 
 class ForkServerPool:
