@@ -60,9 +60,6 @@ class ForkedWorker:
         self.pid = pid
         self.returncode: int | None = None
 
-    def poll(self) -> int | None:
-        return self.wait(timeout=0.0) if self.returncode is None else self.returncode
-
     def wait(self, timeout: float | None = None) -> int:
         """The exit status once the server has reaped the child; ``subprocess.TimeoutExpired`` after ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout
