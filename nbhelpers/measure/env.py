@@ -134,8 +134,9 @@ def measure_peak_flops(device: str, dtype_name: str = "bf16", size: int = 0, rep
     if dtype_name != "bf16" and device == "cuda" and torch.backends.cuda.matmul.allow_tf32:
         dtype_name = "fp32 (TF32 matmuls allowed)"
     size = size or (8192 if device == "cuda" else 1024)
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
+    generator = torch.Generator(device=device).manual_seed(0)  # its own: the seeded global RNG stays untouched
+    a = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+    b = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
     times = []
     for i in range(repeats + 1):
         if device == "cuda":

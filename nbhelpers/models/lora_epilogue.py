@@ -5,6 +5,11 @@ and add over the whole output, twice under activation recomputation, and the mul
 Profiled on the 27B hybrid with LoRA on an H100 (``benchmarks/gpu/hybrid/qwen3.8-27b-lora/profile/``): PEFT's scale
 and add cost 546 ms of a 4.59 s step in 3,504 launches; Unsloth's step adds the LoRA product in the GEMM's epilogue.
 
+Over a 4-bit base (QLoRA: PEFT's ``lora.bnb.Linear4bit`` around bitsandbytes' ``Linear4bit``) PEFT also clones the
+base layer's output before the add ("defensively", for an output that is a view); the fused forward writes into
+the base layer's own output, which its rows' flattening keeps from being a view, and falls back to PEFT's arithmetic
+(a new tensor) where it is one, so the clone's full copy of each output goes too.
+
 A layer falls back to PEFT's own forward for anything but plain LoRA with one active adapter: dropout, a variant
 (DoRA), a LoRA bias, merged or disabled adapters, per-sample adapters, mixed dtypes without autocast, or a base
 output the add cannot write into (not contiguous). The numbers are LoRA's: the product is accumulated in the GEMM's
@@ -34,7 +39,8 @@ def _plain_lora(layer: Any, args: tuple, kwargs: dict) -> str | None:
 
 
 def fused_forward(self: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
-    """PEFT's ``lora.Linear.forward`` with the scaled product added by the GEMM into the base layer's output."""
+    """PEFT's LoRA forward (``lora.Linear``, ``lora.bnb.Linear4bit``) with the scaled product added by the GEMM into
+    the base layer's output."""
     import torch
 
     name = _plain_lora(self, args, kwargs)
@@ -54,12 +60,25 @@ def fused_forward(self: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
     return result.view(*x.shape[:-1], result.shape[-1])
 
 
-def fuse_lora_epilogues(model: Any) -> int:
-    """Give every PEFT LoRA linear of ``model`` the fused forward (per instance; the class is untouched); returns
-    how many layers. Call it after ``get_peft_model`` (or after TRL's trainer wrapped the model)."""
+def fusable_layer_types() -> tuple[type, ...]:
+    """PEFT's LoRA linears whose forward the fused one replaces: ``lora.Linear`` and, where bitsandbytes is installed,
+    ``lora.bnb.Linear4bit`` (their other subclasses, 8-bit and torchao's, keep their own forwards)."""
     from peft.tuners.lora import Linear as LoraLinear
 
-    layers = [m for m in model.modules() if type(m) is LoraLinear]  # subclasses (bnb, torchao) have own forwards
+    try:
+        from peft.tuners.lora import bnb
+    except ImportError:  # a PEFT without its bitsandbytes module
+        return (LoraLinear,)
+    four_bit = getattr(bnb, "Linear4bit", None)  # defined only where bitsandbytes imports
+    return (LoraLinear,) if four_bit is None else (LoraLinear, four_bit)
+
+
+def fuse_lora_epilogues(model: Any) -> int:
+    """Give every PEFT LoRA linear of ``model`` (:func:`fusable_layer_types`) the fused forward (per instance; the
+    class is untouched); returns how many layers. Call it after ``get_peft_model`` (or after TRL's trainer wrapped
+    the model)."""
+    fusable = fusable_layer_types()
+    layers = [m for m in model.modules() if type(m) in fusable]  # exact types: other subclasses have own forwards
     for layer in layers:
         layer.forward = types.MethodType(fused_forward, layer)
         setattr(layer, FUSED_FORWARD, True)
@@ -71,4 +90,4 @@ def fused_layers(model: Any) -> int:
     return sum(1 for m in model.modules() if getattr(m, FUSED_FORWARD, False))
 
 
-__all__ = ["FUSED_FORWARD", "fuse_lora_epilogues", "fused_forward", "fused_layers"]
+__all__ = ["FUSED_FORWARD", "fusable_layer_types", "fuse_lora_epilogues", "fused_forward", "fused_layers"]

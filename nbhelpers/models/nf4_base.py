@@ -51,9 +51,11 @@ def _runs_4bit(device: str) -> str:
     try:
         import bitsandbytes as bnb
 
-        weight = torch.randn(32, 64, device=device)
+        generator = torch.Generator().manual_seed(0)  # its own: a probe leaves the seeded global RNG untouched
+        weight = torch.randn(32, 64, generator=generator).to(device)
         packed, state = bnb.functional.quantize_4bit(weight, blocksize=BLOCK, quant_type="nf4")
-        bnb.matmul_4bit(torch.randn(2, 64, device=device, requires_grad=True), packed.t(), quant_state=state)
+        x = torch.randn(2, 64, generator=generator).to(device).requires_grad_(True)
+        bnb.matmul_4bit(x, packed.t(), quant_state=state)
     except Exception as error:  # noqa: BLE001 - any failure of the package's own path is the reason it cannot run
         return f"{type(error).__name__}: {error}"[:300]
     return ""

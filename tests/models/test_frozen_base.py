@@ -118,6 +118,30 @@ def test_nf4_runs_on_a_cpu_where_bitsandbytes_has_its_cpu_backend_else_says_why(
         assert why == "", why  # bitsandbytes 0.50's CPU backend quantizes and multiplies 4-bit weights
 
 
+@needs_bnb
+def test_the_4bit_probe_leaves_the_seeded_rng_alone():
+    """The probe behind the refusal runs once per process: drawn from the global RNG it shifted the LoRA weights of
+    the first 4-bit model a process built (the next ones started from other draws)."""
+    import torch
+
+    from nbhelpers.models import nf4_base
+
+    nf4_base._runs_4bit.cache_clear()
+    state = torch.get_rng_state()
+    assert nf4_base._runs_4bit("cpu") == ""
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_measuring_the_peak_leaves_the_seeded_rng_alone():
+    import torch
+
+    from nbhelpers.measure.env import measure_peak_flops
+
+    state = torch.get_rng_state()
+    assert measure_peak_flops("cpu", "fp32", size=64, repeats=1).flops_per_s > 0
+    assert torch.equal(torch.get_rng_state(), state)
+
+
 def test_a_gpu_only_base_on_a_cpu_is_a_failed_record_with_the_reason(tmp_path):
     import json
 

@@ -5,6 +5,7 @@ LoRA, and the setting's rule in RunConfig, the computation key, the record's mod
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 
 import pytest
 import torch
@@ -42,9 +43,17 @@ class OpCounter(TorchDispatchMode):
         return out
 
 
-def _adapted(fuse: bool, dtype: torch.dtype = torch.float32, alpha: int = 8) -> torch.nn.Module:
-    """qwen3-tiny with LoRA r4 on every linear, B random so the adapters matter."""
-    config = RunConfig(model="qwen3-tiny", adapter="lora", lora_rank=4, lora_alpha=alpha, device="cpu")
+HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None
+
+
+def _adapted(
+    fuse: bool, dtype: torch.dtype = torch.float32, alpha: int = 8, frozen_base: str = "bf16"
+) -> torch.nn.Module:
+    """qwen3-tiny with LoRA r4 on every linear, B random so the adapters matter; ``frozen_base`` "nf4": QLoRA's
+    4-bit base (bitsandbytes' CPU backend)."""
+    config = RunConfig(
+        model="qwen3-tiny", adapter="lora", lora_rank=4, lora_alpha=alpha, device="cpu", frozen_base=frozen_base
+    )
     model = build_model(resolve_model(config.model).source, "sdpa", 0, dtype, "cpu")
     model.train()
     adapted = wrap_model(model, dataclasses.replace(config.adapter_settings, fuse_epilogue=fuse))
@@ -91,6 +100,27 @@ def test_the_fused_epilogue_matches_peft_and_runs_fewer_elementwise_ops():
     # PEFT's forward multiplies and adds over each output, its backward multiplies the output's gradient
     saved = ops_peft.elementwise - ops.elementwise
     assert saved >= 3 * outputs - rank_wide, (ops_peft.elementwise, ops.elementwise, outputs, rank_wide)
+
+
+@pytest.mark.skipif(not HAS_BNB, reason="bitsandbytes is not installed (pip install 'nbhelpers[qlora]')")
+def test_over_a_4bit_base_the_fused_epilogue_matches_peft_and_drops_its_clone():
+    """QLoRA: PEFT's ``lora.bnb.Linear4bit`` clones the base layer's output before its multiply and add; the fused
+    forward adds into the output itself, with the same loss and gradients (the same 4-bit weights in both)."""
+    from peft.tuners.lora.bnb import Linear4bit
+
+    peft_model = _adapted(fuse=False, frozen_base="nf4")
+    loss_peft, grads_peft, ops_peft = _step(peft_model)
+    fused = _adapted(fuse=True, frozen_base="nf4")
+    loss, grads, ops = _step(fused)
+    layers = fused_layers(fused)
+    assert layers == sum(1 for m in fused.modules() if type(m) is Linear4bit) > 0
+    torch.testing.assert_close(loss, loss_peft, rtol=1e-5, atol=0)
+    assert grads.keys() == grads_peft.keys() and not _close(grads, grads_peft, 1e-4)
+    assert ops.counts.get("addmm_", 0) == layers
+    widths = [m.out_features for m in fused.modules() if type(m) is Linear4bit]
+    outputs = sum(widths) * TOKENS
+    assert ops_peft.copied - ops.copied >= outputs, (ops_peft.copied, ops.copied, outputs)  # PEFT's clones
+    assert ops_peft.elementwise - ops.elementwise >= 3 * outputs - sum(4 * (TOKENS + w) for w in widths)
 
 
 def test_under_bf16_autocast_the_fused_epilogue_stays_within_bf16_rounding():
