@@ -122,6 +122,11 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-workbook", "under a cap of 24 GiB: the workbook's 4-bit row "
           "alone (the peers' rows of the full suite take about 15 minutes more)", lambda _: capped_27b(24)[:1],
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-epilogue", "under a cap of 24 GiB: the workbook's 4-bit row "
+          "with LoRA's product added in the GEMM, then with PEFT's scale, clone and add, on the same batches",
+          lambda _: [capped_27b(24)[0].replace(lora_epilogue=s, label=f"{capped_27b(24)[0].label}, {n}")
+                     for s, n in (("fused", "scale and add in the GEMM"), ("peft", "PEFT's scale and add"))],
+          parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-trl", "under a cap of 24 GiB: TRL's defaults and its best flags "
           "on the workbook's 4-bit base alone (beside the rows of 24-gib-workbook and Unsloth's of 24-gib)",
           lambda _: [row for row in capped_27b(24) if row.engine in TRL_PEERS], parity=False,
