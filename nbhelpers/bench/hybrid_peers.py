@@ -127,6 +127,11 @@ SUITES = (
           lambda _: [capped_27b(24)[0].replace(lora_epilogue=s, label=f"{capped_27b(24)[0].label}, {n}")
                      for s, n in (("fused", "scale and add in the GEMM"), ("peft", "PEFT's scale and add"))],
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-profile", "under a cap of 24 GiB: the workbook's 4-bit row with "
+          "LoRA's product added in the GEMM, one step profiled after its timed ones (where a 4-bit step's time goes)",
+          lambda _: [capped_27b(24)[0].replace(lora_epilogue="fused", profile=True,
+                                               label=f"{capped_27b(24)[0].label}, scale and add in the GEMM")],
+          parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-trl", "under a cap of 24 GiB: TRL's defaults and its best flags "
           "on the workbook's 4-bit base alone (beside the rows of 24-gib-workbook and Unsloth's of 24-gib)",
           lambda _: [row for row in capped_27b(24) if row.engine in TRL_PEERS], parity=False,
