@@ -4,7 +4,7 @@
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS=test,float8 bash scripts/setup.sh  # float8: torchao, for the float8 entry's conversion test
+EXTRAS=test,float8,qlora bash scripts/setup.sh  # float8: torchao (the float8 conversion test); qlora: bitsandbytes (NF4 on its CPU backend)
 PY=.venv/bin/python
 "$PY" -m ruff check nbhelpers tests scripts benchmarks
 "$PY" -m pytest -q -ra --durations=15 -n "${PYTEST_WORKERS:-auto}" --dist worksteal -m "not slow and not browser" "$@"

@@ -5,7 +5,7 @@
 # unset). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS=test,float8 bash scripts/setup.sh
+EXTRAS=test,float8,qlora bash scripts/setup.sh
 PY=.venv/bin/python
 "$PY" -m ruff check nbhelpers tests scripts benchmarks
 for capability in ${CPU_CAPABILITIES:-native}; do

@@ -13,7 +13,7 @@ from typing import Any
 
 from nbhelpers.data.strategies import STRATEGY_FIELDS
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.engines import ENGINES, PEER_ENGINES, WORKBOOK, peer_base_note
+from nbhelpers.measure.engines import ENGINES, PEER_ENGINES, WORKBOOK, peer_base_note, peer_lora_epilogue
 from nbhelpers.measure.store import RunRecord
 from nbhelpers.planning.lists import parse_list
 from nbhelpers.validation import ConfigError
@@ -71,8 +71,9 @@ def peers_of(base: RunConfig, label: str, engines: str, on_gpu: bool) -> list[Ru
         held_to_goal = name == EXPORT_ENGINE and on_gpu
         floor = max(PEER_MIN_TIMED_STEPS, base.min_timed_steps) if held_to_goal else base.min_timed_steps
         frozen, note = peer_base_note(name, base.frozen_base)
+        epilogue = peer_lora_epilogue(name, base.lora_epilogue)  # the forward the tool runs
         configs.append(base.replace(engine=name, label=row + note, profile=False, min_timed_steps=floor,
-                                    frozen_base=frozen))  # fmt: skip
+                                    frozen_base=frozen, lora_epilogue=epilogue))  # fmt: skip
     return configs
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.engines import ENGINES, peer_base_note
+from nbhelpers.measure.engines import ENGINES, peer_base_note, peer_lora_epilogue
 from nbhelpers.measure.store import RunRecord
 
 from .records import (
@@ -53,7 +53,8 @@ def without_workbook_config(base: RunConfig) -> RunConfig:
     engine = ENGINES[WITHOUT_WORKBOOK_ENGINE]
     frozen, note = peer_base_note(engine.name, base.frozen_base)  # the base its user loads (TRL: NF4, no upcast)
     label = f"{engine.label}, b{base.batch_size}x{base.max_length}{note}"
-    return base.replace(engine=engine.name, label=label, profile=False, frozen_base=frozen)
+    return base.replace(engine=engine.name, label=label, profile=False, frozen_base=frozen,
+                        lora_epilogue=peer_lora_epilogue(engine.name, base.lora_epilogue))
 
 
 def is_without_workbook(record: RunRecord) -> bool:

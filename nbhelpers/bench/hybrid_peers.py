@@ -72,14 +72,17 @@ def profiled_rows(pick: RunConfig) -> list[RunConfig]:
     return [row.replace(profile=True) for row in (pick, *peers_of(pick, pick.label, "unsloth", on_gpu=True))]
 
 
-def capped_27b(cap_gib: float) -> list[RunConfig]:
+def capped_27b(cap_gib: float, lora_epilogue: str = "fused") -> list[RunConfig]:
     """Under a cap of ``cap_gib``: the reference path (full recomputation) and the best row over each frozen base
     (rows that cannot fit are failed records with the planner's reason), then Unsloth, TRL's defaults and its best
     flags beside the 4-bit base where the planner fits it. The 4-bit row first, then the other rows that fit, the
-    peers, the refusals (no work): a job cut short keeps the workbook's rows under the cap."""
+    peers, the refusals (no work): a job cut short keeps the workbook's rows under the cap. The workbook's rows add
+    LoRA's product in the GEMM (``lora_epilogue``; 1.07x PEFT's forward on the 27B at 79 and 24 GiB, H100)."""
     reference = LORA_27B.replace(label="27b lora: eager, static, ckpt full", activation_checkpointing="full")
+    best = best_27b().replace(lora_epilogue=lora_epilogue)
     rows = [capped_row(reference, cap_gib)]
-    rows += [capped_row(row, cap_gib) for row in base_rows(best_27b(), "fla+liger, fused gated norm, varlen")]
+    what = "fla+liger, fused gated norm, varlen" + (", LoRA product in the GEMM" if lora_epilogue == "fused" else "")
+    rows += [capped_row(row, cap_gib) for row in base_rows(best, what)]
     four_bit = next(row for row in rows[1:] if row.frozen_base == FOUR_BIT_BASE)
     fitting = [row for row in rows if "nothing fits" not in row.label]
     refused = [row for row in rows if row not in fitting]
@@ -87,6 +90,14 @@ def capped_27b(cap_gib: float) -> list[RunConfig]:
         return rows
     peers = peers_of(four_bit, four_bit.label, CAPPED_PEERS, on_gpu=True)
     return [four_bit, *[row for row in fitting if row is not four_bit], *peers, *refused]
+
+
+def four_bit_24(lora_epilogue: str) -> RunConfig:
+    """The 27B's 4-bit row under a 24 GiB cap with LoRA's product in the GEMM ("fused") or PEFT's forward ("peft"),
+    labelled as first measured (2026-12-06)."""
+    row = capped_27b(24, "peft")[0]
+    name = "scale and add in the GEMM" if lora_epilogue == "fused" else "PEFT's scale and add"
+    return row.replace(lora_epilogue=lora_epilogue, label=f"{row.label}, {name}")
 
 
 SUITES = (
@@ -124,13 +135,11 @@ SUITES = (
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-epilogue", "under a cap of 24 GiB: the workbook's 4-bit row "
           "with LoRA's product added in the GEMM, then with PEFT's scale, clone and add, on the same batches",
-          lambda _: [capped_27b(24)[0].replace(lora_epilogue=s, label=f"{capped_27b(24)[0].label}, {n}")
-                     for s, n in (("fused", "scale and add in the GEMM"), ("peft", "PEFT's scale and add"))],
+          lambda _: [four_bit_24(epilogue) for epilogue in ("fused", "peft")],
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-profile", "under a cap of 24 GiB: the workbook's 4-bit row with "
           "LoRA's product added in the GEMM, one step profiled after its timed ones (where a 4-bit step's time goes)",
-          lambda _: [capped_27b(24)[0].replace(lora_epilogue="fused", profile=True,
-                                               label=f"{capped_27b(24)[0].label}, scale and add in the GEMM")],
+          lambda _: [four_bit_24("fused").replace(profile=True)],
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-trl", "under a cap of 24 GiB: TRL's defaults and its best flags "
           "on the workbook's 4-bit base alone (beside the rows of 24-gib-workbook and Unsloth's of 24-gib)",

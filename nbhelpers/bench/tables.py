@@ -364,6 +364,8 @@ LORA_EPILOGUE_H100 = (
      ("4ac0efb295f3", "734abaedcaa8")),
     ("8B", "in the GEMM, added into its own output", "qwen3-8b/lora-epilogue/own-output/pick.jsonl",
      ("08505d35a22b", "f332fb3d33e8")),
+    ("27B hybrid, every layer recomputed", "in the GEMM, added into its own output",
+     "hybrid/qwen3.8-27b-lora/lora-epilogue/own-output/pick.jsonl", ("0f933be4a6f4", "1cae7dbda480")),
 )  # fmt: skip
 EPILOGUE_CATEGORIES = ("GEMM", "elementwise", "memcpy/memset")
 
@@ -407,18 +409,25 @@ def memory_caps_h100(shelf: c.Shelf) -> str:
     return markdown(headers, table)
 
 
-# The 27B under a 24 GiB cap (2026-12-06, two jobs on H100s): the first (fbd1d8f) ran every row; its 4-bit builds ran
-# out of memory while quantizing (each replaced bf16 linear was kept to the end); the second (6d4fdbe, fixed) ran
-# the workbook's 4-bit row alone. Same samples: 38,889 real tokens in each measured row's 12 timed steps.
+# The 27B under a 24 GiB cap (2026-12-06, three jobs on H100s): the first (fbd1d8f) ran every row; its 4-bit builds
+# ran out of memory while quantizing (each replaced bf16 linear was kept to the end); the second (6d4fdbe, fixed) ran
+# the workbook's 4-bit row alone; the third (0755032-10da335, one machine) TRL's two rows, then the 4-bit row with
+# LoRA's product in the GEMM and with PEFT's forward, then the first again with a profiled step. Same samples: 38,889
+# real tokens in each workbook and Unsloth row's 12 timed steps (TRL: the same 32 samples, two epochs of 8 steps).
 CAPS_27B_24 = "hybrid/qwen3.8-27b-lora/memory-caps/"
 CAPS_27B_24_ROWS = (
-    ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`",
-     "freed-as-replaced/24-gib-workbook", "5f4619409027"),
-    ("the same, first job (the originals kept while quantizing)", "originals-held/24-gib", "2d6770e06417"),
-    ("Unsloth: `FastLanguageModel`, `load_in_4bit`, its LoRA, its checkpointing, packing", "originals-held/24-gib",
-     "790b677bbf78"),
-    ("TRL `SFTTrainer` at its defaults on the same 4-bit base (first job)", "originals-held/24-gib", "ad3b0537ddeb"),
-    ("TRL's best flags on the same 4-bit base (first job)", "originals-held/24-gib", "ae1929192c8d"),
+    ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`, LoRA's product in the GEMM "
+     "(third job)", "epilogue-and-trl/24-gib-epilogue", "95fd0390211a"),
+    ("the same, PEFT's scale, clone and add (third job)", "epilogue-and-trl/24-gib-epilogue", "7d8a39c3d45c"),
+    ("the pick again, one step profiled after its timed ones (third job)", "epilogue-and-trl/24-gib-profile",
+     "97a19671e0b5"),
+    ("PEFT's forward, second job", "freed-as-replaced/24-gib-workbook", "5f4619409027"),
+    ("PEFT's forward, first job (the originals kept while quantizing)", "originals-held/24-gib", "2d6770e06417"),
+    ("Unsloth: `FastLanguageModel`, `load_in_4bit`, its LoRA, its checkpointing, packing (first job)",
+     "originals-held/24-gib", "790b677bbf78"),
+    ("TRL `SFTTrainer` at its defaults on the same 4-bit base (third job)", "epilogue-and-trl/24-gib-trl",
+     "5bd31ec88d78"),
+    ("TRL's best flags on the same 4-bit base (third job)", "epilogue-and-trl/24-gib-trl", "d2a723154556"),
     ("transformers' reference path, bf16 base", "originals-held/24-gib", "033770dd304b"),
     ("fla + Liger, bf16 base", "originals-held/24-gib", "169687c9ed79"),
     ("fla + Liger, NF4 base with PEFT's fp32 upcast", "originals-held/24-gib", "dbb649a0f479"),
@@ -427,27 +436,29 @@ CAPS_27B_24_ROWS = (
 
 
 def memory_caps_27b_h100(shelf: c.Shelf) -> str:
-    """The 27B with LoRA under 24 GiB: each row's rate over Unsloth's, peak and planned memory; a failed row says why
-    (the planner's refusals name its peak)."""
+    """The 27B with LoRA under 24 GiB: each row's rate over Unsloth's and over TRL's defaults, peak and planned
+    memory; a failed row says why (the planner's refusals name its peak)."""
     from nbhelpers.analysis.memory_plan import planned_vs_measured
 
     rows = [(label, shelf((f"{CAPS_27B_24}{file}.jsonl", i))) for label, file, i in CAPS_27B_24_ROWS]
-    unsloth = rows[2][1]
+    unsloth = next(r for _, r in rows if r.config.get("engine") == "unsloth")
+    trl_defaults = next(r for _, r in rows if r.config.get("engine") == "trl_defaults" and r.ok)
     table = []
     for label, r in rows:
         if not r.ok:
             refused = re.search(r"the memory planner puts this step's peak at ([\d.]+) GiB", r.reason)
             why = f"refused: planned peak {refused.group(1)} GiB" if refused else f"failed: {c.failure(r)}"
-            table.append([label, why, "", "", "", "", budget(r), ""])
+            table.append([label, why, "", "", "", "", "", budget(r), ""])
             continue
         pick = r is rows[0][1]
         workbook = r.config.get("engine", "workbook") == "workbook"
         planned = planned_vs_measured([r])["planned_gib"].iloc[0] if workbook else None
-        table.append([label, c.tok_s_interval(r, emphasis=pick), c.bold(c.ratio(r, unsloth)) if pick else
-                      c.ratio(r, unsloth), c.share(r, "mfu"), c.gib(r), "" if planned is None else f"{planned:.1f}",
-                      budget(r), c.timed_steps(r)])  # fmt: skip
-    headers = ["row (24 GiB cap, LoRA r16 all-linear)", "real tok/s (95% interval)", "vs Unsloth", "MFU", "peak GiB",
-               "planned GiB", "token budget", "timed steps"]  # fmt: skip
+        ratios = [c.ratio(r, unsloth), c.ratio(r, trl_defaults)]
+        table.append([label, c.tok_s_interval(r, emphasis=pick), *(c.bold(x) if pick else x for x in ratios),
+                      c.share(r, "mfu"), c.gib(r), "" if planned is None else f"{planned:.1f}", budget(r),
+                      c.timed_steps(r)])  # fmt: skip
+    headers = ["row (24 GiB cap, LoRA r16 all-linear)", "real tok/s (95% interval)", "vs Unsloth", "vs TRL's defaults",
+               "MFU", "peak GiB", "planned GiB", "token budget", "timed steps"]  # fmt: skip
     return markdown(headers, table)
 
 

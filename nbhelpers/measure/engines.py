@@ -128,6 +128,15 @@ def peer_base(engine: str, frozen_base: str) -> str:
     return same[0] if same else BF16_BASE
 
 
+RUNS_WORKBOOK_SETUP = (WORKBOOK, "trl")  # the workbook's step, and TRL running its export (which sets the model up so)
+
+
+def peer_lora_epilogue(engine: str, setting: str) -> str:
+    """The LoRA forward a row on ``engine`` runs for a workload whose ``lora_epilogue`` is ``setting``: as set for the
+    workbook's step and its export's TRL run; every other tool runs its own, recorded as PEFT's ("peft")."""
+    return setting if engine in RUNS_WORKBOOK_SETUP else "peft"
+
+
 def peer_base_note(engine: str, frozen_base: str) -> tuple[str, str]:
     """:func:`peer_base`, and what a peer row's label adds for it ('' where it is the workload's own base)."""
     base = peer_base(engine, frozen_base)

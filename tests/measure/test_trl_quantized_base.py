@@ -68,3 +68,17 @@ def test_every_peer_row_of_a_workload_loads_the_base_its_tool_loads(base):
         assert (row.frozen_base == base) is (f"{row.frozen_base} base" not in row.label)  # a changed base is named
     expected = {"bf16": "bf16", "nf4": "nf4_bf16", "nf4_bf16": "nf4_bf16", "float8": "bf16"}
     assert peer_base("trl_defaults", base) == expected[base]
+
+
+def test_only_the_workbook_and_its_export_run_the_fused_lora_forward():
+    """A workload with LoRA's product in the GEMM: TRL from its export sets the model up so; TRL's defaults, its best
+    flags and Unsloth run their own forward, and their records say PEFT's."""
+    from nbhelpers.analysis.peers import peers_of
+    from nbhelpers.analysis.references import without_workbook_config
+    from nbhelpers.measure.engines import PEER_ENGINES
+
+    workload = RunConfig(adapter="lora", lora_epilogue="fused")
+    rows = [*peers_of(workload, "pick", ",".join(PEER_ENGINES), on_gpu=False), without_workbook_config(workload)]
+    forwards = {row.engine: row.lora_epilogue for row in rows}
+    assert forwards == {name: "fused" if name == "trl" else "peft" for name in PEER_ENGINES}
+    assert {row.lora_epilogue for row in peers_of(RunConfig(adapter="lora"), "pick", "trl", on_gpu=False)} == {"peft"}
