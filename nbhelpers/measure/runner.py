@@ -18,6 +18,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from nbhelpers.kernels.cache import cache_env, make_cache_folders
@@ -164,6 +165,46 @@ def _start_process(
     if use_spares:
         _spares.keep(next_env if next_env is not None else env)
     return child, how, unused
+
+
+@dataclass
+class MainRun:
+    """How a module's ``main`` ran in a process of its own: its exit status (None: stopped at its limit), its
+    output, and how its process started ("forked" or "fresh")."""
+
+    status: int | None
+    stdout: str
+    stderr: str
+    how: str
+
+
+def run_main(config: RunConfig, module: str, args: list[str], timeout_s: float) -> MainRun:
+    """``python -m module *args`` for ``config`` (a training run that is not a measurement: notebook 04's watched
+    run), in the environment its measurement would get, forked from the fork server where ``config`` is forkable
+    (:func:`_forkable`; the module's ``main(*args)`` then runs in the child), else a fresh process."""
+    env = _child_env(config, None)
+    with tempfile.TemporaryDirectory(prefix="nbhelpers-main-") as tmp:
+        progress, stdout, stderr = (Path(tmp) / name for name in ("progress.txt", "stdout.txt", "stderr.txt"))
+        for path in (stdout, stderr):
+            path.touch()
+        child: subprocess.Popen | ForkedWorker | None = None
+        if _forkable(config, None) and not spares_wanted(_cuda_available()):
+            child = _fork_servers.fork(env, args, str(progress), str(stderr), config.model, module, str(stdout))
+        how = "forked" if child is not None else "fresh"
+        if child is None:
+            with open(stdout, "w", encoding="utf-8") as out, open(stderr, "w", encoding="utf-8") as err:
+                child = subprocess.Popen(
+                    [sys.executable, "-m", module, *args], env=env, stdout=out, stderr=err, text=True,
+                    start_new_session=True, preexec_fn=die_with_parent,
+                )  # fmt: skip
+        try:
+            status: int | None = child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            status = None
+        finally:
+            _kill_group(child)
+        read = [path.read_text(encoding="utf-8", errors="replace") for path in (stdout, stderr)]
+    return MainRun(status, read[0], read[1], how)
 
 
 def prime_spare(extra_env: dict[str, str] | None = None) -> bool:

@@ -21,6 +21,7 @@ its own process group (the runner ends it and its compile workers with ``killpg`
 from __future__ import annotations
 
 import atexit
+import importlib
 import json
 import os
 import select
@@ -102,9 +103,12 @@ class ForkServer:
             return f"older than {MAX_AGE_S:.0f} s"
         return ""
 
-    def fork(self, args: list[str], progress_path: str, stderr_path: str) -> ForkedWorker | None:
-        """A child running the job (``nbhelpers.measure.worker``'s arguments), or None when the server cannot."""
-        job = {"args": args, "progress": progress_path, "stderr": stderr_path}
+    def fork(
+        self, args: list[str], progress_path: str, stderr_path: str, main: str = "", stdout_path: str = ""
+    ) -> ForkedWorker | None:
+        """A child running the job, or None when the server cannot: ``nbhelpers.measure.worker`` on ``args``, or
+        with ``main`` (a module's name) that module's ``main(*args)``, its stdout into ``stdout_path`` ("": none)."""
+        job = {"args": args, "progress": progress_path, "stderr": stderr_path, "main": main, "stdout": stdout_path}
         try:
             assert self.process.stdin is not None
             self.process.stdin.write((json.dumps(job) + "\n").encode())
@@ -155,12 +159,13 @@ class ForkServerPool:
         self.servers: list[ForkServer] = []
 
     def fork(
-        self, env: dict[str, str], args: list[str], progress_path: str, stderr_path: str, model: str = ""
-    ) -> ForkedWorker | None:
+        self, env: dict[str, str], args: list[str], progress_path: str, stderr_path: str, model: str = "",
+        main: str = "", stdout_path: str = "",
+    ) -> ForkedWorker | None:  # fmt: skip
         """A child of the server started with ``env`` (started now, loading ``model``'s tokenizer, if none was), or
-        None when none could fork."""
+        None when none could fork; ``main`` and ``stdout_path`` as for :meth:`ForkServer.fork`."""
         server = self.keep(env, model)
-        child = server.fork(args, progress_path, stderr_path)
+        child = server.fork(args, progress_path, stderr_path, main, stdout_path)
         if child is None:
             self.servers.remove(server)
             server.stop()
@@ -193,8 +198,8 @@ class ForkServerPool:
 
 
 def _run_child(job: dict, server_pid: int) -> None:
-    """In the forked child: a process group of its own, the job's stderr and progress file, the worker; never
-    returns."""
+    """In the forked child: a process group of its own, the job's stderr (and stdout) and progress file, the worker
+    (or the job's module's ``main``); never returns."""
     status = 1
     try:
         os.setpgid(0, 0)  # the server sets it too: whichever runs first, the runner's killpg finds the group
@@ -203,15 +208,19 @@ def _run_child(job: dict, server_pid: int) -> None:
             os._exit(1)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
-        os.dup2(devnull, 1)
-        target = os.open(job["stderr"], os.O_WRONLY | os.O_APPEND)
-        os.dup2(target, 2)
-        os.close(target)
+        for fd, path in ((1, job.get("stdout")), (2, job["stderr"])):
+            target = os.open(path, os.O_WRONLY | os.O_APPEND) if path else devnull
+            os.dup2(target, fd)
+            if target != devnull:
+                os.close(target)
         os.close(devnull)
         os.environ[PROGRESS_VARIABLE] = job["progress"]
-        from .worker import run
+        if job.get("main"):  # a module run as ``python -m`` runs it: its main on the arguments
+            status = importlib.import_module(job["main"]).main(*job["args"])
+        else:
+            from .worker import run
 
-        status = run(*job["args"])
+            status = run(*job["args"])
     except SystemExit as stop:
         status = stop.code if isinstance(stop.code, int) else 1
     except BaseException:  # noqa: BLE001 - the child says why on its stderr and exits

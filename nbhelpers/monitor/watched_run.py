@@ -2,28 +2,28 @@
 number of optimizer steps with :func:`nbhelpers.monitor.attach`, so its interval records (kind "monitor": real
 tok/s, MFU, padding, and at each profiler window the kernel launches per step) land in the run for notebook 04.
 
-It runs in its own process (``python -m nbhelpers.monitor.watched_run CONFIG.json``), as every measurement does:
-the trainer's kernels and memory go with it.
+It runs in its own process (``python -m nbhelpers.monitor.watched_run CONFIG.json``, or on a CPU forked from the
+fork server that serves the measurements, which runs :func:`main` in the child), as every measurement does: the
+trainer's kernels and memory go with it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from nbhelpers.analysis.recommend import Recommendation
 from nbhelpers.measure.config import RunConfig
-from nbhelpers.measure.store import runs_root
+from nbhelpers.measure.runner import run_main
 from nbhelpers.validation import check_int
 
 from .core import MONITOR_KIND
 
 LOG_EVERY = 4  # steps per monitor interval (a record each)
 TAIL = 1500  # characters of a failed run's stderr in its reason
+MODULE = "nbhelpers.monitor.watched_run"  # this module, as ``python -m`` names it
 OFF = "not measured: set MONITOR_STEPS (e.g. 10) to watch a training run of the recommendation"
 
 
@@ -37,20 +37,19 @@ def watch_settings(steps: int) -> dict[str, int]:
 
 def run_watched(config: RunConfig, steps: int, timeout_s: int = 1800) -> str:
     """Train ``config`` (a recommendation's, from the records) with TRL for ``steps`` steps under the monitor in a
-    subprocess; a line that says what was written (or why nothing was). ``steps`` 0: off."""
+    process of its own (forked from the fork server on a CPU, as the measurements are); a line that says what was
+    written (or why nothing was). ``steps`` 0: off."""
     check_int("MONITOR_STEPS", steps, 0, 100_000)
     if steps == 0:
         return OFF
     with tempfile.TemporaryDirectory(prefix="nbhelpers-watched-") as tmp:
         path = Path(tmp) / "config.json"
         path.write_text(json.dumps({"config": config.to_dict(), **watch_settings(steps)}))
-        env = dict(os.environ, NBHELPERS_RUNS=str(runs_root()))
-        done = subprocess.run(
-            [sys.executable, "-m", "nbhelpers.monitor.watched_run", str(path)], env=env, capture_output=True,
-            text=True, timeout=timeout_s,
-        )  # fmt: skip
-    if done.returncode != 0:
-        return f"the watched run failed (exit status {done.returncode}): {done.stderr[-TAIL:].strip()}"
+        done = run_main(config, MODULE, [str(path)], timeout_s)
+    if done.status is None:
+        return f"the watched run stopped at its limit of {timeout_s} s: {done.stderr[-TAIL:].strip()}"
+    if done.status != 0:
+        return f"the watched run failed (exit status {done.status}): {done.stderr[-TAIL:].strip()}"
     return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "the watched run wrote nothing"
 
 

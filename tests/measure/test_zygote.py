@@ -128,3 +128,34 @@ def test_a_server_older_than_its_age_limit_is_replaced_and_stopped(forking):
     new = runner._fork_servers.keep(env, TINY.model)
     assert new is not old and runner._fork_servers.servers == [new]
     assert old.process.poll() is not None  # stopped, not left holding its memory
+
+
+ECHO_MAIN = """import os, sys, time
+
+
+def main(*args):
+    print("main", *args)
+    print("to stderr", file=sys.stderr)
+    if args and args[0] == "sleep":
+        time.sleep(60)
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
+"""
+
+
+def test_a_modules_main_runs_forked_as_it_would_fresh_and_stops_at_its_limit(forking, tmp_path, monkeypatch):
+    """What notebook 04's watched run uses: ``python -m MODULE ARGS`` for a configuration, forked where the
+    configuration is forkable (the module's ``main(*args)`` in the child), with the same status and output."""
+    (tmp_path / "echo_main.py").write_text(ECHO_MAIN)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    forked = runner.run_main(TINY, "echo_main", ["a", "b"], timeout_s=120)
+    stopped = runner.run_main(TINY, "echo_main", ["sleep"], timeout_s=2)
+    monkeypatch.setenv(FORK_VARIABLE, "off")
+    fresh = runner.run_main(TINY, "echo_main", ["a", "b"], timeout_s=120)
+    for done, how in ((forked, "forked"), (fresh, "fresh")):
+        assert (done.how, done.status) == (how, 3), done
+        assert done.stdout == "main a b\n" and done.stderr == "to stderr\n", done
+    assert stopped.how == "forked" and stopped.status is None and "to stderr" in stopped.stderr
