@@ -8,6 +8,7 @@ from __future__ import annotations
 from nbhelpers.analysis.peers import peers_of
 from nbhelpers.kernels.registry import liger_switches_for
 from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.engines import WORKBOOK
 
 from .dense_peers import FIRST_STEPS, epilogue_rows
 from .frozen_bases import CAPS_GIB, base_rows, capped_row
@@ -130,6 +131,13 @@ SUITES = (
             lambda _, cap=cap: capped_27b(cap), parity=False,
             needs=f"{UNSLOTH_NEEDS}; bitsandbytes and torchao wheels (.whl-ao) for the nf4 and float8 bases")
       for cap in CAPS_GIB),
+    *(Suite(f"hybrid/qwen3.8-27b-lora/memory-caps/{cap:g}-gib-{part}", f"under a cap of {cap:g} GiB: {what} of the "
+            f"{cap:g}-gib suite (each half fits one session's device time)",
+            lambda _, cap=cap, peers=peers: [row for row in capped_27b(cap) if (row.engine != WORKBOOK) is peers],
+            parity=False, needs=f"{UNSLOTH_NEEDS if peers else FLA_NEEDS}; bitsandbytes and torchao wheels (.whl-ao)")
+      for cap in CAPS_GIB[:2]
+      for part, what, peers in (("workbook", "the workbook's rows and the planner's refusals", False),
+                                ("peers", "Unsloth's and TRL's rows", True))),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-workbook", "under a cap of 24 GiB: the workbook's 4-bit row "
           "alone (the peers' rows of the full suite take about 15 minutes more)", lambda _: capped_27b(24)[:1],
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
