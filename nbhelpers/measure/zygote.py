@@ -15,7 +15,9 @@ keeps spares) or ``off``. Records say ``worker_process: forked``.
 
 Protocol: the runner writes one JSON job a line on the server's stdin; the server answers ``started PID`` and,
 once it has reaped the child, ``exited PID STATUS`` (a negative status: the signal that ended it). A child leads
-its own process group (the runner ends it and its compile workers with ``killpg``) and dies with the server.
+its own process group (the runner ends it and its compile workers with ``killpg``) and dies with the server. A job
+that names a module (``main``: notebook 04's watched run, through ``runner.run_main``) runs that module's
+``main(*args)`` in the child instead of the worker, its stdout into the job's ``stdout`` file.
 """
 
 from __future__ import annotations
