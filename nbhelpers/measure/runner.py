@@ -7,6 +7,7 @@ cannot leak into the next one or kill the notebook's kernel.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -140,26 +141,31 @@ def _forkable(config: RunConfig, extra_env: dict[str, str] | None) -> bool:
 
 def _start_process(
     config: RunConfig, env: dict[str, str], args: list[str], progress: Path, stderr: Path,
-    next_env: dict[str, str] | None = None, forkable: bool = False,
+    next_env: dict[str, str] | None = None, forkable: bool = False, main: str = "", stdout: Path | None = None,
 ) -> tuple[subprocess.Popen | ForkedWorker, str, str]:  # fmt: skip
     """The process that measures ``config``, how it started ("spare": a spare started with ``env``, its imports
     done; "forked": by the fork server started with ``env``; else "fresh") and why a waiting spare was not used (""
     when none waited or one was); then a spare for the configuration after this one (started with ``next_env``, by
-    default ``env``), where spares are wanted. ``forkable``: :func:`_forkable`."""
+    default ``env``), where spares are wanted. ``forkable``: :func:`_forkable`. ``main``: another module than the
+    worker, run as ``python -m main *args`` (never by a spare, which waits to run the worker), its stdout into
+    ``stdout`` (default: none kept)."""
     fresh = ENGINES[config.engine].needs_fresh_process  # Unsloth: its own imports first, never a spare's
-    use_spares = not needs_launch(config) and not fresh and spares_wanted(_cuda_available())
+    use_spares = not main and not needs_launch(config) and not fresh and spares_wanted(_cuda_available())
     child, unused = _spares.take(env, args, str(progress), str(stderr)) if use_spares else (None, "")
     how = "spare" if child is not None else "fresh"
     if child is None and not use_spares and forkable:
-        child = _fork_servers.fork(env, args, str(progress), str(stderr), config.model)
+        child = _fork_servers.fork(env, args, str(progress), str(stderr), config.model, main, str(stdout or ""))
         how = "forked" if child is not None else "fresh"
     if child is None:
-        command = [sys.executable, "-m", "nbhelpers.measure.worker", *args]
-        if needs_launch(config):  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
+        command = [sys.executable, "-m", main or "nbhelpers.measure.worker", *args]
+        if needs_launch(config) and not main:  # several GPUs (or FSDP2 on one): torchrun, one process per GPU
             command = launch_command(config, *args)
-        with open(stderr, "w", encoding="utf-8") as stderr_file:
+        with (
+            open(stderr, "w", encoding="utf-8") as stderr_file,
+            open(stdout, "w", encoding="utf-8") if stdout else contextlib.nullcontext(subprocess.DEVNULL) as out,
+        ):
             child = subprocess.Popen(
-                command, env=env | {PROGRESS_VARIABLE: str(progress)}, stdout=subprocess.DEVNULL, stderr=stderr_file,
+                command, env=env | {PROGRESS_VARIABLE: str(progress)}, stdout=out, stderr=stderr_file,
                 text=True, start_new_session=True, preexec_fn=die_with_parent,
             )  # fmt: skip
     if use_spares:
@@ -186,17 +192,10 @@ def run_main(config: RunConfig, module: str, args: list[str], timeout_s: float) 
     with tempfile.TemporaryDirectory(prefix="nbhelpers-main-") as tmp:
         progress, stdout, stderr = (Path(tmp) / name for name in ("progress.txt", "stdout.txt", "stderr.txt"))
         for path in (stdout, stderr):
-            path.touch()
-        child: subprocess.Popen | ForkedWorker | None = None
-        if _forkable(config, None) and not spares_wanted(_cuda_available()):
-            child = _fork_servers.fork(env, args, str(progress), str(stderr), config.model, module, str(stdout))
-        how = "forked" if child is not None else "fresh"
-        if child is None:
-            with open(stdout, "w", encoding="utf-8") as out, open(stderr, "w", encoding="utf-8") as err:
-                child = subprocess.Popen(
-                    [sys.executable, "-m", module, *args], env=env, stdout=out, stderr=err, text=True,
-                    start_new_session=True, preexec_fn=die_with_parent,
-                )  # fmt: skip
+            path.touch()  # a forked child appends to them
+        child, how, _ = _start_process(
+            config, env, args, progress, stderr, forkable=_forkable(config, None), main=module, stdout=stdout
+        )
         try:
             status: int | None = child.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
