@@ -76,9 +76,10 @@ def profiled_rows(pick: RunConfig) -> list[RunConfig]:
 def capped_27b(cap_gib: float, lora_epilogue: str = "fused") -> list[RunConfig]:
     """Under a cap of ``cap_gib``: the reference path (full recomputation) and the best row over each frozen base
     (rows that cannot fit are failed records with the planner's reason), then Unsloth, TRL's defaults and its best
-    flags beside the 4-bit base where the planner fits it. The 4-bit row first, then the other rows that fit, the
-    peers, the refusals (no work): a job cut short keeps the workbook's rows under the cap. The workbook's rows add
-    LoRA's product in the GEMM (``lora_epilogue``; 1.07x PEFT's forward on the 27B at 79 and 24 GiB, H100)."""
+    flags beside the 4-bit base where the planner fits it. The 4-bit row first, then the peers on its samples, the
+    other bases that fit, the refusals (no work): a job cut short keeps the comparison the cap is measured for, in
+    one job. The workbook's rows add LoRA's product in the GEMM (``lora_epilogue``; 1.07x PEFT's forward on the 27B
+    at 79 and 24 GiB, H100)."""
     reference = LORA_27B.replace(label="27b lora: eager, static, ckpt full", activation_checkpointing="full")
     best = best_27b().replace(lora_epilogue=lora_epilogue)
     rows = [capped_row(reference, cap_gib)]
@@ -90,7 +91,7 @@ def capped_27b(cap_gib: float, lora_epilogue: str = "fused") -> list[RunConfig]:
     if four_bit not in fitting:
         return rows
     peers = peers_of(four_bit, four_bit.label, CAPPED_PEERS, on_gpu=True)
-    return [four_bit, *[row for row in fitting if row is not four_bit], *peers, *refused]
+    return [four_bit, *peers, *[row for row in fitting if row is not four_bit], *refused]
 
 
 def four_bit_24(lora_epilogue: str) -> RunConfig:

@@ -83,6 +83,7 @@ def test_under_each_cap_the_peers_train_beside_their_4_bit_bases_on_the_same_sam
     assert four_bit.frozen_base == "nf4_bf16" and "nothing fits" not in four_bit.label  # first: a cut job keeps it
     peers = [r for r in rows if r.engine != "workbook"]
     assert [r.engine for r in peers] == ["unsloth", "trl_defaults", "trl_best"]
+    assert rows[1:4] == peers  # right after it: a job cut short keeps the cap's comparison
     fields = ("model", "num_samples", "seed", "lora_rank", "lora_targets", "gpu_memory_gib", "frozen_base",
               "token_budget", "activation_checkpointing")  # fmt: skip
     assert all(getattr(peer, f) == getattr(four_bit, f) for peer in peers for f in fields)
