@@ -70,9 +70,10 @@ def peers_of(base: RunConfig, label: str, engines: str, on_gpu: bool) -> list[Ru
             row = f"TRL from the export of {label}"
         held_to_goal = name == EXPORT_ENGINE and on_gpu
         floor = max(PEER_MIN_TIMED_STEPS, base.min_timed_steps) if held_to_goal else base.min_timed_steps
+        steps = max(PEER_MIN_TIMED_STEPS, base.steps) if held_to_goal else base.steps  # the floor, at step timing
         frozen, note = peer_base_note(name, base.frozen_base)
         epilogue = peer_lora_epilogue(name, base.lora_epilogue)  # the forward the tool runs
-        configs.append(base.replace(engine=name, label=row + note, profile=False, min_timed_steps=floor,
+        configs.append(base.replace(engine=name, label=row + note, profile=False, min_timed_steps=floor, steps=steps,
                                     frozen_base=frozen, lora_epilogue=epilogue))  # fmt: skip
     return configs
 
@@ -191,9 +192,11 @@ def export_gap(records: Iterable[RunRecord], rec: Recommendation) -> dict[str, A
         "goal": EXPORT_GOAL,
         "goal_judged": rec.device_type != "cpu",
         "within_goal": abs(1 - ratio) <= EXPORT_GOAL,
-        "trl_epoch_wall_tokens_per_s": metrics.get("real_tokens_per_s_epoch_wall"),
+        "trl_epoch_wall_tokens_per_s": metrics.get("real_tokens_per_s_epoch_wall",
+                                                   metrics.get("real_tokens_per_s_wall")),  # fmt: skip
         "trl_time_outside_steps_s": metrics.get("time_outside_steps_s"),
-        "trl_timed_epoch_s": metrics.get("timed_epoch_s"),
+        "trl_timed_epoch_s": metrics.get("timed_epoch_s", metrics.get("timed_wall_s")),
+        "trl_timed_span": "epoch" if "timed_epoch_s" in metrics else "steps",
     }
 
 
@@ -238,6 +241,8 @@ def export_gap_text(gap: dict[str, Any] | None) -> str:
             "with entropy and top-1 per token, costs it about 3x the loop's step)."
         )
     outside, epoch = gap.get("trl_time_outside_steps_s"), gap.get("trl_timed_epoch_s")
+    by_steps = gap.get("trl_timed_span") == "steps"
+    span, whose = ("timed steps", "their") if by_steps else ("timed epoch", "the epoch's")
     basis = "both timed over their steps" if outside is not None else "TRL timed over its epoch's wall clock"
     text = (
         f"Workbook loop {gap['workbook_tokens_per_s']:,.0f} real tok/s vs TRL from its export "
@@ -246,8 +251,8 @@ def export_gap_text(gap: dict[str, Any] | None) -> str:
     if outside is not None and epoch:
         text += (
             f" Between its steps (data loader, collator, logging) TRL spent {outside:.2f} s of its "
-            f"{epoch:.2f} s timed epoch ({outside / epoch:.1%}): {gap['trl_epoch_wall_tokens_per_s']:,.0f} real "
-            "tok/s over the epoch's wall clock."
+            f"{epoch:.2f} s {span} ({outside / epoch:.1%}): {gap['trl_epoch_wall_tokens_per_s']:,.0f} real "
+            f"tok/s over {whose} wall clock."
         )
     return text
 

@@ -186,6 +186,9 @@ class RunConfig:
         check_choice("engine", self.engine, ENGINE_NAMES)
         if self.engine != WORKBOOK and self.sharding != "none":
             raise ConfigError("engine", self.engine, f"{WORKBOOK!r} with sharding (TRL runs on one device)")
+        if self.engine != WORKBOOK and self.profile and self.timing == "steps":
+            raise ConfigError("timing", self.timing, f"'epoch' for a profiled row of engine={self.engine!r} (its "
+                              "trace is one more epoch after the timed ones)")  # fmt: skip
         self._check_adapter()
         if not isinstance(self.extra, dict):
             raise ConfigError("extra", self.extra, "a dict")

@@ -1,17 +1,20 @@
 """TRL's ``SFTTrainer`` measured as a peer of the workbook's step: same samples, same timing, same counts.
 
 The same tokenized samples (``input_ids`` and ``labels``, prompt tokens -100) and the same random weights as
-:func:`nbhelpers.measure.step.measure`; ``trainer.train()`` runs two epochs, the first untimed, the second timed
-from its first step to its last with device syncs. Real tokens are counted on each batch TRL's collator makes
+:func:`nbhelpers.measure.step.measure`, at the workload's timing: with ``timing="epoch"``, ``trainer.train()`` runs
+one untimed epoch, then timed epochs up to the floor of timed steps; with ``timing="steps"``, the workbook's first
+step and ``warmup`` steps untimed, then ``steps`` timed (TRL stops at ``max_steps``), each step timed with device
+syncs. Real tokens are counted on each batch TRL's collator makes
 (:func:`~nbhelpers.data.collate.count_tokens`), so tok/s means the same as in the workbook's records. The flags
 come from the configuration's engine (:mod:`nbhelpers.measure.engines`); the harness adds only what a
-measurement needs (two epochs, no checkpoints, no reports, per-step loss, the workload's dtype and device), and a
-profiled row one more epoch, after the timed ones, for its trace.
+measurement needs (its epochs or steps, no checkpoints, no reports, per-step loss, the workload's dtype and device),
+and a profiled row (epoch timing) one more epoch, after the timed ones, for its trace.
 
 Throughput is timed as the workbook times its own loop: the sum of the timed epoch's synced steps (callback
 ``on_step_begin`` to ``on_step_end``: forward, backward, clipping, optimizer). What TRL spends between steps
-(its data loader and collator, logging, callbacks) is kept beside it: ``time_outside_steps_s`` and
-``real_tokens_per_s_epoch_wall`` over the whole timed epoch.
+(its data loader and collator, logging, callbacks) is kept beside it: ``time_outside_steps_s``, and
+``real_tokens_per_s_epoch_wall`` over the timed epochs' wall clock (epoch timing) or ``real_tokens_per_s_wall``
+from the first timed step's start to the last one's end (step timing).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ def epoch_timer(device: str) -> Any:
         def __init__(self) -> None:
             self.epochs: list[float] = []
             self.steps: list[list[float]] = []
+            self.spans: list[tuple[float, float]] = []  # each step's start and end (perf_counter)
             self.losses: list[float] = []
             self._epoch = self._step = 0.0
 
@@ -82,7 +86,9 @@ def epoch_timer(device: str) -> Any:
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             sync_device(device)
-            self.steps[-1].append(time.perf_counter() - self._step)
+            end = time.perf_counter()
+            self.steps[-1].append(end - self._step)
+            self.spans.append((self._step, end))
 
         def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             sync_device(device)
@@ -105,6 +111,31 @@ def timed_epochs(config: RunConfig, steps_per_epoch: int, most: int = 20) -> int
     """Timed epochs after the untimed one: enough for ``config.min_timed_steps`` steps (the workbook's floor,
     as its own epoch timing repeats passes), at most ``most``."""
     return max(1, min(most, math.ceil(config.min_timed_steps / max(1, steps_per_epoch))))
+
+
+@dataclass(frozen=True)
+class PeerSchedule:
+    """Which optimizer steps of a peer's ``trainer.train()`` are timed: ``untimed`` steps, then ``timed`` ones;
+    ``epochs``: the whole epochs they fill under epoch timing (TRL's ``num_train_epochs``), 0 under step timing
+    (TRL stops at ``max_steps``, mid-epoch where it falls there)."""
+
+    untimed: int
+    timed: int
+    epochs: int
+
+    @property
+    def max_steps(self) -> int:
+        """The steps ``trainer.train()`` runs before any profiled epoch."""
+        return self.untimed + self.timed
+
+
+def peer_schedule(config: RunConfig, steps_per_epoch: int) -> PeerSchedule:
+    """The workload's timing in a peer trainer's own steps: "epoch": one untimed epoch, then timed epochs up to the
+    floor of timed steps; "steps": the workbook's first step and ``warmup`` steps untimed, then ``steps`` timed."""
+    if config.timing == "steps":
+        return PeerSchedule(untimed=1 + config.warmup, timed=config.steps, epochs=0)
+    timed = timed_epochs(config, steps_per_epoch)
+    return PeerSchedule(untimed=steps_per_epoch, timed=timed * steps_per_epoch, epochs=1 + timed)
 
 
 def sft_config(
@@ -206,8 +237,8 @@ def build_sft_trainer(
 def measure_trl(
     config: RunConfig, notebook: str = "", progress: bool = False, resolved: ResolvedModel | None = None
 ) -> RunRecord:
-    """Run TRL's SFTTrainer on the configuration's samples (one untimed epoch, then timed epochs up to the floor of
-    timed steps) and return its record. ``resolved``: its model, resolved once (default: resolved here)."""
+    """Run TRL's SFTTrainer on the configuration's samples at its timing (:func:`peer_schedule`) and return its
+    record. ``resolved``: its model, resolved once (default: resolved here)."""
     resolved = resolved or resolve_model(config.model)
     with tempfile.TemporaryDirectory(prefix="nbhelpers-trl-") as output_dir:  # TRL writes nothing we keep
         tokenizer, rows = sft_rows(config, resolved)
@@ -215,19 +246,68 @@ def measure_trl(
         return timed_record(config, built, rows, notebook, TRL_VERSIONS)
 
 
+@dataclass
+class TimedSteps:
+    """A peer run's timed steps as its callbacks and collator saw them: the timed batches (counts, lengths, shape),
+    each timed step's seconds, the batches of a profiled epoch after them, how many of the run's steps are
+    measured (untimed and timed: their losses are kept), the timed passes, and the wall clock around the steps."""
+
+    batches: list[tuple[Any, list[int], list[int]]]
+    seconds: list[float]
+    profiled: list[tuple[Any, list[int], list[int]]]
+    measured_steps: int
+    passes: int
+    wall: dict[str, float]
+
+
+def timed_steps_of(
+    schedule: PeerSchedule, timer: Any, batches: list[tuple[Any, list[int], list[int]]], accumulation: int,
+    profiled_epochs: int,
+) -> TimedSteps:
+    """Slice what ``timer`` (:func:`epoch_timer`) and the counting collator saw by ``schedule``; raises where the
+    trainer ran other steps or batches than the schedule asked (a record of other work is no record)."""
+    if schedule.epochs:
+        total = schedule.epochs + profiled_epochs
+        if len(timer.epochs) != total or len(batches) % total:
+            raise RuntimeError(f"expected {total} epochs of equal batches; got {len(timer.epochs)} epoch(s)")
+        first, epochs = len(batches) // total, schedule.epochs
+        seconds = [t for epoch in timer.steps[1:epochs] for t in epoch]
+        timed = batches[first : first * epochs]
+        wall = sum(timer.epochs[1:epochs])
+        walls = {"first_epoch_s": timer.epochs[0], "timed_epoch_s": wall, "time_outside_steps_s": wall - sum(seconds),
+                 "real_tokens_per_s_epoch_wall": sum(c.real for c, _, _ in timed) / wall}  # fmt: skip
+        measured = sum(map(len, timer.steps[:epochs]))
+        return TimedSteps(timed, seconds, batches[first * epochs :], measured, epochs - 1, walls)
+    start, stop = schedule.untimed, schedule.max_steps
+    if len(timer.spans) != stop or len(batches) < stop * accumulation:
+        raise RuntimeError(f"expected {stop} steps of {accumulation} batch(es); TRL ran {len(timer.spans)} step(s) "
+                           f"on {len(batches)} batch(es)")  # fmt: skip
+    spans = timer.spans[start:stop]
+    seconds = [end - begin for begin, end in spans]
+    timed = batches[start * accumulation : stop * accumulation]  # a batch the loader fetched ahead is left out
+    wall = spans[-1][1] - spans[0][0]
+    walls = {"first_steps_s": spans[0][0] - timer.spans[0][0], "timed_wall_s": wall,
+             "time_outside_steps_s": wall - sum(seconds),
+             "real_tokens_per_s_wall": sum(c.real for c, _, _ in timed) / wall}  # fmt: skip
+    return TimedSteps(timed, seconds, [], stop, 1, walls)
+
+
 def timed_record(
     config: RunConfig, built: BuiltTrainer, rows: list[dict[str, Any]], notebook: str, versions: tuple[str, ...]
 ) -> RunRecord:
-    """Train ``built`` for one untimed epoch and the timed ones (up to the floor of timed steps) and return its
-    record, with the versions of ``versions`` (the packages its loop ran on); with ``config.profile``, one more epoch
-    after them whose first step is traced (:func:`~nbhelpers.measure.profiled.profiled_epoch`: the span of a step
+    """Train ``built`` at the workload's timing (:func:`peer_schedule`) and return its record, with the versions of
+    ``versions`` (the packages its loop ran on); with ``config.profile`` (epoch timing), one more epoch after the
+    timed ones whose first step is traced (:func:`~nbhelpers.measure.profiled.profiled_epoch`: the span of a step
     runs from one ``on_step_end`` to the next, so it holds the trainer's data loading and callbacks too). Call it
     inside the folder the trainer writes into."""
     trainer, model, args, flags = built.trainer, built.model, built.trainer.args, built.flags
     steps_per_epoch = trainer_steps_per_epoch(trainer)
-    epochs = 1 + timed_epochs(config, steps_per_epoch)
-    total = epochs + (1 if config.profile else 0)  # profiled: one more epoch after the timed ones
-    args.num_train_epochs = total  # read by train(): enough timed epochs for the floor of timed steps
+    schedule = peer_schedule(config, steps_per_epoch)
+    profiled_epochs = 1 if config.profile else 0  # one more epoch after the timed ones (epoch timing only)
+    if schedule.epochs:
+        args.num_train_epochs = schedule.epochs + profiled_epochs  # read by train()
+    else:
+        args.max_steps = schedule.max_steps
     device, dtype, attention, engine = built.device, built.dtype, built.attention, built.engine
     shape = model_shape(model.config)
     parameters = parameter_counts(trainer.model)
@@ -236,7 +316,9 @@ def timed_record(
     timer = epoch_timer(device)
     trainer.add_callback(timer)
     profiler = (
-        profiled_epoch(config, run_dir(config.run_name), device, total, steps_per_epoch) if config.profile else None
+        profiled_epoch(config, run_dir(config.run_name), device, schedule.epochs + 1, steps_per_epoch)
+        if config.profile
+        else None
     )
     if profiler is not None:
         trainer.add_callback(profiler)
@@ -245,13 +327,9 @@ def timed_record(
     finally:  # a failed step leaves no profiler open in this process
         if profiler is not None and profiler.window is not None:
             profiler.window.stop()
-    if len(timer.epochs) != total or len(counter.batches) % total:
-        raise RuntimeError(f"expected {total} epochs of equal batches; got {len(timer.epochs)} epoch(s)")
-    first = len(counter.batches) // total
-    timed, profiled = counter.batches[first : first * epochs], counter.batches[first * epochs :]
-    step_seconds = [t for epoch in timer.steps[1:epochs] for t in epoch]
-    epoch_time, steps_time = sum(timer.epochs[1:epochs]), sum(step_seconds)
     accumulation = int(args.gradient_accumulation_steps)
+    steps = timed_steps_of(schedule, timer, counter.batches, accumulation, profiled_epochs)
+    timed, profiled, step_seconds = steps.batches, steps.profiled, steps.seconds
     if len(step_seconds) * accumulation != len(timed):
         raise RuntimeError(
             f"timed {len(step_seconds)} steps of {accumulation} micro-batch(es) but TRL's collator made "
@@ -259,19 +337,16 @@ def timed_record(
         )
     flop_terms = (parameters.frozen_matmul, parameters.adapter_matmul)
     flops = [model_flops(shape, lengths, *flop_terms) for _, lengths, _ in timed]
-    losses = timer.losses[: sum(map(len, timer.steps[:epochs]))]  # the profiled epoch's steps are not measured
+    losses = timer.losses[: steps.measured_steps]  # the profiled epoch's steps are not measured
     check_finite_losses([(f"step {n + 1}", v) for n, v in enumerate(losses)])
     dropped = sum(1 for r in rows if all(t == IGNORE_INDEX for t in r["labels"]))
     metrics: dict[str, Any] = {
         **step_time_stats(step_seconds),
         "step_times_s": step_seconds,
-        "timed_passes": epochs - 1,
+        "timed_passes": steps.passes,
         "timed_batch_shapes": [shape_ for _, _, shape_ in timed],
-        "first_epoch_s": timer.epochs[0],
-        "timed_epoch_s": epoch_time,
-        "time_outside_steps_s": epoch_time - steps_time,
-        "real_tokens_per_s_epoch_wall": sum(c.real for c, _, _ in timed) / epoch_time,
-        **throughput_metrics([c for c, _, _ in timed], steps_time, flops, device, dtype),
+        **steps.wall,
+        **throughput_metrics([c for c, _, _ in timed], sum(step_seconds), flops, device, dtype),
         "losses": losses,
         "loss_first": losses[0] if losses else float("nan"),
         "compute_dtype": dtype,

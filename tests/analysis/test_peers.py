@@ -64,6 +64,16 @@ def test_export_gap_text_adds_what_trl_spent_between_its_steps(make_record):
     )
 
 
+def test_export_gap_text_names_the_timed_steps_wall_under_step_timing(make_record):
+    records = _records(make_record)
+    records[-1].metrics.update(timed_wall_s=4.0, time_outside_steps_s=0.2, real_tokens_per_s_wall=250.0)
+    gap = export_gap(records, recommend(records))
+    assert (gap["trl_timed_epoch_s"], gap["trl_timed_span"]) == (4.0, "steps")
+    assert export_gap_text(gap).endswith(
+        "TRL spent 0.20 s of its 4.00 s timed steps (5.0%): 250 real tok/s over their wall clock."
+    )
+
+
 def test_on_a_cpu_the_export_gap_is_shown_but_the_goal_is_left_to_a_gpu(make_record):
     records = _records(make_record)
     for record in records:
@@ -156,6 +166,26 @@ def test_trl_peer_row_counts_the_same_tokens_as_the_workbook(runs_root):
     assert m["real_tokens_per_s_epoch_wall"] == pytest.approx(sum(m["timed_real_tokens"]) / m["timed_epoch_s"])
     # the same first step through another loop: the baseline's cpu_tolerance (spec.SAME_KERNELS_CPU says why)
     assert trl.metrics["losses"][0] == pytest.approx(workbook.metrics["losses"][0], rel=cpu_tolerance("eager").rel)
+
+
+def test_under_step_timing_trl_times_the_workloads_steps_on_the_workbooks_batches(runs_root):
+    """The workload's step timing: TRL's first step and ``warmup`` untimed, then ``steps`` timed (it stops at
+    max_steps, mid-epoch), on the batches the workbook times (both cycle over the same plan in order)."""
+    pytest.importorskip("trl", reason="TRL is in the test extras: pip install trl")
+    workload = TINY.replace(timing="steps", steps=5, warmup=1)
+    workbook, trl = run_configs([workload, workload.replace(engine="trl", label="trl")], isolate=False,
+                                progress=False)  # fmt: skip
+    assert workbook.ok and trl.ok, trl.reason
+    m = trl.metrics
+    assert m["timed_steps"] == m["timed_batches"] == 5 and m["timed_passes"] == 1
+    assert m["timed_real_tokens"] == workbook.metrics["timed_real_tokens"]
+    assert len(m["losses"]) == 7  # the first step, one warm-up, five timed: no whole epochs
+    assert "timed_epoch_s" not in m and "first_epoch_s" not in m
+    steps = sum(m["step_times_s"])
+    assert m["real_tokens_per_s"] == pytest.approx(sum(m["timed_real_tokens"]) / steps)
+    assert m["time_outside_steps_s"] == pytest.approx(m["timed_wall_s"] - steps) and m["time_outside_steps_s"] >= 0
+    assert m["real_tokens_per_s_wall"] == pytest.approx(sum(m["timed_real_tokens"]) / m["timed_wall_s"])
+    assert m["first_steps_s"] > 0
 
 
 def test_report_shows_peers_export_gap_and_convergence(make_record, tmp_path):
