@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nbhelpers.data.strategies import trainer_collator_code
-from nbhelpers.measure.config import fuses_lora_epilogue, skips_lora_input_cast
+from nbhelpers.measure.config import lora_forward, skips_lora_input_cast
 from nbhelpers.measure.padding import padding_settings_of
 from nbhelpers.models.adapters import AdapterSettings
 from nbhelpers.models.families import packs_with_boundaries
@@ -74,6 +74,12 @@ FUSED_EPILOGUES = [
     "",
     "fuse_lora_epilogues(trainer.model)  # as measured: each LoRA product added by the GEMM into the base's output",
 ]
+# The same with each LoRA linear as one autograd function (models.lora_function), as measured.
+ONE_FUNCTION_LORA = [
+    "from nbhelpers.models.lora_epilogue import fuse_lora_epilogues",
+    "",
+    "fuse_lora_epilogues(trainer.model, one_function=True)  # as measured: each LoRA linear one autograd function",
+]
 
 
 def frozen_base_code(config: Mapping[str, Any]) -> list[str]:
@@ -96,7 +102,9 @@ def frozen_base_code(config: Mapping[str, Any]) -> list[str]:
 def after_wrap_code(config: Mapping[str, Any]) -> list[str]:
     """What runs on the wrapped model after the trainer is made, as the measured step ran it."""
     lines = ["", *UNCAST_INPUTS] if skips_lora_input_cast(config) else []
-    return lines + (["", *FUSED_EPILOGUES] if fuses_lora_epilogue(config) else [])
+    forward = lora_forward(config)
+    fused = {"fused": FUSED_EPILOGUES, "function": ONE_FUNCTION_LORA}.get(forward, [])
+    return lines + (["", *fused] if fused else [])
 
 
 def trainer_code(config: Mapping[str, Any]) -> str:

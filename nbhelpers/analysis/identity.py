@@ -15,7 +15,7 @@ from typing import Any
 
 from nbhelpers.data.strategies import PADDING_STRATEGIES
 from nbhelpers.kernels.registry import uses_liger_switches
-from nbhelpers.measure.config import RunConfig, fuses_lora_epilogue, skips_lora_input_cast
+from nbhelpers.measure.config import RunConfig, lora_forward, skips_lora_input_cast
 from nbhelpers.planning.candidates import plans_by_budget
 
 # Fields that say how a record was timed or what it is called, not what its steps computed.
@@ -34,7 +34,7 @@ def computation_key(config: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     kernels = str(values.get("kernels"))
     values["liger_kernels"] = tuple(values.get("liger_kernels") or ()) if uses_liger_switches(kernels) else ()
     values["lora_input_cast"] = skips_lora_input_cast(config)  # "auto" resolved: the same step either way
-    values["lora_epilogue"] = fuses_lora_epilogue(config)
+    values["lora_epilogue"] = lora_forward(config)  # "peft" without an adapter and for older records
     padding = str(values.get("padding"))
     if padding in PADDING_STRATEGIES and plans_by_budget(padding):
         budget = values.get("token_budget") or 0

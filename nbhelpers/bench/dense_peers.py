@@ -71,10 +71,16 @@ def fsdp_rows() -> dict[str, list[RunConfig]]:
     }  # fmt: skip
 
 
-def epilogue_rows(pick: RunConfig) -> list[RunConfig]:
-    """``pick`` with PEFT's LoRA scale and add, then with them in the GEMM; both profiled (elementwise time)."""
-    return [pick.replace(label=f"{pick.label}, {name}", lora_epilogue=setting, profile=True)
-            for setting, name in (("peft", "PEFT's scale and add"), ("fused", "scale and add in the GEMM"))]
+# Each LoRA forward as a row label names it (config.LORA_EPILOGUES).
+LORA_FORWARD_NAMES = {"peft": "PEFT's scale and add", "fused": "scale and add in the GEMM",
+                      "function": "each LoRA linear one autograd function"}  # fmt: skip
+
+
+def epilogue_rows(pick: RunConfig, forwards: tuple[str, ...] = ("peft", "fused")) -> list[RunConfig]:
+    """``pick`` with each LoRA forward of ``forwards`` in order (default: PEFT's scale and add, then in the GEMM);
+    each profiled after its timed steps (elementwise time, launches)."""
+    return [pick.replace(label=f"{pick.label}, {LORA_FORWARD_NAMES[f]}", lora_epilogue=f, profile=True)
+            for f in forwards]  # fmt: skip
 
 
 TRL_NEEDS = "TRL (../shared/gpu/wheels.sh trl), liger-kernel"

@@ -10,7 +10,7 @@ from nbhelpers.kernels.registry import liger_switches_for
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.engines import WORKBOOK
 
-from .dense_peers import FIRST_STEPS, epilogue_rows
+from .dense_peers import FIRST_STEPS, LORA_FORWARD_NAMES, epilogue_rows
 from .frozen_bases import CAPS_GIB, base_rows, capped_row
 from .hybrid import FLA_NEEDS, HYBRID_LIGER_PLAIN_CE, LORA, LORA_27B, fused_norm_27b
 from .suite import Suite
@@ -95,11 +95,10 @@ def capped_27b(cap_gib: float, lora_epilogue: str = "fused") -> list[RunConfig]:
 
 
 def four_bit_24(lora_epilogue: str) -> RunConfig:
-    """The 27B's 4-bit row under a 24 GiB cap with LoRA's product in the GEMM ("fused") or PEFT's forward ("peft"),
-    labelled as first measured (2026-12-06)."""
+    """The 27B's 4-bit row under a 24 GiB cap with the LoRA forward ``lora_epilogue`` (PEFT's, in the GEMM, or each
+    linear one autograd function), labelled as first measured (2026-12-06)."""
     row = capped_27b(24, "peft")[0]
-    name = "scale and add in the GEMM" if lora_epilogue == "fused" else "PEFT's scale and add"
-    return row.replace(lora_epilogue=lora_epilogue, label=f"{row.label}, {name}")
+    return row.replace(lora_epilogue=lora_epilogue, label=f"{row.label}, {LORA_FORWARD_NAMES[lora_epilogue]}")
 
 
 SUITES = (
@@ -124,6 +123,9 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/lora-epilogue/pick", "the 27B's LoRA pick on an 80 GB card with PEFT's scale and "
           "add, then with LoRA's product added in the GEMM, each with a profiled step, on the same batches",
           lambda _: epilogue_rows(pick_27b()), parity=False, needs=FLA_NEEDS),
+    Suite("hybrid/qwen3.8-27b-lora/lora-epilogue/function", "the 27B's LoRA pick on an 80 GB card with LoRA's "
+          "product in the GEMM, then with each LoRA linear one autograd function, each with a profiled step, on the "
+          "same batches", lambda _: epilogue_rows(pick_27b(), ("fused", "function")), parity=False, needs=FLA_NEEDS),
     Suite("hybrid/qwen3.8-27b-lora/fresh-machine/pick", "the 27B pick's first steps on an 80 GB card, on the "
           "kernel caches this machine has (empty, or unpacked from another machine's archive)",
           lambda _: [pick_27b().replace(**FIRST_STEPS)], parity=False, needs=FLA_NEEDS),
@@ -145,6 +147,11 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-epilogue", "under a cap of 24 GiB: the workbook's 4-bit row "
           "with LoRA's product added in the GEMM, then with PEFT's scale, clone and add, on the same batches",
           lambda _: [four_bit_24(epilogue) for epilogue in ("fused", "peft")],
+          parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-function", "under a cap of 24 GiB: the workbook's 4-bit row "
+          "with each LoRA linear one autograd function, then with LoRA's product in the GEMM, each with a profiled "
+          "step, on the same batches (where the host's launches set the pace)",
+          lambda _: [four_bit_24(f).replace(profile=True) for f in ("function", "fused")],
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-profile", "under a cap of 24 GiB: the workbook's 4-bit row with "
           "LoRA's product added in the GEMM, one step profiled after its timed ones (where a 4-bit step's time goes)",

@@ -46,10 +46,11 @@ MAX_GPUS = 1024
 # autocast: the same numbers, two elementwise passes fewer per adapted layer and step), "auto" (off with any
 # kernel backend but the baseline's, so the baseline stays the stock PEFT step).
 LORA_INPUT_CASTS = ("auto", "on", "off")
-# Each LoRA linear's scale and add: "peft" (PEFT's multiply and add, the default) or "fused" (added by the GEMM into
-# the base layer's output, nbhelpers.models.lora_epilogue). Not the default until a GPU measures it faster: its
-# first form ran at 0.98x (1.7B) and 0.99x (8B) on an H100, its in-place add on a view copying every gradient.
-LORA_EPILOGUES = ("peft", "fused")
+# Each LoRA linear's scale and add: "peft" (PEFT's multiply and add, the default), "fused" (added by the GEMM into
+# the base layer's output, nbhelpers.models.lora_epilogue) or "function" (the whole linear, frozen GEMM and both
+# adapter GEMMs, as one autograd function, nbhelpers.models.lora_function). Not the default until a GPU measures it
+# faster: "fused" ran at 1.07x PEFT's on the 27B (H100), its first form at 0.98x (1.7B) and 0.99x (8B).
+LORA_EPILOGUES = ("peft", "fused", "function")
 
 
 def skips_lora_input_cast(config: Mapping[str, Any]) -> bool:
@@ -63,12 +64,17 @@ def skips_lora_input_cast(config: Mapping[str, Any]) -> bool:
     return setting == "off"
 
 
-def fuses_lora_epilogue(config: Mapping[str, Any]) -> bool:
-    """Whether a configuration (a RunConfig's dict or a stored record's) adds LoRA's scaled product in the GEMM:
-    never without an adapter; older records ran PEFT's forward."""
+def lora_forward(config: Mapping[str, Any]) -> str:
+    """Which LoRA forward a configuration (a RunConfig's dict or a stored record's) runs, of LORA_EPILOGUES: "peft"
+    without an adapter; older records ran PEFT's forward."""
     if config.get("adapter", "none") == "none":
-        return False
-    return config.get("lora_epilogue", "peft") == "fused"  # older records: PEFT's forward
+        return "peft"
+    return config.get("lora_epilogue", "peft")  # older records: PEFT's forward
+
+
+def fuses_lora_epilogue(config: Mapping[str, Any]) -> bool:
+    """Whether a configuration adds LoRA's scaled product in the GEMM ("fused", and "function", which does too)."""
+    return lora_forward(config) != "peft"
 
 
 @dataclass(frozen=True)
@@ -265,10 +271,10 @@ class RunConfig:
         """The adapter and its settings (validated: a bad value names its RunConfig field)."""
         skip = skips_lora_input_cast({"adapter": self.adapter, "dtype": self.dtype, "kernels": self.kernels,
                                       "lora_input_cast": self.lora_input_cast})  # fmt: skip
-        fuse = fuses_lora_epilogue({"adapter": self.adapter, "kernels": self.kernels,
-                                    "lora_epilogue": self.lora_epilogue})  # fmt: skip
+        forward = lora_forward({"adapter": self.adapter, "lora_epilogue": self.lora_epilogue})
         return AdapterSettings(self.adapter, self.lora_rank, self.lora_alpha, self.lora_targets, cast_inputs=not skip,
-                               frozen_base=self.frozen_base, fuse_epilogue=fuse)  # fmt: skip
+                               frozen_base=self.frozen_base, fuse_epilogue=forward != "peft",
+                               one_function=forward == "function")  # fmt: skip
 
     @property
     def effective_token_budget(self) -> int:

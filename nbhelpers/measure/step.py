@@ -427,6 +427,7 @@ def measure(
         "model_build_s": model_build_s,
         "lora_input_cast": adapter_input_cast(config),
         "lora_fused_epilogues": fused_layers(model),  # LoRA linears adding their product in the GEMM
+        "lora_function_layers": fused_layers(model, one_function=True),  # ... of them as one autograd function
         "flop_parameters": shape.flop_parameters,
         "patch_report": report,
         "layer_paths": layer_paths(model),  # a hybrid's per-layer implementations, read off the live model

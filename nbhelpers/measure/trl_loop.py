@@ -229,7 +229,7 @@ def build_sft_trainer(
     if engine.name == "trl" and adapter.active and not adapter.cast_inputs:  # as the export does
         skip_input_casts(trainer.model)
     if engine.name == "trl" and adapter.fuse_epilogue:  # as the export does
-        fuse_lora_epilogues(trainer.model)
+        fuse_lora_epilogues(trainer.model, adapter.one_function)
     trainer.remove_callback(PrinterCallback)  # the logs are kept in the records, not printed
     return BuiltTrainer(trainer, model, attention, engine, device, dtype, flags)
 

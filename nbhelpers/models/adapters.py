@@ -47,6 +47,7 @@ class AdapterSettings:
     cast_inputs: bool = True
     frozen_base: str = BF16_BASE  # a key of models.frozen_base.FROZEN_BASES: how the frozen base keeps its linears
     fuse_epilogue: bool = False  # LoRA's scale and add in the GEMM (nbhelpers.models.lora_epilogue), not PEFT's
+    one_function: bool = False  # with fuse_epilogue: each LoRA linear as one autograd function (models.lora_function)
 
     def __post_init__(self) -> None:
         check_choice("adapter", self.name, tuple(ADAPTERS))
@@ -167,7 +168,7 @@ def wrap_lora(model: Any, settings: AdapterSettings) -> Any:
     if not settings.cast_inputs:
         skip_input_casts(wrapped)
     if settings.fuse_epilogue:
-        fuse_lora_epilogues(wrapped)
+        fuse_lora_epilogues(wrapped, settings.one_function)
     return wrapped
 
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 import types
 from typing import Any
 
+from .lora_function import FUNCTION_FORWARD, function_applies, lora_linear_function
+
 FUSED_FORWARD = "_nbhelpers_fused_lora_epilogue"  # marks a layer whose forward this module replaced
 
 
-def _plain_lora(layer: Any, args: tuple, kwargs: dict) -> str | None:
+def plain_lora(layer: Any, args: tuple, kwargs: dict) -> str | None:
     """The one active adapter of a plain LoRA call on ``layer``, or None where PEFT's own forward must run."""
     import torch
 
@@ -43,7 +45,7 @@ def fused_forward(self: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
     the base layer's output."""
     import torch
 
-    name = _plain_lora(self, args, kwargs)
+    name = plain_lora(self, args, kwargs)
     if name is None:
         return type(self).forward(self, x, *args, **kwargs)
     # Rows flattened before the base layer, so that its output is a tensor of its own: an in-place add into a view
@@ -60,6 +62,18 @@ def fused_forward(self: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
     return result.view(*x.shape[:-1], result.shape[-1])
 
 
+def function_forward(self: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+    """PEFT's LoRA forward as one autograd function (:mod:`nbhelpers.models.lora_function`) where it computes the
+    same; otherwise the fused forward (which falls back to PEFT's)."""
+    name = plain_lora(self, args, kwargs)
+    if name is None or not function_applies(self, name, x):
+        return fused_forward(self, x, *args, **kwargs)
+    rows = x.reshape(-1, x.shape[-1])
+    lora_a, lora_b = self.lora_A[name].weight, self.lora_B[name].weight
+    out = lora_linear_function().apply(rows, lora_a, lora_b, self.get_base_layer(), self.scaling[name])
+    return out.view(*x.shape[:-1], out.shape[-1])
+
+
 def fusable_layer_types() -> tuple[type, ...]:
     """PEFT's LoRA linears whose forward the fused one replaces: ``lora.Linear`` and, where bitsandbytes is installed,
     ``lora.bnb.Linear4bit`` (their other subclasses, 8-bit and torchao's, keep their own forwards)."""
@@ -73,21 +87,27 @@ def fusable_layer_types() -> tuple[type, ...]:
     return (LoraLinear,) if four_bit is None else (LoraLinear, four_bit)
 
 
-def fuse_lora_epilogues(model: Any) -> int:
-    """Give every PEFT LoRA linear of ``model`` (:func:`fusable_layer_types`) the fused forward (per instance; the
-    class is untouched); returns how many layers. Call it after ``get_peft_model`` (or after TRL's trainer wrapped
-    the model)."""
+def fuse_lora_epilogues(model: Any, one_function: bool = False) -> int:
+    """Give every PEFT LoRA linear of ``model`` (:func:`fusable_layer_types`) the fused forward, or with
+    ``one_function`` the whole linear as one autograd function (per instance; the class is untouched); returns how
+    many layers. Call it after ``get_peft_model`` (or after TRL's trainer wrapped the model)."""
     fusable = fusable_layer_types()
     layers = [m for m in model.modules() if type(m) in fusable]  # exact types: other subclasses have own forwards
     for layer in layers:
-        layer.forward = types.MethodType(fused_forward, layer)
+        layer.forward = types.MethodType(function_forward if one_function else fused_forward, layer)
         setattr(layer, FUSED_FORWARD, True)
+        setattr(layer, FUNCTION_FORWARD, one_function)
     return len(layers)
 
 
-def fused_layers(model: Any) -> int:
-    """How many layers of ``model`` run the fused forward (what a record reports)."""
-    return sum(1 for m in model.modules() if getattr(m, FUSED_FORWARD, False))
+def fused_layers(model: Any, one_function: bool = False) -> int:
+    """How many layers of ``model`` run the fused forward, or with ``one_function`` the one autograd function (what
+    a record reports)."""
+    marker = FUNCTION_FORWARD if one_function else FUSED_FORWARD
+    return sum(1 for m in model.modules() if getattr(m, marker, False))
 
 
-__all__ = ["FUSED_FORWARD", "fusable_layer_types", "fuse_lora_epilogues", "fused_forward", "fused_layers"]
+__all__ = [
+    "FUSED_FORWARD", "fusable_layer_types", "function_forward", "fuse_lora_epilogues", "fused_forward", "fused_layers",
+    "plain_lora",
+]  # fmt: skip

@@ -67,7 +67,7 @@ BAD_VALUES = [
 def test_a_trl_engine_refuses_sharding_and_may_be_profiled():
     with pytest.raises(ConfigError, match="engine='trl_defaults'"):
         RunConfig(engine="trl_defaults", sharding="fsdp2", gpus=2)
-    assert RunConfig(engine="trl_defaults", profile=True).profile  # one more epoch, profiled (trl_loop)
+    assert RunConfig(engine="trl_defaults", profile=True, timing="epoch").profile  # one more epoch, profiled
     assert RunConfig(engine="trl_defaults").name == "TRL SFTTrainer defaults, b4x128"
 
 

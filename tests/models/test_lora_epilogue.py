@@ -209,3 +209,92 @@ def test_the_exports_fuse_as_measured_and_compile():
         assert "\n".join(FUSED_EPILOGUES) in text and text.index("trainer = ") < text.index("fuse_lora_epilogues(")
         compile(text, "<export>", "exec")
         assert "fuse_lora_epilogues" not in code(plain)
+
+
+# ------------------------------------------------------------------------- each LoRA linear as one autograd function
+
+
+def _one_function(dtype: torch.dtype = torch.float32, frozen_base: str = "bf16") -> torch.nn.Module:
+    model = _adapted(fuse=False, dtype=dtype, frozen_base=frozen_base)
+    assert fuse_lora_epilogues(model, one_function=True) == fused_layers(model, one_function=True) > 0
+    return model
+
+
+@pytest.mark.parametrize("frozen_base", ["bf16", pytest.param("nf4", marks=pytest.mark.skipif(
+    not HAS_BNB, reason="bitsandbytes is not installed (pip install 'nbhelpers[qlora]')"))])  # fmt: skip
+def test_one_function_matches_peft_and_runs_fewer_ops_than_the_fused_forward(frozen_base):
+    """The frozen GEMM (bitsandbytes' 4-bit one over NF4), both adapter GEMMs and the add as one autograd function:
+    PEFT's loss and gradients (fp32: within summation order), fewer ops a step than the fused forward, no adapter
+    module called."""
+    loss_peft, grads_peft, ops_peft = _step(_adapted(fuse=False, frozen_base=frozen_base))
+    _, _, ops_fused = _step(_adapted(fuse=True, frozen_base=frozen_base))
+    model = _one_function(frozen_base=frozen_base)
+    called: list[str] = []
+    for name, module in model.named_modules():
+        if name.endswith(("lora_A.default", "lora_B.default")):
+            module.register_forward_hook(lambda m, i, o, name=name: called.append(name))
+    loss, grads, ops = _step(model)
+    torch.testing.assert_close(loss, loss_peft, rtol=1e-5, atol=0)
+    assert grads.keys() == grads_peft.keys() and not _close(grads, grads_peft, 1e-4)
+    assert called == []  # the adapters' weights enter the function; their modules are not called
+    layers = fused_layers(model, one_function=True)
+    total, fused_total, peft_total = (sum(o.counts.values()) for o in (ops, ops_fused, ops_peft))
+    assert total <= fused_total - 4 * layers < peft_total, (total, fused_total, peft_total, layers)
+    assert ops.elementwise < ops_fused.elementwise < ops_peft.elementwise
+    assert ops.copied <= ops_fused.copied  # no copy of an output or its gradient
+
+
+def test_one_function_under_bf16_autocast_stays_within_bf16_rounding():
+    loss_peft, grads_peft, _ = _step(_adapted(fuse=False, dtype=torch.bfloat16), autocast=True)
+    loss, grads, ops = _step(_one_function(dtype=torch.bfloat16), autocast=True)
+    assert ops.counts.get("addmm_", 0) > 0
+    torch.testing.assert_close(loss, loss_peft, rtol=2**-7, atol=0)
+    assert not _close(grads, grads_peft, 2**-4), "LoRA gradients beyond bf16 rounding of PEFT's"
+
+
+def test_one_function_recomputed_under_checkpointing_gives_the_same_gradients():
+    """Activation recomputation (non-reentrant, as the workbook's) runs the function's forward again."""
+    _, grads, _ = _step(_one_function())
+    model = _one_function()
+    model.base_model.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    _, recomputed, _ = _step(model)
+    assert not _close(recomputed, grads, 1e-6)
+
+
+def test_one_function_falls_back_where_peft_would_compute_otherwise():
+    """Mixed dtypes without autocast (a bf16 input into the fp32 adapters of a bf16 base) and dropout run PEFT's
+    arithmetic, as the fused forward's own rule does there."""
+    model = _one_function(dtype=torch.bfloat16)
+    peft_model = _adapted(fuse=False, dtype=torch.bfloat16)
+    name = next(n for n, m in model.named_modules() if n.endswith("q_proj") and hasattr(m, "lora_A"))
+    layer, peft_layer = model.get_submodule(name), peft_model.get_submodule(name)
+    assert layer.lora_A["default"].weight.dtype == torch.float32  # PEFT keeps the adapters in fp32
+    x = torch.randn(3, layer.in_features, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    counter = OpCounter()
+    with counter:
+        out = layer(x)
+    torch.testing.assert_close(out, peft_layer(x), rtol=0, atol=0)
+    assert counter.counts.get("addmm_", 0) == 0
+    layer.lora_dropout["default"] = torch.nn.Dropout(0.5)
+    counter = OpCounter()
+    with counter:
+        layer(x)
+    assert counter.counts.get("addmm_", 0) == 0 and counter.counts.get("bernoulli_", 0) == 1  # PEFT's dropout
+
+
+def test_the_function_setting_reaches_the_model_the_key_and_the_exports():
+    function = RunConfig(adapter="lora", kernels="liger", padding="packed", lora_epilogue="function")
+    settings = function.adapter_settings
+    assert settings.fuse_epilogue and settings.one_function
+    assert not RunConfig(adapter="lora", lora_epilogue="fused").adapter_settings.one_function
+    keys = {computation_key(function.replace(lora_epilogue=e).to_dict()) for e in ("peft", "fused", "function")}
+    assert len(keys) == 3
+    assert not RunConfig(adapter="none", lora_epilogue="function").adapter_settings.one_function
+    model = build_model(resolve_model("qwen3-tiny").source, "sdpa", 0, torch.float32, "cpu")
+    wrapped = wrap_model(model, RunConfig(model="qwen3-tiny", adapter="lora", lora_rank=4, device="cpu",
+                                          lora_epilogue="function").adapter_settings)  # fmt: skip
+    assert fused_layers(wrapped, one_function=True) == fused_layers(wrapped) > 0
+    for code in (trainer_code, sft_trainer_code):
+        text = code(function.to_dict())
+        assert "fuse_lora_epilogues(trainer.model, one_function=True)" in text
+        compile(text, "<export>", "exec")
