@@ -9,7 +9,7 @@ from nbhelpers.analysis.peers import peers_of
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.engines import TRL_ENGINES
 
-from .frozen_bases import CAPS_GIB, capped_row
+from .frozen_bases import CAPS_GIB, LORA_FORWARD_NAMES, capped_row
 from .suite import CONVERGENCE, Suite
 
 NO_FLCE = ("rope", "rms_norm", "swiglu", "cross_entropy")  # Liger without its fused linear cross-entropy
@@ -69,11 +69,6 @@ def fsdp_rows() -> dict[str, list[RunConfig]]:
         + [twice.replace(label=f"varlen + liger, 16k per GPU, checkpoint every 2nd layer, {n} GPU", gpus=n)
            for n in (1, 2)],
     }  # fmt: skip
-
-
-# Each LoRA forward as a row label names it (config.LORA_EPILOGUES).
-LORA_FORWARD_NAMES = {"peft": "PEFT's scale and add", "fused": "scale and add in the GEMM",
-                      "function": "each LoRA linear one autograd function"}  # fmt: skip
 
 
 def epilogue_rows(pick: RunConfig, forwards: tuple[str, ...] = ("peft", "fused")) -> list[RunConfig]:

@@ -46,6 +46,9 @@ RECOMPUTATION = (("none", 2), ("every_k", 4), ("every_k", 2), ("full", 2))  # th
 # The 8B LoRA rows on an H100 (2026-12-06): 4,096 tokens a step 12,759 real tok/s and 9,216 13,679 without
 # recomputation; 2,048 without it 5,371 (float8 base) against 8,744 at 5,120 with every layer recomputed (bf16).
 SATURATING_TOKENS = 4096
+# Each LoRA forward as a row label names it (config.LORA_EPILOGUES).
+LORA_FORWARD_NAMES = {"peft": "PEFT's scale and add", "fused": "scale and add in the GEMM",
+                      "function": "each LoRA linear one autograd function"}  # fmt: skip
 CAPPED_8B = BEST_8B.replace(timing="steps", steps=10, warmup=2, num_samples=384)  # >= 12 batches at 16k tokens
 
 
@@ -107,7 +110,18 @@ def parity_rows() -> list[RunConfig]:
             for r in base_rows(LORA_8B, "eager, static, sdpa")]  # fmt: skip
 
 
+def function_rows_24() -> list[RunConfig]:
+    """The 4-bit row (NF4 linears, the rest bf16) under a 24 GiB cap with each LoRA linear one autograd function,
+    then with LoRA's product in the GEMM, each profiled after its timed steps, on the same batches."""
+    row = next(r for r in capped_rows() if r.gpu_memory_gib == 24 and r.frozen_base == "nf4_bf16")
+    return [row.replace(label=f"{row.label}, {LORA_FORWARD_NAMES[f]}", lora_epilogue=f, profile=True)
+            for f in ("function", "fused")]  # fmt: skip
+
+
 SUITES = (
+    Suite("qwen3-8b/memory-caps/24-gib-function", "the 4-bit row under a 24 GiB cap with each LoRA linear one "
+          "autograd function, then with LoRA's product in the GEMM, both profiled, on the same batches",
+          lambda _: function_rows_24(), parity=False, needs=f"{NEEDS}; liger-kernel"),
     Suite("qwen3-8b/frozen-base/plain", "LoRA r16 over a bf16, an NF4 and a float8 frozen base: eager, static, sdpa",
           lambda _: base_rows(LORA_8B, "eager, static, sdpa"), needs=NEEDS),
     Suite("qwen3-8b/frozen-base/best", "the same three bases under Liger (no fused linear CE), a token budget of "

@@ -10,8 +10,8 @@ from nbhelpers.kernels.registry import liger_switches_for
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.engines import WORKBOOK
 
-from .dense_peers import FIRST_STEPS, LORA_FORWARD_NAMES, epilogue_rows
-from .frozen_bases import CAPS_GIB, base_rows, capped_row
+from .dense_peers import FIRST_STEPS, epilogue_rows
+from .frozen_bases import CAPS_GIB, LORA_FORWARD_NAMES, base_rows, capped_row
 from .hybrid import FLA_NEEDS, HYBRID_LIGER_PLAIN_CE, LORA, LORA_27B, fused_norm_27b
 from .suite import Suite
 
