@@ -137,3 +137,12 @@ def test_the_fresh_machine_suites_time_the_picks_first_steps():
     for row, pick in ((dense, BEST), (hybrid, pick_27b())):
         assert (row.timing, row.steps, row.warmup, row.profile) == ("steps", 3, 0, False)
         assert row.replace(timing=pick.timing, steps=pick.steps, warmup=pick.warmup) == pick  # the pick's workload
+
+
+@pytest.mark.parametrize("suite_name", ["qwen3-8b/memory-caps/24-gib-function",
+                                        "hybrid/qwen3.8-27b-lora/memory-caps/24-gib-function"])  # fmt: skip
+def test_the_function_suites_time_the_4_bit_row_as_one_function_then_fused_on_the_same_batches(suite_name):
+    function, fused = suite_named(suite_name).rows(None)
+    assert (function.lora_epilogue, fused.lora_epilogue) == ("function", "fused")
+    assert function.profile and fused.profile and function.frozen_base == "nf4_bf16" and function.gpu_memory_gib == 24
+    assert function.replace(lora_epilogue="fused", label=fused.label) == fused  # only the forward differs
