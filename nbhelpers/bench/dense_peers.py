@@ -9,7 +9,8 @@ from nbhelpers.analysis.peers import peers_of
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.engines import TRL_ENGINES
 
-from .frozen_bases import CAPS_GIB, LORA_FORWARD_NAMES, capped_row
+from .frozen_bases import CAPS_GIB, capped_row
+from .lora_forwards import epilogue_rows
 from .suite import CONVERGENCE, Suite
 
 NO_FLCE = ("rope", "rms_norm", "swiglu", "cross_entropy")  # Liger without its fused linear cross-entropy
@@ -69,13 +70,6 @@ def fsdp_rows() -> dict[str, list[RunConfig]]:
         + [twice.replace(label=f"varlen + liger, 16k per GPU, checkpoint every 2nd layer, {n} GPU", gpus=n)
            for n in (1, 2)],
     }  # fmt: skip
-
-
-def epilogue_rows(pick: RunConfig, forwards: tuple[str, ...] = ("peft", "fused")) -> list[RunConfig]:
-    """``pick`` with each LoRA forward of ``forwards`` in order (default: PEFT's scale and add, then in the GEMM);
-    each profiled after its timed steps (elementwise time, launches)."""
-    return [pick.replace(label=f"{pick.label}, {LORA_FORWARD_NAMES[f]}", lora_epilogue=f, profile=True)
-            for f in forwards]  # fmt: skip
 
 
 TRL_NEEDS = "TRL (../shared/gpu/wheels.sh trl), liger-kernel"

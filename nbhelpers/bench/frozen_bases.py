@@ -16,6 +16,7 @@ from nbhelpers.models.frozen_base import FROZEN_BASE_NAMES
 from nbhelpers.models.loading import model_config
 from nbhelpers.models.shape import ModelShape
 
+from .lora_forwards import epilogue_rows
 from .suite import Suite
 
 NO_FLCE = ("rope", "rms_norm", "swiglu", "cross_entropy")  # Liger without its fused linear cross-entropy
@@ -46,9 +47,6 @@ RECOMPUTATION = (("none", 2), ("every_k", 4), ("every_k", 2), ("full", 2))  # th
 # The 8B LoRA rows on an H100 (2026-12-06): 4,096 tokens a step 12,759 real tok/s and 9,216 13,679 without
 # recomputation; 2,048 without it 5,371 (float8 base) against 8,744 at 5,120 with every layer recomputed (bf16).
 SATURATING_TOKENS = 4096
-# Each LoRA forward as a row label names it (config.LORA_EPILOGUES).
-LORA_FORWARD_NAMES = {"peft": "PEFT's scale and add", "fused": "scale and add in the GEMM",
-                      "function": "each LoRA linear one autograd function"}  # fmt: skip
 CAPPED_8B = BEST_8B.replace(timing="steps", steps=10, warmup=2, num_samples=384)  # >= 12 batches at 16k tokens
 
 
@@ -114,8 +112,7 @@ def function_rows_24() -> list[RunConfig]:
     """The 4-bit row (NF4 linears, the rest bf16) under a 24 GiB cap with each LoRA linear one autograd function,
     then with LoRA's product in the GEMM, each profiled after its timed steps, on the same batches."""
     row = next(r for r in capped_rows() if r.gpu_memory_gib == 24 and r.frozen_base == "nf4_bf16")
-    return [row.replace(label=f"{row.label}, {LORA_FORWARD_NAMES[f]}", lora_epilogue=f, profile=True)
-            for f in ("function", "fused")]  # fmt: skip
+    return epilogue_rows(row, ("function", "fused"))
 
 
 SUITES = (

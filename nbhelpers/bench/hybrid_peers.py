@@ -10,9 +10,10 @@ from nbhelpers.kernels.registry import liger_switches_for
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.engines import WORKBOOK
 
-from .dense_peers import FIRST_STEPS, epilogue_rows
-from .frozen_bases import CAPS_GIB, LORA_FORWARD_NAMES, base_rows, capped_row
+from .dense_peers import FIRST_STEPS
+from .frozen_bases import CAPS_GIB, base_rows, capped_row
 from .hybrid import FLA_NEEDS, HYBRID_LIGER_PLAIN_CE, LORA, LORA_27B, fused_norm_27b
+from .lora_forwards import LORA_FORWARD_NAMES, epilogue_rows
 from .suite import Suite
 
 PEERS = "unsloth,trl_defaults,trl_best"
@@ -151,7 +152,7 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-function", "under a cap of 24 GiB: the workbook's 4-bit row "
           "with each LoRA linear one autograd function, then with LoRA's product in the GEMM, each with a profiled "
           "step, on the same batches (where the host's launches set the pace)",
-          lambda _: [four_bit_24(f).replace(profile=True) for f in ("function", "fused")],
+          lambda _: epilogue_rows(capped_27b(24, "peft")[0], ("function", "fused")),
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-profile", "under a cap of 24 GiB: the workbook's 4-bit row with "
           "LoRA's product added in the GEMM, one step profiled after its timed ones (where a 4-bit step's time goes)",
