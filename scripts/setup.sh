@@ -24,5 +24,19 @@ fi
 "$PY" -m pip install -q -e ".[${EXTRAS:-test}]" 2>&1 | grep -vE '^WARNING: Location|BuildBackendWarning|^\s' || true
 "$PY" -c "import nbhelpers, transformers, liger_kernel, papermill, holoviews" \
   || { echo "set-up is incomplete: see the messages above" >&2; exit 1; }
+# On a CPU, each configuration's process runs on tcmalloc where the machine has it (nbhelpers/measure/host_allocator.py:
+# glibc's malloc zeroes the large tensors' pages again every step). Debian's package, where apt and root are here.
+if ! command -v nvidia-smi >/dev/null 2>&1 && [ "$(uname -s)" = Linux ] \
+  && ! "$PY" -c "import sys; from nbhelpers.measure.host_allocator import find_tcmalloc; sys.exit(find_tcmalloc() is None)"; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; fi
+  if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" -eq 0 ] || [ -n "$SUDO" ]; }; then
+    echo "installing tcmalloc (apt: libtcmalloc-minimal4) for the CPU's steps"
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+        libtcmalloc-minimal4; } >/dev/null 2>&1 || echo "apt could not install tcmalloc: CPU steps use glibc's malloc" >&2
+  else
+    echo "no tcmalloc here (Debian: libtcmalloc-minimal4): CPU steps use glibc's malloc, about half as fast" >&2
+  fi
+fi
 "$PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (workbook)" >/dev/null
 echo "environment ready: $VENV ($("$PY" -c 'import torch; print("torch", torch.__version__)'))"

@@ -12,6 +12,8 @@ from typing import Any
 
 from nbhelpers.machine import package_versions, resolve_device
 
+from .host_allocator import allocator_in_use
+
 # Dense (no sparsity) bf16 tensor-core peaks with fp32 accumulation, from the vendors' datasheets, FLOP/s.
 # GPUs without bf16 tensor cores (T4, V100) are left out: their peak is measured instead.
 PEAK_BF16_FLOPS_TABLE: dict[str, float] = {
@@ -90,6 +92,7 @@ def device_properties(device: str) -> dict[str, Any]:
         "device_type": "cpu",
         "device_name": f"CPU {platform.processor() or platform.machine()} x{os.cpu_count()}",
         "cpu_threads": torch.get_num_threads(),
+        "host_allocator": allocator_in_use(),
     }
 
 

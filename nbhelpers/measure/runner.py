@@ -29,6 +29,7 @@ from .config import RunConfig
 from .distributed import gpu_shortfall, launch_command, needs_launch, rank_failure
 from .engines import ENGINES, site_env
 from .env import ALLOC_CONF_VARIABLE, MEASURING_ALLOC_CONF, detect_platform
+from .host_allocator import host_allocator_env
 from .progress import PROGRESS_VARIABLE, Progress, ProgressReader, plain_bars, progress_bar, read_progress
 from .spare import SparePool, die_with_parent, end_group, spares_wanted
 from .store import RunRecord, RunStore, runs_root
@@ -106,10 +107,11 @@ def _child_env(config: RunConfig, extra_env: dict[str, str] | None) -> dict[str,
     for name, value in shared_kernel_cache().items():
         env.setdefault(name, value)
     env["NBHELPERS_PLATFORM"] = detect_platform()  # the record says where the user ran it, not "terminal"
-    cpu_env = kernel_backend(config.kernels).cpu_env  # e.g. Liger on a CPU: the Triton interpreter
-    if cpu_env and config.device != "cuda" and not _cuda_available():
+    if config.device != "cuda" and not _cuda_available():
+        cpu_env = kernel_backend(config.kernels).cpu_env  # e.g. Liger on a CPU: the Triton interpreter
         for name, value in cpu_env.items():
             env.setdefault(name, value)
+        env.update(host_allocator_env(env))  # tcmalloc preloaded where the machine has it (its module says why)
     env.update(site_env(ENGINES[config.engine], env))  # a peer engine's own site folder: first, in its process only
     env.update(extra_env or {})
     return env
