@@ -2,7 +2,7 @@
 
 glibc's malloc serves every block over its mmap threshold (at most 32 MiB) with fresh pages from the kernel and gives
 them back on free, so each step zeroes the pages of its large tensors again: qwen3-tiny's fp32 logits at 2 x 512
-tokens are 0.6 GB. On a 2-core CPU that was 5.3 million page faults in 12 steps and a sys time near the step's own;
+tokens are 0.6 GB. On a 2-core CPU, 12 steps took 9.2 million page faults and a sys time near their own;
 tcmalloc keeps freed blocks for the next step. Colab preloads tcmalloc itself; a process that already preloads an
 allocator keeps it. ``NBHELPERS_HOST_ALLOCATOR`` chooses: ``auto`` (the default: tcmalloc where found), ``glibc``
 (the system's malloc), or the path of an allocator library to preload.
