@@ -64,8 +64,9 @@ def run_suite(
     env = runs_env(suite, out)
     annotate = annotator(suite, reference)
     if suite.measure != STARTUP:
-        return run_configs(configs, store=store, notebook=notebook, annotate=annotate, extra_env=lambda _: env,
-                           progress=progress)  # fmt: skip
+        row_env = suite.row_env or (lambda _: {})
+        return run_configs(configs, store=store, notebook=notebook, annotate=annotate,
+                           extra_env=lambda config: env | row_env(config), progress=progress)  # fmt: skip
     store.check_writable()
     records: list[RunRecord] = []
     for config in configs:

@@ -41,6 +41,7 @@ class Suite:
     parity: bool = True  # judge every record's parity against the suite's first ok record (or a given reference)
     needs: str = ""  # what the machine must have beyond the workbook's packages ("" for nothing)
     datasets: tuple[str, ...] = ()  # keys of SYNTHETIC_SETS its rows read
+    row_env: Callable[[RunConfig], dict[str, str]] | None = None  # a row's own environment (e.g. its host allocator)
 
     def __post_init__(self) -> None:
         parts = self.name.split("/")

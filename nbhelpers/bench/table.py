@@ -1,7 +1,8 @@
 """The suite table: every benchmark suite by name, in the order ``nbhelpers bench --list`` shows them.
 
-Adding a suite is one ``Suite`` entry in the module of its model family (``dense_grid``, ``dense_entries``,
-``dense_peers``, ``hybrid``, ``hybrid_peers``, ``frozen_bases``); its name says where its records are filed.
+Adding a suite is one ``Suite`` entry in the module of its model family or question (``dense_grid``,
+``dense_entries``, ``dense_peers``, ``hybrid``, ``hybrid_peers``, ``frozen_bases``, ``host_allocators``); its name says
+where its records are filed.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from .dense_entries import SUITES as DENSE_ENTRIES
 from .dense_grid import SUITES as DENSE_GRID
 from .dense_peers import SUITES as DENSE_PEERS
 from .frozen_bases import SUITES as FROZEN_BASES
+from .host_allocators import SUITES as HOST_ALLOCATORS
 from .hybrid import SUITES as HYBRID
 from .hybrid_peers import SUITES as HYBRID_PEERS
 from .suite import Suite
 
 SUITES: dict[str, Suite] = {
     suite.name: suite
-    for group in (DENSE_GRID, DENSE_ENTRIES, DENSE_PEERS, HYBRID, HYBRID_PEERS, FROZEN_BASES)
+    for group in (DENSE_GRID, DENSE_ENTRIES, DENSE_PEERS, HYBRID, HYBRID_PEERS, FROZEN_BASES, HOST_ALLOCATORS)
     for suite in group
 }
 

@@ -74,7 +74,22 @@ def allocator_in_use(maps: Path = Path("/proc/self/maps")) -> str:
         return "system"
 
 
+def host_usage() -> dict[str, float]:
+    """What the host spent on this process so far (a forked process counts from its fork): its minor page faults
+    (each a page the kernel zeroed or mapped for it), its time in the kernel and in user code; empty off Unix."""
+    try:
+        import resource
+    except ImportError:
+        return {}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "process_page_faults": usage.ru_minflt,
+        "process_sys_s": round(usage.ru_stime, 3),
+        "process_user_s": round(usage.ru_utime, 3),
+    }
+
+
 __all__ = [
     "ALLOCATOR_CHOICES", "ALLOCATOR_VARIABLE", "allocator_in_use", "allocator_of", "find_tcmalloc",
-    "host_allocator_env",
+    "host_allocator_env", "host_usage",
 ]  # fmt: skip

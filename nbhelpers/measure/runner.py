@@ -111,7 +111,7 @@ def _child_env(config: RunConfig, extra_env: dict[str, str] | None) -> dict[str,
         cpu_env = kernel_backend(config.kernels).cpu_env  # e.g. Liger on a CPU: the Triton interpreter
         for name, value in cpu_env.items():
             env.setdefault(name, value)
-        env.update(host_allocator_env(env))  # tcmalloc preloaded where the machine has it (its module says why)
+        env.update(host_allocator_env(env | (extra_env or {})))  # tcmalloc where found (its module says why)
     env.update(site_env(ENGINES[config.engine], env))  # a peer engine's own site folder: first, in its process only
     env.update(extra_env or {})
     return env

@@ -19,6 +19,7 @@ from nbhelpers.validation import ConfigError
 from .config import RunConfig
 from .engines import ENGINES, UNSLOTH_LOOP, EngineRefusal
 from .env import resolve_device, safe_environment
+from .host_allocator import host_usage
 from .memory_cap import memory_cap
 from .memory_plan import MemoryCapExceeded
 from .model_fit import model_fit_error
@@ -131,6 +132,7 @@ def run(config_path: str, result_path: str, notebook: str = "") -> int:
 
             return run_rank(config, result_path, notebook)
         record = measure_config(config, notebook)
+        record.metrics.update(host_usage())  # the host's side of the whole process: page faults, sys and user time
     except BaseException as error:  # noqa: BLE001 - every failure becomes a record
         traceback.print_exc(file=sys.stderr)
         record = failed_record(config, failure_reason(error), notebook, traceback.format_exc())

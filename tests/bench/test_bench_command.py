@@ -59,6 +59,25 @@ def test_records_go_through_the_runner_and_the_store_with_their_manifest(tmp_pat
     assert [line["record_id"] for line in load_manifest(suite.folder(tmp_path))] == [r.record_id for r in records]
 
 
+def test_a_rows_own_environment_joins_the_suites(tmp_path, monkeypatch):
+    """The host-allocator suite puts each row's process on the allocator its label names, beside the runs folder."""
+    from nbhelpers.measure.host_allocator import ALLOCATOR_VARIABLE
+
+    seen = {}
+
+    def fake_run_configs(configs, store, notebook, annotate, extra_env, progress):
+        seen.update({c.label: extra_env(c) for c in configs})
+        return []
+
+    monkeypatch.setattr(bench_run, "run_configs", fake_run_configs)
+    bench_run.run_suite(suite_named("qwen3-tiny/host-allocator/glibc-and-tcmalloc"), tmp_path, "cmd", progress=False)
+    runs = str((tmp_path / "qwen3-tiny").resolve())
+    assert list(seen) == [f"{padding} on {allocator}, repeat {repeat}" for repeat in (1, 2)
+                          for padding in ("static", "packed") for allocator in ("glibc", "tcmalloc")]  # fmt: skip
+    assert seen["static on glibc, repeat 1"] == {"NBHELPERS_RUNS": runs, ALLOCATOR_VARIABLE: "glibc"}
+    assert seen["packed on tcmalloc, repeat 2"] == {"NBHELPERS_RUNS": runs, ALLOCATOR_VARIABLE: "auto"}
+
+
 def test_a_startup_suite_stores_the_cold_and_the_warm_record(tmp_path, make_record, monkeypatch):
     def fake_cold_vs_warm(config, workdir, notebook):
         return [make_record(f"{config.label} ({cache} cache)", 10.0, kind="startup") for cache in ("cold", "warm")]

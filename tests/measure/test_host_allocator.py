@@ -12,6 +12,7 @@ from nbhelpers.measure.host_allocator import (
     allocator_of,
     find_tcmalloc,
     host_allocator_env,
+    host_usage,
 )
 
 LIBRARY = "libtcmalloc_minimal.so.4"
@@ -75,5 +76,17 @@ def test_a_cpu_configurations_process_runs_on_tcmalloc(monkeypatch):
     monkeypatch.delenv(ALLOCATOR_VARIABLE, raising=False)
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     assert _allocator_of_child(runner._child_env(RunConfig(device="cpu"), None)).strip() == "tcmalloc"
+    glibc = {ALLOCATOR_VARIABLE: "glibc"}  # a row's own environment (a suite's row_env) chooses too
+    assert _allocator_of_child(runner._child_env(RunConfig(device="cpu"), glibc)).strip() == "system"
     monkeypatch.setenv(ALLOCATOR_VARIABLE, "glibc")
     assert _allocator_of_child(runner._child_env(RunConfig(device="cpu"), None)).strip() == "system"
+
+
+def test_the_host_usage_of_a_process_grows_with_the_pages_it_touches():
+    before = host_usage()
+    assert set(before) == {"process_page_faults", "process_sys_s", "process_user_s"}
+    pages = bytearray(64 * 2**20)  # 64 MiB, zeroed by the kernel page by page as they are written
+    pages[::4096] = b"x" * len(pages[::4096])
+    after = host_usage()
+    assert after["process_page_faults"] - before["process_page_faults"] >= 64 * 2**20 // 4096 // 2
+    assert after["process_user_s"] >= before["process_user_s"] and after["process_sys_s"] >= before["process_sys_s"]
