@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "nbhelpers"
 TABLE_MODULE = PACKAGE / "data" / "strategies.py"
 # The benchmark suites' tables: experiment definitions that spell strategies out, row by row (read, not branched on).
-SUITE_TABLES = [PACKAGE / "bench" / f"{name}.py" for name in ("dense_grid", "dense_entries", "dense_peers", "hybrid")]
+SUITE_TABLES = [PACKAGE / "bench" / f"{name}.py" for name in ("dense_grid", "dense_entries", "dense_peers", "hybrid",
+                                                                    "host_allocators")]
 PADDING_KEYS = {"padding", "strategy"}  # the keyword / field names that carry a strategy's name
 # SFTConfig / TrainingArguments fields the table may set (TRL 1.x spelling).
 SFT_FIELDS = {"per_device_train_batch_size", "max_length", "packing", "packing_strategy", "padding_free",
