@@ -144,5 +144,11 @@ def curves(recommended: RunRecord, baseline: RunRecord) -> str:
     return f"{verdict} (largest {sci(max(result.step_rel_diff))}, tolerance {result.step_rtol:g})"
 
 
+def category_ms(record: RunRecord, category: str) -> str:
+    """A traced step's kernel time in one category (``trace_top_categories``), in ms; "-" where it has none."""
+    times = {row["category"]: row["time_per_step_us"] for row in metric(record, "trace_top_categories") or ()}
+    return f"{times[category] / 1e3:,.0f}" if category in times else "-"
+
+
 def bold(text: str) -> str:
     return f"**{text}**"

@@ -20,6 +20,7 @@ from nbhelpers.measure.store import RunRecord
 from nbhelpers.resources import REPO_ROOT
 
 from . import cells as c
+from .forward_tables import lora_epilogue_h100, lora_function_h100
 from .page import fill, markdown, stale
 
 GPU = REPO_ROOT / "benchmarks" / "gpu"
@@ -333,12 +334,6 @@ PROFILE_27B_H100 = ("hybrid/qwen3.8-27b-lora/profile/unsloth.jsonl", ("519bdf5ff
 PROFILE_CATEGORIES = ("GEMM", "elementwise", "memcpy/memset", "Triton/Liger", "linear attention")
 
 
-def category_ms(record: RunRecord, category: str) -> str:
-    """A traced step's kernel time in one category (``trace_top_categories``), in ms; "-" where it has none."""
-    times = {row["category"]: row["time_per_step_us"] for row in c.metric(record, "trace_top_categories") or ()}
-    return f"{times[category] / 1e3:,.0f}" if category in times else "-"
-
-
 def profile_27b_h100(shelf: c.Shelf) -> str:
     """The 27B's pick and Unsloth, one step each traced after the timed ones: where the time of a step goes."""
     file, ids = PROFILE_27B_H100
@@ -349,42 +344,9 @@ def profile_27b_h100(shelf: c.Shelf) -> str:
                       c.tok_s_interval(r), f"{c.metric(r, 'trace_wall_us') / 1e3:,.0f}",
                       f"{c.metric(r, 'trace_busy_us') / 1e3:,.0f}", c.share(r, "trace_idle_share"),
                       f"{c.metric(r, 'trace_launches_per_step'):,.0f}",
-                      *(category_ms(r, name) for name in PROFILE_CATEGORIES)])  # fmt: skip
+                      *(c.category_ms(r, name) for name in PROFILE_CATEGORIES)])  # fmt: skip
     headers = ["row (27B LoRA r16, 16,384 tokens a step)", "real tok/s (95% interval)", "traced step ms",
                "kernels busy ms", "idle", "launches", *(f"{name} ms" for name in PROFILE_CATEGORIES)]  # fmt: skip
-    return markdown(headers, table)
-
-
-LORA_EPILOGUE_H100 = (
-    ("1.7B", "in the GEMM, added into a view", "qwen3-1.7b/lora-epilogue/view-copies/pick.jsonl",
-     ("6ede9e90b613", "65394662e999")),
-    ("1.7B", "in the GEMM, added into its own output", "qwen3-1.7b/lora-epilogue/own-output/pick.jsonl",
-     ("5f47ca9431f1", "13a536cf5a53")),
-    ("8B", "in the GEMM, added into a view", "qwen3-8b/lora-epilogue/view-copies/pick.jsonl",
-     ("4ac0efb295f3", "734abaedcaa8")),
-    ("8B", "in the GEMM, added into its own output", "qwen3-8b/lora-epilogue/own-output/pick.jsonl",
-     ("08505d35a22b", "f332fb3d33e8")),
-    ("27B hybrid, every layer recomputed", "in the GEMM, added into its own output",
-     "hybrid/qwen3.8-27b-lora/lora-epilogue/own-output/pick.jsonl", ("0f933be4a6f4", "1cae7dbda480")),
-)  # fmt: skip
-EPILOGUE_CATEGORIES = ("GEMM", "elementwise", "memcpy/memset")
-
-
-def lora_epilogue_h100(shelf: c.Shelf) -> str:
-    """PEFT's LoRA scale and add against each fused form (its add in place on a view, then into the base layer's own
-    output), each pair from one job on the same batches."""
-    table = []
-    for model, form, file, ids in LORA_EPILOGUE_H100:
-        peft, fused = (shelf((file, record_id)) for record_id in ids)
-        for name, r in (("PEFT's scale and add", peft), (form, fused)):
-            vs = "1.00x" if r is peft else f"{c.ratio(r, peft)} {c.ratio_interval(r, peft)}"
-            table.append([f"{model}: {name}", c.tok_s_interval(r), vs, f"{c.metric(r, 'trace_wall_us') / 1e3:,.0f}",
-                          f"{c.metric(r, 'trace_busy_us') / 1e3:,.0f}",
-                          *(category_ms(r, category) for category in EPILOGUE_CATEGORIES),
-                          f"{c.metric(r, 'trace_launches_per_step'):,.0f}", c.timed_steps(r)])  # fmt: skip
-    headers = ["model: LoRA's scale and add (r16, all-linear, Liger, `torch_varlen`)", "real tok/s (95% interval)",
-               "vs PEFT's, same job", "traced step ms", "GPU busy ms", *(f"{name} ms" for name in EPILOGUE_CATEGORIES),
-               "launches", "timed steps"]  # fmt: skip
     return markdown(headers, table)
 
 
@@ -469,6 +431,7 @@ TABLES: dict[str, Table] = {
     "lora-peers-h100": lora_peers_h100, "lora-peers-hybrid-h100": lora_peers_hybrid_h100,
     "memory-caps-h100": memory_caps_h100, "delta-rule-compile-h100": delta_rule_compile_h100,
     "profile-27b-unsloth-h100": profile_27b_h100, "lora-epilogue-h100": lora_epilogue_h100,
+    "lora-function-h100": lora_function_h100,
     "memory-caps-27b-h100": memory_caps_27b_h100,
 }  # fmt: skip
 
