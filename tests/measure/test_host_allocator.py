@@ -1,5 +1,6 @@
 """The host allocator of a CPU configuration's process: tcmalloc preloaded where found, the user's choice kept."""
 
+import mmap
 import subprocess
 import sys
 
@@ -85,8 +86,13 @@ def test_a_cpu_configurations_process_runs_on_tcmalloc(monkeypatch):
 def test_the_host_usage_of_a_process_grows_with_the_pages_it_touches():
     before = host_usage()
     assert set(before) == {"process_page_faults", "process_sys_s", "process_user_s"}
-    pages = bytearray(64 * 2**20)  # 64 MiB, zeroed by the kernel page by page as they are written
-    pages[::4096] = b"x" * len(pages[::4096])
+    size = 64 * 2**20  # a fresh anonymous mapping (whatever allocator this process runs on), in small pages
+    pages = mmap.mmap(-1, size)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        pages.madvise(mmap.MADV_NOHUGEPAGE)
+    for offset in range(0, size, 4096):  # each page zeroed by the kernel when first written
+        pages[offset] = 1
     after = host_usage()
+    pages.close()
     assert after["process_page_faults"] - before["process_page_faults"] >= 64 * 2**20 // 4096 // 2
     assert after["process_user_s"] >= before["process_user_s"] and after["process_sys_s"] >= before["process_sys_s"]
