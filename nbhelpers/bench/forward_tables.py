@@ -52,6 +52,9 @@ def lora_epilogue_h100(shelf: c.Shelf) -> str:
 LORA_FUNCTION_H100 = (
     ("8B, NF4 base, 24 GiB, every 2nd layer recomputed", "each LoRA linear one autograd function",
      "qwen3-8b/memory-caps/24-gib-function.jsonl", ("ef6a181ebe87", "88bf36ca1509")),
+    ("27B hybrid, NF4 base, 24 GiB, every layer recomputed", "each LoRA linear one autograd function",
+     "hybrid/qwen3.8-27b-lora/memory-caps/48-gib-and-24-gib-function/24-gib-function.jsonl",
+     ("e189fa761439", "2e26cf55b69c")),
 )  # fmt: skip
 
 

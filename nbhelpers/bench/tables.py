@@ -397,13 +397,30 @@ CAPS_27B_24_ROWS = (
 )  # fmt: skip
 
 
-def memory_caps_27b_h100(shelf: c.Shelf) -> str:
-    """The 27B with LoRA under 24 GiB: each row's rate over Unsloth's and over TRL's defaults, peak and planned
-    memory; a failed row says why (the planner's refusals name its peak)."""
+# The 27B under a 48 GiB cap (2026-12-07, one job on an H100, c2ba40f): the workbook's rows and the planner's refusals,
+# then TRL's rows on the same 4-bit base; Unsloth's row failed at once (its wheels were not carried in that call).
+CAPS_27B_48 = "hybrid/qwen3.8-27b-lora/memory-caps/48-gib-and-24-gib-function/"
+CAPS_27B_48_ROWS = (
+    ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`, LoRA's product in the GEMM",
+     "48-gib-workbook", "082fcf010c83"),
+    ("fla + Liger, NF4 base with PEFT's fp32 upcast", "48-gib-workbook", "dbe35ef10982"),
+    ("fla + Liger, float8 base", "48-gib-workbook", "b76ea03a15ba"),
+    ("Unsloth: `FastLanguageModel`, `load_in_4bit`, its LoRA, its checkpointing, packing", "48-gib-peers",
+     "475a651746c4"),
+    ("TRL `SFTTrainer` at its defaults on the same 4-bit base", "48-gib-peers", "1ff468974e7d"),
+    ("TRL's best flags on the same 4-bit base", "48-gib-peers", "c4217b962f1f"),
+    ("transformers' reference path, bf16 base", "48-gib-workbook", "b00edf31dfae"),
+    ("fla + Liger, bf16 base", "48-gib-workbook", "7dd90d544b97"),
+)  # fmt: skip
+
+
+def capped_27b_table(shelf: c.Shelf, folder: str, labelled: Sequence[tuple[str, str, str]], cap_gib: int) -> str:
+    """The 27B with LoRA under one cap: each row's rate over Unsloth's and over TRL's defaults (where each was
+    measured), peak and planned memory; a failed row says why (the planner's refusals name its peak)."""
     from nbhelpers.analysis.memory_plan import planned_vs_measured
 
-    rows = [(label, shelf((f"{CAPS_27B_24}{file}.jsonl", i))) for label, file, i in CAPS_27B_24_ROWS]
-    unsloth = next(r for _, r in rows if r.config.get("engine") == "unsloth")
+    rows = [(label, shelf((f"{folder}{file}.jsonl", i))) for label, file, i in labelled]
+    unsloth = next((r for _, r in rows if r.config.get("engine") == "unsloth" and r.ok), None)
     trl_defaults = next(r for _, r in rows if r.config.get("engine") == "trl_defaults" and r.ok)
     table = []
     for label, r in rows:
@@ -415,13 +432,23 @@ def memory_caps_27b_h100(shelf: c.Shelf) -> str:
         pick = r is rows[0][1]
         workbook = r.config.get("engine", "workbook") == "workbook"
         planned = planned_vs_measured([r])["planned_gib"].iloc[0] if workbook else None
-        ratios = [c.ratio(r, unsloth), c.ratio(r, trl_defaults)]
-        table.append([label, c.tok_s_interval(r, emphasis=pick), *(c.bold(x) if pick else x for x in ratios),
+        ratios = [c.ratio(r, unsloth) if unsloth else "", c.ratio(r, trl_defaults)]
+        table.append([label, c.tok_s_interval(r, emphasis=pick), *(c.bold(x) if pick and x else x for x in ratios),
                       c.share(r, "mfu"), c.gib(r), "" if planned is None else f"{planned:.1f}", budget(r),
                       c.timed_steps(r)])  # fmt: skip
-    headers = ["row (24 GiB cap, LoRA r16 all-linear)", "real tok/s (95% interval)", "vs Unsloth", "vs TRL's defaults",
-               "MFU", "peak GiB", "planned GiB", "token budget", "timed steps"]  # fmt: skip
+    headers = [f"row ({cap_gib} GiB cap, LoRA r16 all-linear)", "real tok/s (95% interval)", "vs Unsloth",
+               "vs TRL's defaults", "MFU", "peak GiB", "planned GiB", "token budget", "timed steps"]  # fmt: skip
     return markdown(headers, table)
+
+
+def memory_caps_27b_h100(shelf: c.Shelf) -> str:
+    """The 27B with LoRA under 24 GiB, three jobs."""
+    return capped_27b_table(shelf, CAPS_27B_24, CAPS_27B_24_ROWS, 24)
+
+
+def memory_caps_27b_48_h100(shelf: c.Shelf) -> str:
+    """The 27B with LoRA under 48 GiB, one job."""
+    return capped_27b_table(shelf, CAPS_27B_48, CAPS_27B_48_ROWS, 48)
 
 
 TABLES: dict[str, Table] = {
@@ -432,7 +459,7 @@ TABLES: dict[str, Table] = {
     "memory-caps-h100": memory_caps_h100, "delta-rule-compile-h100": delta_rule_compile_h100,
     "profile-27b-unsloth-h100": profile_27b_h100, "lora-epilogue-h100": lora_epilogue_h100,
     "lora-function-h100": lora_function_h100,
-    "memory-caps-27b-h100": memory_caps_27b_h100,
+    "memory-caps-27b-h100": memory_caps_27b_h100, "memory-caps-27b-48-h100": memory_caps_27b_48_h100,
 }  # fmt: skip
 
 
