@@ -18,6 +18,7 @@ from nbhelpers.data.strategies import trainer_collator_code
 from nbhelpers.measure.config import lora_forward, skips_lora_input_cast
 from nbhelpers.measure.padding import padding_settings_of
 from nbhelpers.models.adapters import AdapterSettings
+from nbhelpers.models.checkpointing import CHECKPOINTINGS
 from nbhelpers.models.families import packs_with_boundaries
 from nbhelpers.models.frozen_base import FROZEN_BASES
 
@@ -82,6 +83,14 @@ ONE_FUNCTION_LORA = [
 ]
 
 
+# After the trainer wraps the model: each checkpointed layer's input in pinned host memory until its recompute.
+OFFLOADED_CHECKPOINTS = [
+    "from nbhelpers.models.checkpointing import offload_checkpoints",
+    "",
+    "offload_checkpoints(trainer.model)  # as measured: checkpointed layers' inputs wait on the host, not the GPU",
+]
+
+
 def frozen_base_code(config: Mapping[str, Any]) -> list[str]:
     """Before the adapter wraps the model: the measured quantized frozen base (none for the base as built)."""
     adapter = AdapterSettings.from_config(config)
@@ -104,7 +113,9 @@ def after_wrap_code(config: Mapping[str, Any]) -> list[str]:
     lines = ["", *UNCAST_INPUTS] if skips_lora_input_cast(config) else []
     forward = lora_forward(config)
     fused = {"fused": FUSED_EPILOGUES, "function": ONE_FUNCTION_LORA}.get(forward, [])
-    return lines + (["", *fused] if fused else [])
+    lines += ["", *fused] if fused else []
+    offloads = CHECKPOINTINGS[str(config.get("activation_checkpointing", "none"))].offloads
+    return lines + (["", *OFFLOADED_CHECKPOINTS] if offloads else [])
 
 
 def trainer_code(config: Mapping[str, Any]) -> str:

@@ -16,7 +16,6 @@ from typing import Any
 from nbhelpers.kernels.fla import FUSED_GATED_NORM
 from nbhelpers.measure.engines import WORKBOOK
 from nbhelpers.measure.memory_plan import (
-    CHECKPOINTINGS,
     GIB,
     H200_USABLE_GIB,
     LOSS_BYTES_PER_LOGIT,
@@ -27,6 +26,7 @@ from nbhelpers.measure.memory_plan import (
     adapter_activation_bytes,
     delta_net_bytes,
     gpus_needed,
+    host_offload_bytes,
     layer_activation_bytes,
     plan_memory,
     planned_capacity_gib,
@@ -106,8 +106,8 @@ def standard_settings(tokens_per_gpu: int, capacity_gib: float = H200_USABLE_GIB
 
 
 __all__ = [
-    "CHECKPOINTINGS", "GIB", "H200_USABLE_GIB", "LOSS_BYTES_PER_LOGIT", "SHARDINGS", "WEIGHTS", "MemoryPlan",
+    "GIB", "H200_USABLE_GIB", "LOSS_BYTES_PER_LOGIT", "SHARDINGS", "WEIGHTS", "MemoryPlan",
     "MemorySettings", "adapter_activation_bytes", "delta_net_bytes", "gpus_needed", "layer_activation_bytes",
-    "plan_frame", "plan_memory", "planned_capacity_gib", "planned_vs_measured", "recomputed_layers",
-    "settings_from_config", "standard_settings",
+    "host_offload_bytes", "plan_frame", "plan_memory", "planned_capacity_gib", "planned_vs_measured",
+    "recomputed_layers", "settings_from_config", "standard_settings",
 ]  # fmt: skip

@@ -56,10 +56,11 @@ def recomputation_cost(num_layers: int, checkpointing: str, every: int) -> float
     return 1 + len(recomputed_layers(num_layers, checkpointing, every)) / num_layers / 3
 
 
-def capped_row(row: RunConfig, cap_gib: float) -> RunConfig:
-    """``row`` under a cap of ``cap_gib``: of the recomputations at which the planner fits a token budget of at least
-    one full-length row (the largest such budget, up to :data:`MAX_BUDGET`), the one whose budget (counted up to
-    :data:`SATURATING_TOKENS`) over its :func:`recomputation_cost` is largest, the least recomputation on a tie. A
+def capped_row(row: RunConfig, cap_gib: float,
+               recomputation: tuple[tuple[str, int], ...] = RECOMPUTATION) -> RunConfig:  # fmt: skip
+    """``row`` under a cap of ``cap_gib``: of the ``recomputation`` choices at which the planner fits a token budget
+    of at least one full-length row (the largest such budget, up to :data:`MAX_BUDGET`), the one whose budget
+    (counted up to :data:`SATURATING_TOKENS`) over its :func:`recomputation_cost` is largest, the first on a tie. A
     row of a strategy without a token budget (static padding) keeps its recomputation and halves its batch until it
     fits. When nothing fits, the row as it is under the cap: the step refuses it with the planner's reason, a failed
     record."""
@@ -67,7 +68,7 @@ def capped_row(row: RunConfig, cap_gib: float) -> RunConfig:
     if not STRATEGIES[row.padding].budgeted:  # a step of batch_size rows: its batch is what shrinks
         return _capped_batch(row, cap_gib, shape)
     best: tuple[float, RunConfig] | None = None
-    for checkpointing, every in RECOMPUTATION:
+    for checkpointing, every in recomputation:
         config = row.replace(gpu_memory_gib=cap_gib, activation_checkpointing=checkpointing, checkpoint_every=every)
         tokens = min(largest_fitting_tokens(shape, settings_from_config(config), BUDGET_STEP), MAX_BUDGET)
         worth = min(tokens, SATURATING_TOKENS) / recomputation_cost(shape.num_layers, checkpointing, every)

@@ -102,6 +102,23 @@ def four_bit_24(lora_epilogue: str) -> RunConfig:
     return row.replace(lora_epilogue=lora_epilogue, label=f"{row.label}, {LORA_FORWARD_NAMES[lora_epilogue]}")
 
 
+# A larger sample than the 32 the capped rows share: at 12,288 tokens a step, 32 samples (12,963 real tokens) make
+# one full step and one of about 700 tokens per epoch; 128 make four full ones and a remainder, as a real data set does.
+OFFLOAD_SAMPLES = 128
+
+
+def offload_rows_24() -> list[RunConfig]:
+    """The 27B's 4-bit row under a 24 GiB cap with each layer's input offloaded to the host, at the planner's largest
+    budget (12,288 tokens against 4,096 with the inputs on the GPU), then the row as measured (every layer recomputed
+    on the GPU, 4,096), each with a profiled step, on the 32 samples of the capped rows; then both on 128 samples."""
+    four_bit = capped_27b(24)[0]
+    base = four_bit.replace(label=four_bit.label.split(", cap ")[0], activation_checkpointing="none", token_budget=0)
+    offloaded = capped_row(base, 24, (("offload", 2),))
+    pair = [offloaded.replace(profile=True), four_bit.replace(profile=True)]
+    wider = [row.replace(num_samples=OFFLOAD_SAMPLES, label=f"{row.label}, {OFFLOAD_SAMPLES} samples") for row in pair]
+    return [*pair, *(row.replace(profile=False) for row in wider)]
+
+
 SUITES = (
     Suite("hybrid/qwen3.5-2b/lora-peers/unsloth", "the 2B hybrid's LoRA pick, then Unsloth, TRL's defaults with fla "
           "installed and its best flags on the same samples", lambda _: peer_rows(PICK_2B), parity=False,
@@ -157,6 +174,10 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-profile", "under a cap of 24 GiB: the workbook's 4-bit row with "
           "LoRA's product added in the GEMM, one step profiled after its timed ones (where a 4-bit step's time goes)",
           lambda _: [four_bit_24("fused").replace(profile=True)],
+          parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload", "under a cap of 24 GiB: the workbook's 4-bit row with "
+          "each layer's input offloaded to the host at the planner's larger budget, then as measured with the inputs "
+          "on the GPU, each profiled, on the same 32 samples; then both on 128", lambda _: offload_rows_24(),
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-trl", "under a cap of 24 GiB: TRL's defaults and its best flags "
           "on the workbook's 4-bit base alone (beside the rows of 24-gib-workbook and Unsloth's of 24-gib)",

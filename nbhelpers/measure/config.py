@@ -25,6 +25,7 @@ from nbhelpers.kernels.registry import (
     uses_liger_switches,
 )
 from nbhelpers.models.adapters import AdapterSettings
+from nbhelpers.models.checkpointing import CHECKPOINTING_NAMES
 from nbhelpers.models.frozen_base import BF16_BASE
 from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
@@ -40,7 +41,6 @@ TIMINGS = ("steps", "epoch")
 SHAPE_WARMUP = "shape_warmup"
 DEVICES = ("auto", "cpu", "cuda")
 SHARDINGS = ("none", "fsdp2")  # fsdp2: torch's fully_shard per decoder layer, bf16 parameters, fp32 reduction
-CHECKPOINTINGS = ("none", "full", "every_k")  # activation checkpointing of decoder layers (every_k: every k-th)
 MAX_GPUS = 1024
 # PEFT's cast of each adapted layer's input to the fp32 adapters: "on" (PEFT's default), "off" (left to bf16
 # autocast: the same numbers, two elementwise passes fewer per adapted layer and step), "auto" (off with any
@@ -114,7 +114,7 @@ class RunConfig:
     timeout_s: int = 1800  # a subprocess that runs longer is stopped and recorded as failed
     gpus: int = 1  # processes (one per GPU) under torchrun; > 1 needs sharding="fsdp2"; batch sizes are per GPU
     sharding: str = "none"  # one of SHARDINGS
-    activation_checkpointing: str = "none"  # one of CHECKPOINTINGS
+    activation_checkpointing: str = "none"  # one of CHECKPOINTING_NAMES (nbhelpers.models.checkpointing)
     checkpoint_every: int = 2  # k of activation_checkpointing="every_k": layers 0, k, 2k, ... are recomputed
     engine: str = WORKBOOK  # one of ENGINE_NAMES: the workbook's step, or TRL's SFTTrainer as a peer row
     adapter: str = "none"  # one of nbhelpers.models.adapters.ADAPTER_NAMES: "lora" trains adapters on a frozen base
@@ -241,7 +241,7 @@ class RunConfig:
         check_choice("sharding", self.sharding, SHARDINGS)
         if self.gpus > 1 and self.sharding == "none":
             raise ConfigError("sharding", self.sharding, f"'fsdp2' when gpus > 1 (gpus={self.gpus})")
-        check_choice("activation_checkpointing", self.activation_checkpointing, CHECKPOINTINGS)
+        check_choice("activation_checkpointing", self.activation_checkpointing, CHECKPOINTING_NAMES)
         check_int("checkpoint_every", self.checkpoint_every, 1, 1024)
 
     @property

@@ -13,7 +13,8 @@ with FSDP2 the gathered bf16 copies of the root group (embedding, final norm, lm
 layers (the running one and the prefetched one) plus one layer's unsharded fp32 gradient; without sharding,
 fp32 weights under bf16 autocast add autocast's cached bf16 copy of every matmul weight. Activations count
 the tensors each decoder layer saves for backward per token (:func:`layer_activation_bytes`); a checkpointed
-layer saves only its input, and one checkpointed layer is recomputed at a time. Logits cost tokens x
+layer saves only its input (on the host when offloaded: :func:`host_offload_bytes`), and one checkpointed layer is
+recomputed at a time. Logits cost tokens x
 vocabulary x bytes per element of the loss path (:data:`LOSS_BYTES_PER_LOGIT`). The activation counts are
 an estimate of what transformers' eager modules save, with two coefficients (the RMSNorm copies and the
 plain loss's bytes per logit) set against the shipped single-H200 records of the 1.7B shape: on those 37
@@ -31,6 +32,7 @@ from typing import Any
 from nbhelpers.kernels.fla import FUSED_GATED_NORM
 from nbhelpers.kernels.registry import requested_kernels, uses_liger_switches
 from nbhelpers.models.adapters import AdapterSettings
+from nbhelpers.models.checkpointing import CHECKPOINTING_NAMES, CHECKPOINTINGS, recomputed_layers
 from nbhelpers.models.frozen_base import BF16_BASE, FROZEN_BASES, frozen_base_bytes, working_copy_bytes
 from nbhelpers.models.linears import OUTPUT_LAYER, targeted
 from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
@@ -43,7 +45,6 @@ GIB = 2**30
 H200_USABLE_GIB = 139.0  # an H200 (141 GB) as torch reports it: about 139.8 GiB total, ~139 GiB allocatable
 WEIGHTS = ("fp32", "bf16", MASTER_WEIGHTS)  # fp32 + autocast; bf16 weights; bf16 weights + fp32 master and moments
 SHARDINGS = ("none", "fsdp2")
-CHECKPOINTINGS = ("none", "full", "every_k")
 # Bytes per logit element at the loss's peak: bf16 logits, their fp32 copy and fp32 log-probabilities, then
 # the fp32 gradient (plain); Liger's cross-entropy writes the gradient in place (liger_ce); the fused linear
 # cross-entropy never holds the whole logits (its chunk is counted per token and hidden unit instead).
@@ -62,7 +63,7 @@ class MemorySettings:
     gpus: int = 1
     weights: str = "bf16"  # one of WEIGHTS
     sharding: str = "none"  # one of SHARDINGS
-    checkpointing: str = "none"  # one of CHECKPOINTINGS
+    checkpointing: str = "none"  # one of CHECKPOINTING_NAMES
     checkpoint_every: int = 2  # k of "every_k"
     tokens_per_gpu: int = 4096  # positions per GPU per step (padding included)
     fused_norm_mlp: bool = False  # Liger's RMSNorm and SwiGLU, which save less for backward
@@ -82,7 +83,7 @@ class MemorySettings:
         check_choice("sharding", self.sharding, SHARDINGS)
         if self.gpus > 1 and self.sharding == "none":
             raise ConfigError("sharding", self.sharding, f"'fsdp2' when gpus > 1 (gpus={self.gpus})")
-        check_choice("checkpointing", self.checkpointing, CHECKPOINTINGS)
+        check_choice("checkpointing", self.checkpointing, CHECKPOINTING_NAMES)
         check_int("checkpoint_every", self.checkpoint_every, 1, 1024)
         check_int("tokens_per_gpu", self.tokens_per_gpu, 1, 1 << 24)
         if not isinstance(self.fused_norm_mlp, bool):
@@ -210,13 +211,27 @@ def adapter_activation_bytes(
     return (copies - frozen_inputs) // shape.num_layers
 
 
-def recomputed_layers(num_layers: int, mode: str, every: int) -> set[int]:
-    """Which decoder layers are recomputed in backward: all ("full"), 0, k, 2k, ... ("every_k"), none."""
-    if mode == "full":
-        return set(range(num_layers))
-    if mode == "every_k":
-        return set(range(0, num_layers, every))
-    return set()
+def upcast_rest(settings: MemorySettings) -> bool:
+    """A frozen base whose unquantized rest is upcast to fp32 (QLoRA's k-bit preparation) under a bf16 step."""
+    s = settings
+    frozen = s.adapter_settings.entry.frozen_base
+    return bool(frozen and FROZEN_BASES[s.frozen_base].rest_fp32 and s.weights != "fp32")
+
+
+def residual_stream(settings: MemorySettings) -> str:
+    """The residual stream's dtype, as :func:`layer_activation_bytes` reads it: fp32 after an upcast rest (the
+    embedding's output is fp32), else the weights'."""
+    return "fp32" if upcast_rest(settings) else settings.weights
+
+
+def host_offload_bytes(shape: ModelShape, settings: MemorySettings) -> int:
+    """Pinned host memory a step's offloaded checkpoints hold at the end of its forward (``checkpointing="offload"``:
+    each recomputed layer's input); 0 for the other modes."""
+    s = settings
+    if not CHECKPOINTINGS[s.checkpointing].offloads:
+        return 0
+    layers = len(recomputed_layers(shape.num_layers, s.checkpointing, s.checkpoint_every))
+    return s.tokens_per_gpu * layers * shape.hidden_size * (4 if residual_stream(s) == "fp32" else 2)
 
 
 def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
@@ -247,9 +262,8 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
     # A base whose unquantized rest is upcast to fp32 (QLoRA's k-bit preparation): the embedding's output and so the
     # residual stream are fp32, and autocast's bf16 copy of the fp32 lm head is kept for the backward pass.
     base = FROZEN_BASES[s.frozen_base]
-    rest_fp32 = frozen and base.rest_fp32 and s.weights != "fp32"
-    gathered += shape.vocab_size * shape.hidden_size * 2 if rest_fp32 and s.autocast else 0
-    stream = "fp32" if rest_fp32 else s.weights  # the residual stream's dtype, as layer_activation_bytes reads it
+    gathered += shape.vocab_size * shape.hidden_size * 2 if upcast_rest(s) and s.autocast else 0
+    stream = residual_stream(s)
     adapter_bytes = adapter_activation_bytes(shape, adapter, s.autocast, s.cast_inputs)
     factor = base.activation_factor if frozen else 1.0
     by_kind = {
@@ -258,10 +272,12 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
         for mixer in ("attention", "linear_attention")
     }  # fmt: skip
     kinds = ["attention" if shape.is_full_attention(i) else "linear_attention" for i in range(shape.num_layers)]
-    recomputed = recomputed_layers(shape.num_layers, s.checkpointing, s.checkpoint_every)
+    recomputed = set(recomputed_layers(shape.num_layers, s.checkpointing, s.checkpoint_every))
     residual = 4 if stream == "fp32" else 2
     per_token = sum(by_kind[kind] for i, kind in enumerate(kinds) if i not in recomputed)
-    per_token += len(recomputed) * residual * shape.hidden_size
+    # each recomputed layer's input, kept to its recompute; offloaded, only the one restored for the recompute
+    offloaded = CHECKPOINTINGS[s.checkpointing].offloads and recomputed
+    per_token += (1 if offloaded else len(recomputed)) * residual * shape.hidden_size
     per_token += max(by_kind[kinds[i]] for i in recomputed) if recomputed else 0  # the layer being recomputed
     per_token += 2 * shape.hidden_size * residual  # embedding output and final norm
     activations = s.tokens_per_gpu * per_token

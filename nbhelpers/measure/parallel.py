@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from nbhelpers.models.checkpointing import CHECKPOINTINGS, offload_checkpoints, recomputed_layers
+
 
 @dataclass(frozen=True)
 class Rank:
@@ -59,17 +61,6 @@ def check_world(gpus: int, rank: Rank) -> None:
 # -- activation checkpointing ----------------------------------------------------------------------------
 
 
-def checkpointed_layers(num_layers: int, mode: str, every: int = 2) -> list[int]:
-    """Indices of the decoder layers recomputed in backward: none, all, or every ``every``-th (0, k, 2k, ...)."""
-    if mode == "none":
-        return []
-    if mode == "full":
-        return list(range(num_layers))
-    if mode == "every_k":
-        return list(range(0, num_layers, every))
-    raise ValueError(f"activation_checkpointing={mode!r} is not one of 'none', 'full', 'every_k'")
-
-
 def decoder_layers(model: Any) -> Any:
     """The ModuleList of decoder layers of a Hugging Face causal LM (``model.model.layers``)."""
     inner = getattr(model, "model", None)
@@ -83,10 +74,12 @@ def apply_checkpointing(model: Any, mode: str, every: int = 2) -> list[int]:
     """Turn on non-reentrant activation checkpointing in the chosen decoder layers; returns their indices.
 
     Uses transformers' own switch (``activation_checkpointing_enable``), which checkpoints a layer's
-    ``forward`` inside FSDP2's hooks, then turns it off again in the layers not chosen.
+    ``forward`` inside FSDP2's hooks, then turns it off again in the layers not chosen. A mode that offloads
+    (``"offload"``) also keeps each chosen layer's input in host memory until its recompute
+    (:func:`nbhelpers.models.checkpointing.offload_checkpoints`).
     """
     layers = decoder_layers(model)
-    chosen = checkpointed_layers(len(layers), mode, every)
+    chosen = recomputed_layers(len(layers), mode, every)
     if not chosen:
         return []
     enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5.2x; older: gradient_...
@@ -96,6 +89,8 @@ def apply_checkpointing(model: Any, mode: str, every: int = 2) -> list[int]:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     for index, layer in enumerate(layers):
         layer.gradient_checkpointing = index in chosen
+    if CHECKPOINTINGS[mode].offloads:
+        offload_checkpoints(model)
     return chosen
 
 
@@ -131,6 +126,8 @@ def prepare_model(model: Any, config: Any, compute_dtype: str) -> dict[str, Any]
     chosen = apply_checkpointing(model, config.activation_checkpointing, config.checkpoint_every)
     if chosen:
         done["checkpointed_layers"] = chosen
+    if CHECKPOINTINGS[config.activation_checkpointing].offloads:
+        done["checkpoints_offloaded"] = True  # the checkpointed layers' inputs in pinned host memory
     if config.sharding == "fsdp2":
         done.update(shard_model(model, compute_dtype))
     return done

@@ -26,6 +26,7 @@ from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.hybrid_paths import layer_paths
 from nbhelpers.kernels.registry import family_kernel_refusal, uses_liger_switches
 from nbhelpers.models.adapters import parameter_counts, trainable_parameters, weights_dtype, wrap_model
+from nbhelpers.models.checkpointing import offloaded_bytes
 from nbhelpers.models.families import BOUNDARIES_PACKING, POSITION_IDS_PACKING, model_shape
 from nbhelpers.models.frozen_base import FrozenBaseUnavailable, frozen_base_refusal, frozen_stored_bytes
 from nbhelpers.models.loading import ResolvedModel, build_resolved, check_positions, count_parameters, resolve_model
@@ -406,6 +407,8 @@ def measure(
         + [(f"timed step {n + 1}", v) for n, v in enumerate(losses[1:])]
     )
     allocator = allocator_stats(device)
+    if moved := offloaded_bytes(model):  # activation_checkpointing="offload": the inputs it held on the host
+        allocator["checkpoint_offload_gib_per_step"] = moved / 2**30 / (1 + len(untimed) + len(timed))
     metrics: dict[str, Any] = {
         **step_time_stats(times),
         "step_times_s": times,

@@ -19,6 +19,7 @@ from nbhelpers.data.strategies import PaddingSettings, sft_config_settings
 from nbhelpers.kernels.attention import DEFAULT_ATTENTION
 from nbhelpers.kernels.registry import BASELINE_BACKEND, training_kwargs
 from nbhelpers.models.adapters import AdapterSettings, bf16_weights
+from nbhelpers.models.checkpointing import CHECKPOINTINGS
 from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 
 from .padding import padding_settings_of
@@ -55,6 +56,8 @@ def _checkpointing(config: Mapping[str, Any]) -> Settings:
     mode = str(config.get("activation_checkpointing", "none"))
     comment = f"activation_checkpointing={mode!r}" + (" (TRL's default is True)" if mode == "none" else "")
     key = spelled("activation_checkpointing", "gradient_checkpointing")  # TRL's gradient_checkpointing maps to it
+    if CHECKPOINTINGS[mode].offloads:  # the trainer checkpoints every layer; the export adds the offload after it
+        return {key: True}, {key: comment + ": each layer's input offloaded by offload_checkpoints (below)"}
     if mode != "every_k":
         return {key: mode == "full"}, {key: comment}
     every = int(config.get("checkpoint_every", 2))

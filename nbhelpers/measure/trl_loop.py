@@ -32,6 +32,7 @@ from nbhelpers.kernels.attention import prepare_attention
 from nbhelpers.kernels.registry import model_setup_parts
 from nbhelpers.machine import package_versions
 from nbhelpers.models.adapters import parameter_counts, peft_config, skip_input_casts, weights_dtype
+from nbhelpers.models.checkpointing import CHECKPOINTINGS, offload_checkpoints
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.frozen_base import apply_frozen_base
 from nbhelpers.models.loading import ResolvedModel, build_resolved, count_parameters, resolve_model
@@ -230,6 +231,8 @@ def build_sft_trainer(
         skip_input_casts(trainer.model)
     if engine.name == "trl" and adapter.fuse_epilogue:  # as the export does
         fuse_lora_epilogues(trainer.model, adapter.one_function)
+    if engine.name == "trl" and CHECKPOINTINGS[config.activation_checkpointing].offloads:  # as the export does
+        offload_checkpoints(trainer.model)
     trainer.remove_callback(PrinterCallback)  # the logs are kept in the records, not printed
     return BuiltTrainer(trainer, model, attention, engine, device, dtype, flags)
 

@@ -10,8 +10,9 @@ from nbhelpers.analysis.records import GpuCountError, scaling_efficiency, speedu
 from nbhelpers.kernels.registry import cpu_tolerance
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.distributed import launch_command, merge_rank_records, needs_launch, rank_failure
-from nbhelpers.measure.parallel import checkpointed_layers, loss_scale
+from nbhelpers.measure.parallel import loss_scale
 from nbhelpers.measure.store import RunRecord
+from nbhelpers.models.checkpointing import recomputed_layers
 
 
 def _rank_record(rank: int, times: list[float], real: list[int], loss_tokens: list[int], losses: list[float],
@@ -92,12 +93,6 @@ def test_a_failed_rank_says_which_and_why(tmp_path):
     assert rank_failure(tmp_path / "other.json") == ""
 
 
-def test_checkpointed_layers():
-    assert checkpointed_layers(5, "none") == []
-    assert checkpointed_layers(5, "full") == [0, 1, 2, 3, 4]
-    assert checkpointed_layers(5, "every_k", 2) == [0, 2, 4]
-
-
 def test_activation_checkpointing_gives_the_same_loss_and_gradients():
     import torch
 
@@ -109,11 +104,11 @@ def test_activation_checkpointing_gives_the_same_loss_and_gradients():
 
     results = []
     template = build_model("qwen3-tiny", "sdpa", seed=0)
-    for mode in ("none", "full", "every_k"):
+    for mode in ("none", "full", "every_k", "offload"):
         model = copy.deepcopy(template)
         model.train()
         chosen = apply_checkpointing(model, mode, 2)
-        assert chosen == checkpointed_layers(2, mode, 2)
+        assert chosen == recomputed_layers(2, mode, 2)
         flags = [layer.gradient_checkpointing for layer in model.model.layers]
         assert flags == [i in chosen for i in range(2)]
         loss = model(**batch).loss

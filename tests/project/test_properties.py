@@ -20,12 +20,12 @@ from nbhelpers.data.strategies import PADDING_STRATEGIES  # noqa: E402
 from nbhelpers.kernels.attention import ATTENTION_IMPLEMENTATIONS  # noqa: E402
 from nbhelpers.kernels.registry import KERNEL_BACKENDS  # noqa: E402
 from nbhelpers.measure.config import (  # noqa: E402
-    CHECKPOINTINGS,
     DTYPES,
     LORA_INPUT_CASTS,
     TIMINGS,
     RunConfig,  # noqa: E402
 )
+from nbhelpers.models.checkpointing import CHECKPOINTING_NAMES  # noqa: E402
 from nbhelpers.planning.sweep_grid import parse_grid  # noqa: E402
 from nbhelpers.validation import ConfigError  # noqa: E402
 
@@ -38,7 +38,7 @@ scalars = st.one_of(
 junk = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
                                                                                           max_size=3), max_leaves=6)
 # Values a user would plausibly type: in-range numbers and every table's names (most make a valid RunConfig).
-CHOICES = [*PADDING_STRATEGIES, *ATTENTION_IMPLEMENTATIONS, *KERNEL_BACKENDS, *DTYPES, *TIMINGS, *CHECKPOINTINGS,
+CHOICES = [*PADDING_STRATEGIES, *ATTENTION_IMPLEMENTATIONS, *KERNEL_BACKENDS, *DTYPES, *TIMINGS, *CHECKPOINTING_NAMES,
            *LORA_INPUT_CASTS, "lora", "none", "cpu", "auto", "all-linear", "q_proj,v_proj", "qwen3-tiny"]  # fmt: skip
 plausible = st.one_of(st.integers(0, 5000), st.sampled_from(CHOICES), st.floats(1e-6, 0.5), st.booleans())
 values = st.one_of(junk, plausible)

@@ -1,0 +1,165 @@
+"""Activation checkpointing of decoder layers: its modes (one table), the layers each recomputes, and its offloaded
+form, where each recomputed layer's saved input waits in pinned host memory between its forward and its recompute.
+
+Full checkpointing keeps one tensor per layer on the GPU through the step: the layer's input, tokens x hidden x 2
+bytes (the 27B hybrid at 4,096 tokens: 64 layers, 2.5 GiB; at 16,384, 10 GiB). Under a small cap that is what bounds
+the token budget, and a small budget leaves a 4-bit step host-bound (the 27B at 24 GiB: 29% of its traced step idle
+at 4,096 tokens). ``"offload"`` recomputes every layer as ``"full"`` does and moves each layer's saved input to the
+host (Unsloth's "unsloth" gradient checkpointing does the same), so the budget can grow into the freed memory.
+
+How: saved-tensor hooks (``torch.autograd.graph.saved_tensors_hooks``) entered around each checkpointed layer's
+call, outside the checkpoint. The checkpoint saves the layer's input through them (torch's own hooks take over
+inside the checkpointed forward), so they see exactly the inputs a recompute needs and nothing the layer saves.
+The copy to the host runs on a side stream (the forward does not wait for it); the copy back runs on the compute
+stream when the recompute asks for the input. Saved inputs under :data:`OFFLOAD_MIN_BYTES` (position tables,
+masks) stay where they are. On a CPU the "host copy" is a copy in host memory: the path runs, nothing is saved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+OFFLOAD_MIN_BYTES = 1 << 20  # smaller saved inputs stay on the device: their copies would cost more than they free
+OFFLOADER = "_nbhelpers_checkpoint_offload"  # the model's attribute holding its offloader (its counts)
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """One mode of activation checkpointing: what it recomputes and where it keeps the recomputed layers' inputs."""
+
+    name: str
+    description: str
+    recomputes: str  # "none", "all" or "every_k" (layers 0, k, 2k, ...)
+    offloads: bool = False  # the recomputed layers' inputs kept in host memory, not on the GPU
+
+
+CHECKPOINTINGS: dict[str, Checkpointing] = {
+    c.name: c
+    for c in (
+        Checkpointing("none", "every layer keeps its activations for backward", "none"),
+        Checkpointing("full", "every layer recomputed in backward; each keeps its input on the GPU", "all"),
+        Checkpointing("every_k", "layers 0, k, 2k, ... recomputed (k: checkpoint_every)", "every_k"),
+        Checkpointing("offload", "every layer recomputed; each layer's input held in pinned host memory between its "
+                      "forward and its recompute", "all", offloads=True),
+    )
+}  # fmt: skip
+CHECKPOINTING_NAMES = tuple(CHECKPOINTINGS)
+
+
+def recomputed_layers(num_layers: int, mode: str, every: int = 2) -> list[int]:
+    """Indices of the decoder layers a mode recomputes in backward: none, all, or every ``every``-th (0, k, 2k, ...)."""
+    entry = CHECKPOINTINGS.get(mode)
+    if entry is None:
+        raise ValueError(f"activation_checkpointing={mode!r} is not one of {', '.join(map(repr, CHECKPOINTINGS))}")
+    if entry.recomputes == "all":
+        return list(range(num_layers))
+    if entry.recomputes == "every_k":
+        return list(range(0, num_layers, every))
+    return []
+
+
+@dataclass
+class _Offloaded:
+    """A saved input moved to the host: its copy there and the device it returns to."""
+
+    host: Any
+    device: Any
+
+
+class CheckpointOffload:
+    """Saved-tensor hooks that keep each large saved input of a checkpointed layer in host memory until its
+    recompute, and count what they moved."""
+
+    def __init__(self, min_bytes: int = OFFLOAD_MIN_BYTES) -> None:
+        self.min_bytes = min_bytes
+        self.packed_tensors = 0
+        self.packed_bytes = 0
+        self._streams: dict[Any, Any] = {}
+
+    def pack(self, tensor: Any) -> Any:
+        """Start the tensor's copy to the host (pinned, on a side stream on a GPU); small tensors stay as they are."""
+        import torch
+
+        size = tensor.numel() * tensor.element_size()
+        if size < self.min_bytes or tensor.device.type not in ("cuda", "cpu"):
+            return tensor
+        self.packed_tensors += 1
+        self.packed_bytes += size
+        if tensor.device.type == "cpu":
+            return _Offloaded(tensor.detach().clone(), tensor.device)
+        side = self._side_stream(tensor.device)
+        host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+        side.wait_stream(torch.cuda.current_stream(tensor.device))  # the tensor is written before it is read
+        with torch.cuda.stream(side):
+            host.copy_(tensor, non_blocking=True)
+        tensor.record_stream(side)  # its memory is not reused until the copy has read it
+        return _Offloaded(host, tensor.device)
+
+    def unpack(self, packed: Any) -> Any:
+        """The saved input back on its device, copied on the stream that asks for it, after its copy out ended."""
+        import torch
+
+        if not isinstance(packed, _Offloaded):
+            return packed
+        if packed.device.type == "cpu":
+            return packed.host
+        compute = torch.cuda.current_stream(packed.device)
+        compute.wait_stream(self._side_stream(packed.device))
+        return packed.host.to(packed.device, non_blocking=True)
+
+    def _side_stream(self, device: Any) -> Any:
+        import torch
+
+        if device not in self._streams:
+            self._streams[device] = torch.cuda.Stream(device)
+        return self._streams[device]
+
+
+def checkpointing_layers(model: Any) -> list[Any]:
+    """The modules transformers checkpoints (``GradientCheckpointingLayer``: decoder layers), under any wrapper."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    return [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+
+
+def offload_checkpoints(model: Any, min_bytes: int = OFFLOAD_MIN_BYTES) -> CheckpointOffload:
+    """Keep the saved input of each checkpointed layer of ``model`` in host memory from its forward to its recompute.
+
+    Works on a model whose checkpointing is turned on before or after this call (a Trainer turns it on when it
+    trains); a layer that is not checkpointing when it runs (evaluation, no gradients) is left alone. Returns the
+    offloader (its counts), also kept on the model. Calling it again returns the same one."""
+    import torch
+
+    if (existing := getattr(model, OFFLOADER, None)) is not None:
+        return existing
+    offload = CheckpointOffload(min_bytes)
+    opened: list[Any] = []
+
+    def enter(layer: Any, _args: Any) -> None:
+        hooks = None
+        if layer.gradient_checkpointing and layer.training and torch.is_grad_enabled():
+            hooks = torch.autograd.graph.saved_tensors_hooks(offload.pack, offload.unpack)
+            hooks.__enter__()
+        opened.append(hooks)
+
+    def leave(_layer: Any, _args: Any, _output: Any) -> None:
+        hooks = opened.pop() if opened else None
+        if hooks is not None:
+            hooks.__exit__(None, None, None)
+
+    layers = checkpointing_layers(model)
+    if not layers:
+        raise ValueError(f"{type(model).__name__} has no transformers decoder layer (GradientCheckpointingLayer): "
+                         "activation_checkpointing='offload' has nothing to offload")  # fmt: skip
+    for layer in layers:
+        layer.register_forward_pre_hook(enter)
+        layer.register_forward_hook(leave, always_call=True)
+    setattr(model, OFFLOADER, offload)
+    return offload
+
+
+def offloaded_bytes(model: Any) -> int:
+    """Bytes the model's offloader has moved to the host so far (0 without one)."""
+    offload = getattr(model, OFFLOADER, None)
+    return offload.packed_bytes if offload is not None else 0

@@ -1,0 +1,134 @@
+"""Activation checkpointing's modes (nbhelpers.models.checkpointing): the layers each recomputes, and the offloaded
+form: its hooks see exactly each checkpointed layer's input, the loss and gradients are those of full checkpointing,
+a layer that is not checkpointing is left alone; the planner counts the inputs on the host, not the GPU; the config,
+the trainer arguments and the exports say it."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+from nbhelpers.analysis.exports import OFFLOADED_CHECKPOINTS, sft_trainer_code, trainer_code
+from nbhelpers.measure.config import RunConfig
+from nbhelpers.measure.memory_plan import MemorySettings, host_offload_bytes, plan_memory
+from nbhelpers.measure.parallel import apply_checkpointing, prepare_model
+from nbhelpers.measure.trainer_args import trainer_settings
+from nbhelpers.models.checkpointing import (
+    CHECKPOINTING_NAMES,
+    CHECKPOINTINGS,
+    offload_checkpoints,
+    offloaded_bytes,
+    recomputed_layers,
+)
+from nbhelpers.models.families import model_shape
+from nbhelpers.models.loading import build_model, model_config
+from nbhelpers.validation import ConfigError
+
+BATCH, LENGTH = 2, 24
+
+
+@pytest.fixture(scope="module")
+def template():
+    return build_model("qwen3-tiny", "sdpa", seed=0)
+
+
+def batch() -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 1000, (BATCH, LENGTH), generator=generator)
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+def loss_and_grads(model) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    model.train()
+    loss = model(**batch()).loss
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+def test_each_mode_recomputes_its_layers_and_a_bad_mode_names_the_allowed():
+    assert recomputed_layers(5, "none") == []
+    assert recomputed_layers(5, "full") == [0, 1, 2, 3, 4]
+    assert recomputed_layers(5, "every_k", 2) == [0, 2, 4]
+    assert recomputed_layers(5, "offload") == recomputed_layers(5, "full")
+    assert [name for name, entry in CHECKPOINTINGS.items() if entry.offloads] == ["offload"]
+    with pytest.raises(ValueError, match="'none', 'full', 'every_k', 'offload'"):
+        recomputed_layers(5, "sometimes")
+    assert "offload" in CHECKPOINTING_NAMES
+    with pytest.raises(ConfigError, match="activation_checkpointing"):
+        RunConfig(activation_checkpointing="offloaded")
+
+
+def test_offloaded_checkpoints_see_each_layer_input_and_give_full_checkpointings_numbers(template):
+    full = copy.deepcopy(template)
+    apply_checkpointing(full, "full")
+    expected_loss, expected_grads = loss_and_grads(full)
+
+    model = copy.deepcopy(template)
+    offload = offload_checkpoints(model, min_bytes=0)
+    seen: list[tuple[int, ...]] = []
+    pack = offload.pack
+    offload.pack = lambda tensor: seen.append(tuple(tensor.shape)) or pack(tensor)
+    assert apply_checkpointing(model, "offload") == [0, 1]
+    assert offload_checkpoints(model) is offload  # one offloader a model: its hooks are not added twice
+    loss, grads = loss_and_grads(model)
+
+    hidden = model.config.hidden_size
+    assert seen == [(BATCH, LENGTH, hidden)] * model.config.num_hidden_layers  # each layer's input, nothing inside
+    assert offload.packed_tensors == model.config.num_hidden_layers
+    assert offloaded_bytes(model) == model.config.num_hidden_layers * BATCH * LENGTH * hidden * 4
+    torch.testing.assert_close(loss, expected_loss, rtol=0, atol=0)  # the same kernels on the same inputs
+    assert len(grads) == len(expected_grads)
+    for grad, reference in zip(grads, expected_grads):
+        torch.testing.assert_close(grad, reference, rtol=0, atol=0)
+
+
+def test_small_inputs_and_layers_that_are_not_checkpointing_stay_as_they_are(template):
+    model = copy.deepcopy(template)
+    offload = offload_checkpoints(model)  # the default threshold: the tiny preset's inputs are under it
+    apply_checkpointing(model, "offload")
+    loss_and_grads(model)
+    assert offload.packed_tensors == 0
+
+    unchecked = copy.deepcopy(template)
+    offload = offload_checkpoints(unchecked, min_bytes=0)  # hooks on, checkpointing off: nothing is the hooks' to save
+    loss_and_grads(unchecked)
+    with torch.no_grad():
+        unchecked(**batch())
+    assert offload.packed_tensors == 0
+
+
+def test_a_model_without_decoder_layers_is_refused():
+    with pytest.raises(ValueError, match="nothing to offload"):
+        offload_checkpoints(torch.nn.Sequential(torch.nn.Linear(4, 4)))
+
+
+def test_prepare_model_records_the_offload(template):
+    model = copy.deepcopy(template)
+    config = RunConfig(model="qwen3-tiny", activation_checkpointing="offload")
+    assert prepare_model(model, config, "fp32") == {"checkpointed_layers": [0, 1], "checkpoints_offloaded": True}
+    assert "checkpoints_offloaded" not in prepare_model(copy.deepcopy(template), config.replace(
+        activation_checkpointing="full"), "fp32")  # fmt: skip
+
+
+def test_the_planner_keeps_offloaded_inputs_off_the_gpu_and_counts_them_on_the_host():
+    shape = model_shape(model_config("qwen3-8b"))
+    full = MemorySettings(checkpointing="full", tokens_per_gpu=8192)
+    offloaded = dataclasses.replace(full, checkpointing="offload")
+    inputs = 8192 * shape.hidden_size * 2  # one layer's bf16 input
+    assert plan_memory(shape, full).activations - plan_memory(shape, offloaded).activations == (
+        (shape.num_layers - 1) * inputs)  # fmt: skip  # one input is back on the GPU for its recompute
+    assert host_offload_bytes(shape, offloaded) == shape.num_layers * inputs
+    assert host_offload_bytes(shape, full) == 0
+
+
+def test_trainer_arguments_and_exports_carry_the_offload():
+    config = RunConfig(model="qwen3-tiny", activation_checkpointing="offload", adapter="lora").to_dict()
+    kwargs, comments = trainer_settings(config, "cuda")
+    key = next(k for k in kwargs if k in ("activation_checkpointing", "gradient_checkpointing"))
+    assert kwargs[key] is True and "offload_checkpoints" in comments[key]
+    for code in (trainer_code(config), sft_trainer_code(config)):
+        assert OFFLOADED_CHECKPOINTS[-1] in code
+    assert OFFLOADED_CHECKPOINTS[-1] not in trainer_code(config | {"activation_checkpointing": "full"})
