@@ -110,13 +110,16 @@ OFFLOAD_SAMPLES = 128
 def offload_rows_24() -> list[RunConfig]:
     """The 27B's 4-bit row under a 24 GiB cap with each layer's input offloaded to the host, at the planner's largest
     budget (12,288 tokens against 4,096 with the inputs on the GPU), then the row as measured (every layer recomputed
-    on the GPU, 4,096), each with a profiled step, on the 32 samples of the capped rows; then both on 128 samples."""
+    on the GPU, 4,096), each with a profiled step, on the 32 samples of the capped rows; then offloaded at 4,096 (the
+    same batches as the row before it: the same first loss, and what the copies cost); then the pair on 128 samples."""
     four_bit = capped_27b(24)[0]
     base = four_bit.replace(label=four_bit.label.split(", cap ")[0], activation_checkpointing="none", token_budget=0)
     offloaded = capped_row(base, 24, (("offload", 2),))
     pair = [offloaded.replace(profile=True), four_bit.replace(profile=True)]
+    same_batches = four_bit.replace(activation_checkpointing="offload",
+                                    label=four_bit.label.replace("checkpointing full", "checkpointing offload"))
     wider = [row.replace(num_samples=OFFLOAD_SAMPLES, label=f"{row.label}, {OFFLOAD_SAMPLES} samples") for row in pair]
-    return [*pair, *(row.replace(profile=False) for row in wider)]
+    return [*pair, same_batches, *(row.replace(profile=False) for row in wider)]
 
 
 SUITES = (
@@ -177,8 +180,13 @@ SUITES = (
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload", "under a cap of 24 GiB: the workbook's 4-bit row with "
           "each layer's input offloaded to the host at the planner's larger budget, then as measured with the inputs "
-          "on the GPU, each profiled, on the same 32 samples; then both on 128", lambda _: offload_rows_24(),
+          "on the GPU, each profiled, on the same 32 samples; offloaded at the measured budget; the pair on 128",
+          lambda _: offload_rows_24(),
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload-unsloth", "under a cap of 24 GiB: Unsloth on the 32 "
+          "samples at the offloaded row's tokens a step (its own checkpointing offloads too), beside 24-gib-offload",
+          lambda _: peers_of(offload_rows_24()[0], offload_rows_24()[0].label, "unsloth", on_gpu=True), parity=False,
+          needs=f"{UNSLOTH_NEEDS}; bitsandbytes (.whl-ao)"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-trl", "under a cap of 24 GiB: TRL's defaults and its best flags "
           "on the workbook's 4-bit base alone (beside the rows of 24-gib-workbook and Unsloth's of 24-gib)",
           lambda _: [row for row in capped_27b(24) if row.engine in TRL_PEERS], parity=False,

@@ -132,3 +132,27 @@ def test_trainer_arguments_and_exports_carry_the_offload():
     for code in (trainer_code(config), sft_trainer_code(config)):
         assert OFFLOADED_CHECKPOINTS[-1] in code
     assert OFFLOADED_CHECKPOINTS[-1] not in trainer_code(config | {"activation_checkpointing": "full"})
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the copies to pinned host memory and back run on a GPU")
+def test_on_a_gpu_the_inputs_wait_in_pinned_host_memory_with_the_same_numbers(template):
+    full = copy.deepcopy(template).cuda()
+    apply_checkpointing(full, "full")
+    model = copy.deepcopy(template).cuda()
+    offload = offload_checkpoints(model, min_bytes=0)
+    packed: list = []
+    pack = offload.pack
+    offload.pack = lambda tensor: packed.append(pack(tensor)) or packed[-1]
+    apply_checkpointing(model, "offload")
+    on_gpu = {key: value.cuda() for key, value in batch().items()}
+    results = []
+    for candidate in (full, model):
+        candidate.train()
+        loss = candidate(**on_gpu).loss
+        loss.backward()
+        results.append((loss.detach(), [p.grad for p in candidate.parameters() if p.grad is not None]))
+    assert len(packed) == model.config.num_hidden_layers
+    assert all(not isinstance(p, torch.Tensor) and p.host.is_pinned() for p in packed)  # moved, pinned
+    torch.testing.assert_close(results[1][0], results[0][0], rtol=0, atol=0)
+    for grad, reference in zip(results[1][1], results[0][1]):
+        torch.testing.assert_close(grad, reference, rtol=0, atol=0)
