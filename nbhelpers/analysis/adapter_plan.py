@@ -18,7 +18,7 @@ from nbhelpers.models.families import model_shape
 from nbhelpers.models.loading import model_config
 from nbhelpers.models.shape import ModelShape
 
-from .memory_plan import H200_USABLE_GIB, MemorySettings, plan_memory
+from .memory_plan import GIB, H200_USABLE_GIB, MemorySettings, host_offload_bytes, plan_memory
 
 TOKEN_STEP = 256  # token budgets are searched in multiples of this
 MAX_TOKENS = 1 << 20
@@ -46,7 +46,7 @@ def lora_settings(
 ) -> dict[str, MemorySettings]:
     """The LoRA settings worth comparing on one GPU: a frozen base (bf16, or ``frozen_base``'s format) under bf16
     autocast, eager or Liger (its RMSNorm and SwiGLU, plain or fused linear cross-entropy), checkpointing none,
-    every 2nd layer or full."""
+    every 2nd layer, full, or full with each layer's input offloaded to the host."""
     base = MemorySettings(
         adapter="lora", lora_rank=rank, lora_targets=targets, weights="bf16", tokens_per_gpu=tokens_per_gpu,
         capacity_gib=capacity_gib, frozen_base=frozen_base,
@@ -61,6 +61,8 @@ def lora_settings(
         "LoRA, Liger, checkpoint every 2nd layer": dataclasses.replace(liger, checkpointing="every_k"),
         "LoRA, Liger, full checkpointing": dataclasses.replace(liger, checkpointing="full"),
         "LoRA, Liger with fused linear CE, full checkpointing": dataclasses.replace(fused, checkpointing="full"),
+        "LoRA, Liger, offloaded checkpoints (inputs in host memory)": dataclasses.replace(
+            liger, checkpointing="offload"),
     }
 
 
@@ -86,6 +88,8 @@ def lora_fit_frame(
         rows.append({
             "setting": name, "tokens_per_gpu": tokens_per_gpu, **{k: round(v, 2) for k, v in plan.gib().items()},
             "fits": plan.fits, "largest_token_budget": budget, f"largest_batch_x{max_length}": budget // max_length,
+            "host_gib_at_largest": round(host_offload_bytes(shape, dataclasses.replace(
+                setting, tokens_per_gpu=max(budget, 1))) / GIB, 2) if budget else 0.0,
         })  # fmt: skip
     frame = pd.DataFrame(rows)
     frame.attrs.update(preset=preset, capacity_gib=capacity_gib, rank=rank, targets=targets, frozen_base=frozen_base)
@@ -100,11 +104,12 @@ def lora_fit_sentence(frame: Any) -> str:
         return f"{attrs['preset']} with LoRA r{attrs['rank']} fits {attrs['capacity_gib']:g} GiB in no setting."
     best = fitting.loc[fitting["largest_token_budget"].idxmax()]
     plain = frame.iloc[0]
+    host = f" with {best['host_gib_at_largest']:,.1f} GiB of host memory" if best["host_gib_at_largest"] else ""
     return (
         f"{attrs['preset']} with LoRA r{attrs['rank']} ({attrs['targets']}) on {attrs['capacity_gib']:g} GiB: the "
         f"frozen base and adapter state take {plain['parameters'] + plain['gradients'] + plain['optimizer']:.1f} GiB; "
         f"{plain['setting']} fits {int(plain['largest_token_budget']):,} tokens a step, {best['setting']} "
-        f"{int(best['largest_token_budget']):,}."
+        f"{int(best['largest_token_budget']):,}{host}."
     )
 
 

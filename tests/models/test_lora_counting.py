@@ -136,6 +136,12 @@ def test_what_fits_one_h200_with_lora_on_the_27b_shape():
     budgets = dict(zip(frame["setting"], frame["largest_token_budget"]))
     assert budgets["LoRA, eager, full checkpointing"] > budgets["LoRA, eager"] > 0
     assert budgets["LoRA, Liger, full checkpointing"] > budgets["LoRA, eager, full checkpointing"]
+    offloaded = "LoRA, Liger, offloaded checkpoints (inputs in host memory)"
+    assert budgets[offloaded] > budgets["LoRA, Liger, full checkpointing"]  # the inputs' GPU memory is freed
+    hosts = dict(zip(frame["setting"], frame["host_gib_at_largest"]))
+    assert hosts[offloaded] == pytest.approx(budgets[offloaded] * shape.num_layers * shape.hidden_size * 2 / GIB,
+                                             abs=0.005)  # fmt: skip  # each layer's bf16 input
+    assert all(host == 0 for name, host in hosts.items() if name != offloaded)
     for name, setting in lora_settings().items():  # each budget is a step the planner says fits
         assert plan_memory(shape, dataclasses.replace(setting, tokens_per_gpu=budgets[name])).fits, name
     sentence = lora_fit_sentence(frame)
