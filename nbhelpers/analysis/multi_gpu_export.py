@@ -16,6 +16,7 @@ from typing import Any
 
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.models.adapters import AdapterSettings
+from nbhelpers.models.checkpointing import CHECKPOINTINGS
 from nbhelpers.models.families import NO_CHECKPOINT, family_of_model, hub_id
 
 CONFIG_FILE = "accelerate_fsdp2.yaml"
@@ -53,6 +54,9 @@ def accelerate_fsdp2_config(config: RunConfig | dict[str, Any]) -> dict[str, Any
             "fsdp_state_dict_type": "SHARDED_STATE_DICT",
             "fsdp_cpu_ram_efficient_loading": True,
             "fsdp_activation_checkpointing": cfg.activation_checkpointing != "none",
+            # accelerate >= 1.16: each checkpointed layer's input in pinned host memory, as "offload" measured it
+            **({"fsdp_activation_checkpointing_offload": True} if CHECKPOINTINGS[cfg.activation_checkpointing].offloads
+               else {}),
         },
     }
 

@@ -34,3 +34,17 @@ def test_accelerate_reads_the_exported_fsdp2_config(tmp_path):
     assert flags["--gradient_checkpointing"] == "false" and flags["--padding_free"] == "true"
     assert flags["--model_init_kwargs"] == '{"attn_implementation": "torch_varlen"}'
     assert flags["--per_device_train_batch_size"] == "1"
+
+
+def test_offloaded_checkpoints_reach_accelerates_fsdp2_config(tmp_path):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = RunConfig(model="qwen3-8b", gpus=2, sharding="fsdp2", activation_checkpointing="offload", dtype="bf16")
+    text = export_multi_gpu(config, {})[CONFIG_FILE]
+    fsdp = yaml.safe_load(text)["fsdp_config"]
+    assert fsdp["fsdp_activation_checkpointing"] is True and fsdp["fsdp_activation_checkpointing_offload"] is True
+    path = tmp_path / CONFIG_FILE
+    path.write_text(text)
+    assert load_config_from_file(str(path)).fsdp_config["fsdp_activation_checkpointing_offload"] is True
+    full = export_multi_gpu(config.replace(activation_checkpointing="full"), {})[CONFIG_FILE]
+    assert "fsdp_activation_checkpointing_offload" not in yaml.safe_load(full)["fsdp_config"]
