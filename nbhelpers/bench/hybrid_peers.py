@@ -122,6 +122,16 @@ def offload_rows_24() -> list[RunConfig]:
     return [*pair, same_batches, *(row.replace(profile=False) for row in wider)]
 
 
+def tokens_or_recomputation_79() -> list[RunConfig]:
+    """The 27B's 4-bit row under a 79 GiB cap as the planner picks it (4,096 tokens, every 4th layer recomputed: its
+    rule counts tokens as worth no more past 4,096) and at 16,384 tokens with every layer recomputed (what 48 GiB
+    gives: there 2,901 real tok/s against 1,991 at 4,096 under 24 GiB), on the same samples."""
+    planned = capped_27b(79)[0]
+    more_tokens = planned.replace(token_budget=16384, activation_checkpointing="full", checkpoint_every=2,
+                                  label=planned.label.split(": budget")[0] + ": budget 16384, checkpointing full")
+    return [planned, more_tokens]
+
+
 SUITES = (
     Suite("hybrid/qwen3.5-2b/lora-peers/unsloth", "the 2B hybrid's LoRA pick, then Unsloth, TRL's defaults with fla "
           "installed and its best flags on the same samples", lambda _: peer_rows(PICK_2B), parity=False,
@@ -187,6 +197,10 @@ SUITES = (
           "samples at the offloaded row's tokens a step (its own checkpointing offloads too), beside 24-gib-offload",
           lambda _: peers_of(offload_rows_24()[0], offload_rows_24()[0].label, "unsloth", on_gpu=True), parity=False,
           needs=f"{UNSLOTH_NEEDS}; bitsandbytes (.whl-ao)"),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/79-gib-tokens", "under a cap of 79 GiB: the 4-bit row at the "
+          "planner's 4,096 tokens with every 4th layer recomputed, then at 16,384 with every layer recomputed",
+          lambda _: tokens_or_recomputation_79(), parity=False,
+          needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-trl", "under a cap of 24 GiB: TRL's defaults and its best flags "
           "on the workbook's 4-bit base alone (beside the rows of 24-gib-workbook and Unsloth's of 24-gib)",
           lambda _: [row for row in capped_27b(24) if row.engine in TRL_PEERS], parity=False,
