@@ -12,6 +12,7 @@ from nbhelpers.data.strategies import STRATEGIES
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.memory_plan import plan_memory, recomputed_layers, settings_from_config
 from nbhelpers.models.families import model_shape
+from nbhelpers.models.float8_base import CAST_VARIABLE
 from nbhelpers.models.frozen_base import FROZEN_BASE_NAMES
 from nbhelpers.models.loading import model_config
 from nbhelpers.models.shape import ModelShape
@@ -27,6 +28,7 @@ LORA_8B = RunConfig(
 )  # fmt: skip
 BEST_8B = LORA_8B.replace(kernels="liger", liger_kernels=NO_FLCE, padding="token_budget", token_budget=8192,
                           attn_implementation="torch_varlen")  # fmt: skip
+EAGER_CAST_LABEL = "eager cast"
 NEEDS = "bitsandbytes (pip install 'nbhelpers[qlora]') for nf4; an sm89+ GPU (L4, H100, H200) for float8"
 
 
@@ -116,10 +118,28 @@ def function_rows_24() -> list[RunConfig]:
     return epilogue_rows(row, ("function", "fused"))
 
 
+def float8_cast_rows() -> list[RunConfig]:
+    """The 8B's best row (Liger, token budget 8,192, ``torch_varlen``, no recomputation) over the bf16 base, then over
+    the float8 base with each GEMM operand's cast fused (compiled), then with the eager cast it had before, each with
+    a profiled step, on the same batches under a 79 GiB cap."""
+    bf16, float8 = (row.replace(gpu_memory_gib=79.0, profile=True) for row in base_rows(BEST_8B, "liger, varlen")
+                    if row.frozen_base in ("bf16", "float8"))  # fmt: skip
+    return [bf16, float8.replace(label=f"{float8.label}, fused cast"),
+            float8.replace(label=f"{float8.label}, {EAGER_CAST_LABEL}")]  # fmt: skip
+
+
+def float8_cast_env(config: RunConfig) -> dict[str, str]:
+    """The eager cast for the row labelled so; the default (fused) for the others."""
+    return {CAST_VARIABLE: "eager"} if config.label.endswith(EAGER_CAST_LABEL) else {}
+
+
 SUITES = (
     Suite("qwen3-8b/memory-caps/24-gib-function", "the 4-bit row under a 24 GiB cap with each LoRA linear one "
           "autograd function, then with LoRA's product in the GEMM, both profiled, on the same batches",
           lambda _: function_rows_24(), parity=False, needs=f"{NEEDS}; liger-kernel"),
+    Suite("qwen3-8b/frozen-base/float8-cast", "the best row over the bf16 base, then over the float8 base with its "
+          "GEMM operands cast by one compiled kernel and by the eager ops it had, each profiled, on the same batches",
+          lambda _: float8_cast_rows(), parity=False, needs=f"{NEEDS}; liger-kernel", row_env=float8_cast_env),
     Suite("qwen3-8b/frozen-base/plain", "LoRA r16 over a bf16, an NF4 and a float8 frozen base: eager, static, sdpa",
           lambda _: base_rows(LORA_8B, "eager, static, sdpa"), needs=NEEDS),
     Suite("qwen3-8b/frozen-base/best", "the same three bases under Liger (no fused linear CE), a token budget of "

@@ -337,6 +337,19 @@ def check_finite_losses(values: list[tuple[str, float]]) -> None:
         raise NonFiniteLoss(f"non-finite loss: {', '.join(bad[:4])}{more}")
 
 
+def offload_and_cast_metrics(model: Any, config: RunConfig, device: str, steps_run: int) -> dict[str, Any]:
+    """What offloaded checkpoints moved to the host a step, and how a float8 base cast its GEMMs' operands on a GPU
+    (``NBHELPERS_FLOAT8_CAST``); nothing for a step that does neither."""
+    metrics: dict[str, Any] = {}
+    if moved := offloaded_bytes(model):
+        metrics["checkpoint_offload_gib_per_step"] = moved / 2**30 / steps_run
+    if config.frozen_base == "float8" and device == "cuda":
+        from nbhelpers.models.float8_linear import cast_mode
+
+        metrics["float8_cast"] = cast_mode()
+    return metrics
+
+
 def measure(
     config: RunConfig, notebook: str = "", progress: bool = False, resolved: ResolvedModel | None = None
 ) -> RunRecord:
@@ -407,9 +420,8 @@ def measure(
         + [(f"timed step {n + 1}", v) for n, v in enumerate(losses[1:])]
     )
     allocator = allocator_stats(device)
-    if moved := offloaded_bytes(model):  # activation_checkpointing="offload": the inputs it held on the host
-        allocator["checkpoint_offload_gib_per_step"] = moved / 2**30 / (1 + len(untimed) + len(timed))
     metrics: dict[str, Any] = {
+        **offload_and_cast_metrics(model, config, device, 1 + len(untimed) + len(timed)),
         **step_time_stats(times),
         "step_times_s": times,
         "timed_batch_shapes": timed_shapes,

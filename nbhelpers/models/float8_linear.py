@@ -1,7 +1,9 @@
 """The frozen float8 linear layer: its weight in float8 e4m3 with one fp32 scale per output row, made once.
 
 Forward ``y = x W^T`` and input gradient ``dx = dy W`` are float8 GEMMs (``torch._scaled_mm``, rowwise scales, bf16
-out) whose other operand, the activation or the output gradient, is cast to e4m3 per row (token) at each call.
+out) whose other operand, the activation or the output gradient, is cast to e4m3 per row (token) at each call: on a
+GPU by one compiled function (:func:`fused_rowwise_e4m3`: the row maximum and the cast read the bf16 operand once),
+where the eager ops made and read fp32 copies of it six times (``NBHELPERS_FLOAT8_CAST=eager`` keeps those).
 For ``dx`` the weight's row scales fold into ``dy`` before its cast (``dy W = (dy * s) W_q``), so one float8 copy of
 the weight serves both; the backward's GEMM reads it transposed, a copy of one layer's weight that lives for that
 matmul alone. The weight gets no gradient. ``emulate=True`` computes the same rounded operands' product in fp32 by
@@ -14,20 +16,55 @@ in e4m3 (half the bytes) with only the input gradient, which this layer does ove
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
+
+from .float8_base import CAST_VARIABLE, CASTS
 
 E4M3 = torch.float8_e4m3fn
 E4M3_MAX = 448.0  # the largest finite e4m3 value: each row's absolute maximum is scaled to it
 SCALE_FLOOR = 1e-12  # an all-zero row keeps a positive scale
 
 
-def rowwise_e4m3(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``tensor`` (..., K) as e4m3 values and one fp32 scale per row (shape (..., 1)): ``q * scale`` ~ ``tensor``."""
+def _rowwise_e4m3(tensor: torch.Tensor, column_scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     values = tensor.float()
+    if column_scale is not None:
+        values = values * column_scale
     scale = values.abs().amax(dim=-1, keepdim=True).clamp(min=SCALE_FLOOR) / E4M3_MAX
     return (values / scale).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3), scale
+
+
+_FUSED: list[Any] = []  # the compiled cast, made on first use
+
+
+def fused_rowwise_e4m3() -> Any:
+    """:func:`_rowwise_e4m3` compiled (dynamic shapes: a step's token count changes): the fp32 copy, the scaling,
+    the row maximum and the cast in two kernels that read the activation once, where eager runs six over fp32
+    copies of it, for every float8 GEMM's activation and output gradient."""
+    if not _FUSED:
+        _FUSED.append(torch.compile(_rowwise_e4m3, dynamic=True))
+    return _FUSED[0]
+
+
+
+
+def cast_mode() -> str:
+    """How a GPU casts each float8 GEMM's activation and output gradient (``NBHELPERS_FLOAT8_CAST``)."""
+    mode = os.environ.get(CAST_VARIABLE, "fused")
+    if mode not in CASTS:
+        raise ValueError(f"{CAST_VARIABLE}={mode!r} is not allowed: one of {', '.join(CASTS)}")
+    return mode
+
+
+def rowwise_e4m3(tensor: torch.Tensor, column_scale: torch.Tensor | None = None,
+                 fused: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """``tensor`` (..., K), times ``column_scale`` (K,) where given, as e4m3 values and one fp32 scale per row (shape
+    (..., 1)): ``q * scale`` ~ ``tensor * column_scale``. ``fused`` (default: on a GPU, unless :func:`cast_mode` says
+    "eager") runs the compiled cast."""
+    fused = (tensor.is_cuda and cast_mode() == "fused") if fused is None else fused
+    return (fused_rowwise_e4m3() if fused else _rowwise_e4m3)(tensor, column_scale)
 
 
 def scaled_matmul(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor,
@@ -50,8 +87,7 @@ def frozen_forward(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, e
 
 def frozen_input_grad(dy: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, emulate: bool) -> torch.Tensor:
     """``dy W`` for the weight of :func:`frozen_forward`: ``(dy * s) W_q``, dy's product cast per row to e4m3."""
-    rows = dy.reshape(-1, dy.shape[-1]).float() * scale.view(1, -1)
-    g_q, g_scale = rowwise_e4m3(rows)
+    g_q, g_scale = rowwise_e4m3(dy.reshape(-1, dy.shape[-1]), scale.view(1, -1))
     column_major = weight.t().contiguous().t()  # (N, K) read down its columns: the GEMM's second operand
     ones = torch.ones(1, weight.shape[1], device=weight.device, dtype=torch.float32)
     dx = scaled_matmul(g_q, g_scale, column_major, ones, emulate)

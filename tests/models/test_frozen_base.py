@@ -293,6 +293,35 @@ def test_float8_rounds_each_weight_and_each_matmul_within_its_derived_bound():
     assert (dx_bound / (dy.abs() @ weight.abs())).max() < 3 * E4M3_RELATIVE  # two roundings and their product
 
 
+def test_the_fused_float8_cast_gives_the_eager_casts_values_and_scales():
+    generator = torch.Generator().manual_seed(0)
+    column_scale = torch.rand(1, 96, generator=generator) + 0.5
+    for rows in (40, 7):  # a step's token count changes: one compiled graph serves both
+        tensor = (torch.randn(rows, 96, generator=generator) * 3).to(torch.bfloat16)
+        for scale in (None, column_scale):
+            fused_q, fused_scale = rowwise_e4m3(tensor, scale, fused=True)
+            eager_q, eager_scale = rowwise_e4m3(tensor, scale, fused=False)
+            assert torch.equal(fused_scale, eager_scale)
+            assert torch.equal(fused_q.view(torch.uint8), eager_q.view(torch.uint8))
+
+
+def test_the_float8_cast_setting_is_read_from_the_environment_and_a_bad_value_named(monkeypatch):
+    from nbhelpers.bench.frozen_bases import float8_cast_env, float8_cast_rows
+    from nbhelpers.models.float8_linear import CAST_VARIABLE, cast_mode
+
+    monkeypatch.delenv(CAST_VARIABLE, raising=False)
+    assert cast_mode() == "fused"
+    monkeypatch.setenv(CAST_VARIABLE, "eager")
+    assert cast_mode() == "eager"
+    monkeypatch.setenv(CAST_VARIABLE, "fast")
+    with pytest.raises(ValueError, match="NBHELPERS_FLOAT8_CAST='fast' is not allowed: one of fused, eager"):
+        cast_mode()
+    rows = float8_cast_rows()  # the suite: bf16, then float8 fused, then float8 eager, on the same batches
+    assert [(r.frozen_base, float8_cast_env(r)) for r in rows] == [
+        ("bf16", {}), ("float8", {}), ("float8", {CAST_VARIABLE: "eager"})]  # fmt: skip
+    assert len({(r.token_budget, r.num_samples, r.seed) for r in rows}) == 1
+
+
 # ------------------------------------------------------------------------------------------------- parity
 
 
