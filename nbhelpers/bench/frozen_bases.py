@@ -12,8 +12,8 @@ from nbhelpers.data.strategies import STRATEGIES
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.memory_plan import plan_memory, recomputed_layers, settings_from_config
 from nbhelpers.models.families import model_shape
-from nbhelpers.models.float8_base import CAST_VARIABLE
-from nbhelpers.models.frozen_base import FROZEN_BASE_NAMES
+from nbhelpers.models.float8_cast import CAST_VARIABLE
+from nbhelpers.models.frozen_base import BF16_BASE, FLOAT8_BASE, FROZEN_BASE_NAMES
 from nbhelpers.models.loading import model_config
 from nbhelpers.models.shape import ModelShape
 
@@ -123,7 +123,7 @@ def float8_cast_rows() -> list[RunConfig]:
     the float8 base with each GEMM operand's cast fused (compiled), then with the eager cast it had before, each with
     a profiled step, on the same batches under a 79 GiB cap."""
     bf16, float8 = (row.replace(gpu_memory_gib=79.0, profile=True) for row in base_rows(BEST_8B, "liger, varlen")
-                    if row.frozen_base in ("bf16", "float8"))  # fmt: skip
+                    if row.frozen_base in (BF16_BASE, FLOAT8_BASE))  # fmt: skip
     return [bf16, float8.replace(label=f"{float8.label}, fused cast"),
             float8.replace(label=f"{float8.label}, {EAGER_CAST_LABEL}")]  # fmt: skip
 

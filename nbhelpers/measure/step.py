@@ -28,7 +28,8 @@ from nbhelpers.kernels.registry import family_kernel_refusal, uses_liger_switche
 from nbhelpers.models.adapters import parameter_counts, trainable_parameters, weights_dtype, wrap_model
 from nbhelpers.models.checkpointing import offloaded_bytes
 from nbhelpers.models.families import BOUNDARIES_PACKING, POSITION_IDS_PACKING, model_shape
-from nbhelpers.models.frozen_base import FrozenBaseUnavailable, frozen_base_refusal, frozen_stored_bytes
+from nbhelpers.models.float8_cast import cast_mode
+from nbhelpers.models.frozen_base import BF16_BASE, FrozenBaseUnavailable, frozen_base_refusal, frozen_stored_bytes
 from nbhelpers.models.loading import ResolvedModel, build_resolved, check_positions, count_parameters, resolve_model
 from nbhelpers.models.lora_epilogue import fused_layers
 from nbhelpers.models.precision import MASTER_WEIGHTS
@@ -343,10 +344,11 @@ def offload_and_cast_metrics(model: Any, config: RunConfig, device: str, steps_r
     metrics: dict[str, Any] = {}
     if moved := offloaded_bytes(model):
         metrics["checkpoint_offload_gib_per_step"] = moved / 2**30 / steps_run
-    if config.frozen_base == "float8" and device == "cuda":
-        from nbhelpers.models.float8_linear import cast_mode
+    if device == "cuda" and config.frozen_base != BF16_BASE:
+        from nbhelpers.models.float8_linear import float8_layers
 
-        metrics["float8_cast"] = cast_mode()
+        if float8_layers(model):
+            metrics["float8_cast"] = cast_mode()
     return metrics
 
 

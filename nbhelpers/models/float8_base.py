@@ -27,8 +27,6 @@ E4M3_SUBNORMAL = 2.0**-10  # half of e4m3's subnormal spacing 2^-9, in units of 
 E4M3_MAX = 448.0
 FLOAT8_BYTES = 1  # one e4m3 value per weight
 SCALE_BYTES = 4  # one fp32 scale per output row
-CAST_VARIABLE = "NBHELPERS_FLOAT8_CAST"  # "fused" (the default) or "eager": how a GPU casts each GEMM's other operand
-CASTS = ("fused", "eager")
 NO_FLOAT8_GEMM = (
     f"float8 GEMMs (torch._scaled_mm, rowwise scales) need an NVIDIA GPU of compute capability "
     f"{MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} or newer (Ada, Hopper: L4, H100, H200) and torch built for CUDA "

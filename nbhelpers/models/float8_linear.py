@@ -16,13 +16,13 @@ in e4m3 (half the bytes) with only the input gradient, which this layer does ove
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
-from .float8_base import CAST_VARIABLE, CASTS
+from .float8_cast import CASTS, cast_mode
 
+CASTS_FUSED = CASTS[0]  # the compiled cast
 E4M3 = torch.float8_e4m3fn
 E4M3_MAX = 448.0  # the largest finite e4m3 value: each row's absolute maximum is scaled to it
 SCALE_FLOOR = 1e-12  # an all-zero row keeps a positive scale
@@ -50,20 +50,12 @@ def fused_rowwise_e4m3() -> Any:
 
 
 
-def cast_mode() -> str:
-    """How a GPU casts each float8 GEMM's activation and output gradient (``NBHELPERS_FLOAT8_CAST``)."""
-    mode = os.environ.get(CAST_VARIABLE, "fused")
-    if mode not in CASTS:
-        raise ValueError(f"{CAST_VARIABLE}={mode!r} is not allowed: one of {', '.join(CASTS)}")
-    return mode
-
-
 def rowwise_e4m3(tensor: torch.Tensor, column_scale: torch.Tensor | None = None,
                  fused: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """``tensor`` (..., K), times ``column_scale`` (K,) where given, as e4m3 values and one fp32 scale per row (shape
     (..., 1)): ``q * scale`` ~ ``tensor * column_scale``. ``fused`` (default: on a GPU, unless :func:`cast_mode` says
     "eager") runs the compiled cast."""
-    fused = (tensor.is_cuda and cast_mode() == "fused") if fused is None else fused
+    fused = (tensor.is_cuda and cast_mode() == CASTS_FUSED) if fused is None else fused
     return (fused_rowwise_e4m3() if fused else _rowwise_e4m3)(tensor, column_scale)
 
 
@@ -139,3 +131,8 @@ class Float8FrozenLinear(torch.nn.Linear):
     def extra_repr(self) -> str:
         mode = "emulated" if self.emulate else "torch._scaled_mm"
         return f"in_features={self.in_features}, out_features={self.out_features}, e4m3 rowwise, {mode}"
+
+
+def float8_layers(model: Any) -> int:
+    """How many of the model's linears are :class:`Float8FrozenLinear` (a float8 frozen base's)."""
+    return sum(isinstance(m, Float8FrozenLinear) for m in model.modules())

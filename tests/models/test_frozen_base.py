@@ -307,7 +307,7 @@ def test_the_fused_float8_cast_gives_the_eager_casts_values_and_scales():
 
 def test_the_float8_cast_setting_is_read_from_the_environment_and_a_bad_value_named(monkeypatch):
     from nbhelpers.bench.frozen_bases import float8_cast_env, float8_cast_rows
-    from nbhelpers.models.float8_linear import CAST_VARIABLE, cast_mode
+    from nbhelpers.models.float8_cast import CAST_VARIABLE, cast_mode
 
     monkeypatch.delenv(CAST_VARIABLE, raising=False)
     assert cast_mode() == "fused"
