@@ -137,7 +137,7 @@ SUITES = (
     Suite("qwen3-8b/memory-caps/24-gib-function", "the 4-bit row under a 24 GiB cap with each LoRA linear one "
           "autograd function, then with LoRA's product in the GEMM, both profiled, on the same batches",
           lambda _: function_rows_24(), parity=False, needs=f"{NEEDS}; liger-kernel"),
-    Suite("qwen3-8b/frozen-base/float8-cast", "the best row over the bf16 base, then over the float8 base with its "
+    Suite("qwen3-8b/float8-cast/fused-and-eager", "the best row over the bf16 base, then over the float8 base with its "
           "GEMM operands cast by one compiled kernel and by the eager ops it had, each profiled, on the same batches",
           lambda _: float8_cast_rows(), parity=False, needs=f"{NEEDS}; liger-kernel", row_env=float8_cast_env),
     Suite("qwen3-8b/frozen-base/plain", "LoRA r16 over a bf16, an NF4 and a float8 frozen base: eager, static, sdpa",
