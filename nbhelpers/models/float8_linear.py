@@ -16,6 +16,7 @@ in e4m3 (half the bytes) with only the input gradient, which this layer does ove
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -36,18 +37,18 @@ def _rowwise_e4m3(tensor: torch.Tensor, column_scale: torch.Tensor | None) -> tu
     return (values / scale).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3), scale
 
 
-_FUSED: list[Any] = []  # the compiled cast, made on first use
-
-
+@functools.cache
 def fused_rowwise_e4m3() -> Any:
     """:func:`_rowwise_e4m3` compiled (dynamic shapes: a step's token count changes): the fp32 copy, the scaling,
     the row maximum and the cast in two kernels that read the activation once, where eager runs six over fp32
     copies of it, for every float8 GEMM's activation and output gradient."""
-    if not _FUSED:
-        _FUSED.append(torch.compile(_rowwise_e4m3, dynamic=True))
-    return _FUSED[0]
+    return torch.compile(_rowwise_e4m3, dynamic=True)
 
 
+@functools.cache
+def _fused_on_gpu() -> bool:
+    """This process's cast on a GPU, read once (:func:`cast_mode`): not once per GEMM on the step's hot path."""
+    return cast_mode() == CASTS_FUSED
 
 
 def rowwise_e4m3(tensor: torch.Tensor, column_scale: torch.Tensor | None = None,
@@ -55,7 +56,7 @@ def rowwise_e4m3(tensor: torch.Tensor, column_scale: torch.Tensor | None = None,
     """``tensor`` (..., K), times ``column_scale`` (K,) where given, as e4m3 values and one fp32 scale per row (shape
     (..., 1)): ``q * scale`` ~ ``tensor * column_scale``. ``fused`` (default: on a GPU, unless :func:`cast_mode` says
     "eager") runs the compiled cast."""
-    fused = (tensor.is_cuda and cast_mode() == CASTS_FUSED) if fused is None else fused
+    fused = (tensor.is_cuda and _fused_on_gpu()) if fused is None else fused
     return (fused_rowwise_e4m3() if fused else _rowwise_e4m3)(tensor, column_scale)
 
 
