@@ -8,8 +8,13 @@ at 4,096 tokens). ``"offload"`` recomputes every layer as ``"full"`` does and mo
 host (Unsloth's "unsloth" gradient checkpointing does the same), so the budget can grow into the freed memory.
 
 How: saved-tensor hooks (``torch.autograd.graph.saved_tensors_hooks``) entered around each checkpointed layer's
-call, outside the checkpoint. The checkpoint saves the layer's input through them (torch's own hooks take over
-inside the checkpointed forward), so they see exactly the inputs a recompute needs and nothing the layer saves.
+checkpoint function (the layer's ``_gradient_checkpointing_func``, wrapped), outside the checkpoint. The checkpoint
+saves the layer's input through them (torch's own hooks take over inside the checkpointed forward), so they see
+exactly the inputs a recompute needs and nothing the layer saves. Not module hooks: transformers up to 5.17
+checkpoints a layer's whole ``__call__``, so its module hooks run inside the checkpoint and would see every tensor
+the layer saves (on an H100, transformers 5.17: 100 tensors a step of the 2-layer tiny preset, not 2); 5.2x
+checkpoints ``forward`` and keeps them outside. The wrap is renewed before each forward of the decoder stack, since
+a Trainer sets the checkpoint function again when it turns checkpointing on.
 The copy to the host runs on a side stream (the forward does not wait for it); the copy back runs on the compute
 stream when the recompute asks for the input. Saved inputs under :data:`OFFLOAD_MIN_BYTES` (position tables,
 masks) stay where they are. On a CPU the "host copy" is a copy in host memory: the path runs, nothing is saved.
@@ -129,34 +134,52 @@ def offload_checkpoints(model: Any, min_bytes: int = OFFLOAD_MIN_BYTES) -> Check
     Works on a model whose checkpointing is turned on before or after this call (a Trainer turns it on when it
     trains); a layer that is not checkpointing when it runs (evaluation, no gradients) is left alone. Returns the
     offloader (its counts), also kept on the model. Calling it again returns the same one."""
-    import torch
-
     if (existing := getattr(model, OFFLOADER, None)) is not None:
         return existing
-    offload = CheckpointOffload(min_bytes)
-    opened: list[Any] = []
-
-    def enter(layer: Any, _args: Any) -> None:
-        hooks = None
-        if layer.gradient_checkpointing and layer.training and torch.is_grad_enabled():
-            hooks = torch.autograd.graph.saved_tensors_hooks(offload.pack, offload.unpack)
-            hooks.__enter__()
-        opened.append(hooks)
-
-    def leave(_layer: Any, _args: Any, _output: Any) -> None:
-        hooks = opened.pop() if opened else None
-        if hooks is not None:
-            hooks.__exit__(None, None, None)
-
     layers = checkpointing_layers(model)
     if not layers:
         raise ValueError(f"{type(model).__name__} has no transformers decoder layer (GradientCheckpointingLayer): "
                          "activation_checkpointing='offload' has nothing to offload")  # fmt: skip
-    for layer in layers:
-        layer.register_forward_pre_hook(enter)
-        layer.register_forward_hook(leave, always_call=True)
+    offload = CheckpointOffload(min_bytes)
+
+    def wrap_checkpoint_functions(*_: Any) -> None:
+        for layer in layers:
+            function = getattr(layer, "_gradient_checkpointing_func", None)
+            if function is not None and getattr(function, OFFLOADER, None) is not offload:
+                layer._gradient_checkpointing_func = _offloading(function, offload)
+
+    wrap_checkpoint_functions()
+    for stack in layer_stacks(model, layers):
+        stack.register_forward_pre_hook(wrap_checkpoint_functions)
     setattr(model, OFFLOADER, offload)
     return offload
+
+
+def _offloading(function: Any, offload: CheckpointOffload) -> Any:
+    """``function`` (a checkpoint function) called with ``offload``'s saved-tensor hooks entered around it."""
+    import functools
+
+    import torch
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():  # nothing is saved for a backward that will not run
+            return function(*args, **kwargs)
+        with torch.autograd.graph.saved_tensors_hooks(offload.pack, offload.unpack):
+            return function(*args, **kwargs)
+
+    setattr(call, OFFLOADER, offload)
+    return call
+
+
+def layer_stacks(model: Any, layers: list[Any]) -> list[Any]:
+    """The modules that hold the decoder layers in a ``ModuleList`` child (the decoder stack, called each forward)."""
+    import torch
+
+    held = {id(layer) for layer in layers}
+    return [module for module in model.modules()
+            if any(isinstance(child, torch.nn.ModuleList) and any(id(m) in held for m in child)
+                   for child in module.children())]  # fmt: skip
 
 
 def offloaded_bytes(model: Any) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from functools import partial
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from nbhelpers.measure.trainer_args import trainer_settings
 from nbhelpers.models.checkpointing import (
     CHECKPOINTING_NAMES,
     CHECKPOINTINGS,
+    checkpointing_layers,
     offload_checkpoints,
     offloaded_bytes,
     recomputed_layers,
@@ -82,6 +84,45 @@ def test_offloaded_checkpoints_see_each_layer_input_and_give_full_checkpointings
     torch.testing.assert_close(loss, expected_loss, rtol=0, atol=0)  # the same kernels on the same inputs
     assert len(grads) == len(expected_grads)
     for grad, reference in zip(grads, expected_grads):
+        torch.testing.assert_close(grad, reference, rtol=0, atol=0)
+
+
+def checkpointing_call_as_in_transformers_5_17(model) -> None:
+    """Make each decoder layer checkpoint its whole ``__call__`` (module hooks inside the checkpoint), as
+    transformers up to 5.17 did (``GradientCheckpointingLayer.__call__``); 5.2x checkpoints ``forward``."""
+    for layer in checkpointing_layers(model):
+        kind = type(layer)
+        forward = getattr(kind.forward, "__wrapped__", kind.forward)  # 5.2x's forward, without its checkpoint
+
+        class CallCheckpointed(kind):
+            def __call__(self, *args, **kwargs):
+                if self.gradient_checkpointing and self.training:
+                    return self._gradient_checkpointing_func(partial(torch.nn.Module.__call__, self, **kwargs), *args)
+                return torch.nn.Module.__call__(self, *args, **kwargs)
+
+        CallCheckpointed.forward = forward  # set after the class: 5.2x's __init_subclass__ would wrap it again
+        layer.__class__ = CallCheckpointed
+
+
+def test_where_checkpointing_wraps_the_whole_call_the_hooks_still_see_only_each_input(template):
+    full = copy.deepcopy(template)
+    checkpointing_call_as_in_transformers_5_17(full)
+    apply_checkpointing(full, "full")
+    expected_loss, expected_grads = loss_and_grads(full)
+
+    model = copy.deepcopy(template)
+    checkpointing_call_as_in_transformers_5_17(model)
+    seen: list[tuple[int, ...]] = []
+    model.register_forward_pre_hook(lambda *_: seen.clear())
+    offload = offload_checkpoints(model, min_bytes=0)  # before checkpointing is on, as a Trainer turns it on later
+    pack = offload.pack
+    offload.pack = lambda tensor: seen.append(tuple(tensor.shape)) or pack(tensor)
+    apply_checkpointing(model, "offload")
+    loss, grads = loss_and_grads(model)
+
+    assert seen == [(BATCH, LENGTH, model.config.hidden_size)] * model.config.num_hidden_layers
+    torch.testing.assert_close(loss, expected_loss, rtol=0, atol=0)
+    for grad, reference in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(grad, reference, rtol=0, atol=0)
 
 
