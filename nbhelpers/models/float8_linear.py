@@ -6,8 +6,9 @@ GPU by one compiled function (:func:`fused_rowwise_e4m3`: the row maximum and th
 where the eager ops made and read fp32 copies of it six times (``NBHELPERS_FLOAT8_CAST=eager`` keeps those).
 For ``dx`` the weight's row scales fold into ``dy`` before its cast (``dy W = (dy * s) W_q``), so one float8 copy of
 the weight serves both; the backward's GEMM reads it transposed, a copy of one layer's weight that lives for that
-matmul alone. The weight gets no gradient. ``emulate=True`` computes the same rounded operands' product in fp32 by
-dequantizing (a CPU, tests): the numbers a GPU's GEMM makes, up to its accumulation order and bf16 output.
+matmul alone (on a GPU one compiled kernel makes it, as it does the cast). The weight gets no gradient.
+``emulate=True`` computes the same rounded operands' product in fp32 by dequantizing (a CPU, tests): the numbers a
+GPU's GEMM makes, up to its accumulation order and bf16 output.
 
 Why not torchao: its float8 training (``convert_to_float8_training``, the ``float8`` kernel backend) keeps each
 weight in bf16 and casts it again every step, for a weight that trains; a frozen base needs the weight stored once
@@ -60,6 +61,31 @@ def rowwise_e4m3(tensor: torch.Tensor, column_scale: torch.Tensor | None = None,
     return (fused_rowwise_e4m3() if fused else _rowwise_e4m3)(tensor, column_scale)
 
 
+def _column_major(weight: torch.Tensor) -> torch.Tensor:
+    return weight.t().contiguous().t()
+
+
+@functools.cache
+def fused_column_major() -> Any:
+    """:func:`_column_major` compiled: the e4m3 weight's transposed copy for the backward's GEMM as one tiled kernel
+    (on an H100 the eager copy of a one-byte tensor read across its rows was most of the 47 ms a step of Qwen3-8B's
+    float8 base added to elementwise kernels)."""
+    return torch.compile(_column_major, dynamic=True)
+
+
+def column_major(weight: torch.Tensor, fused: bool | None = None) -> torch.Tensor:
+    """``weight`` (N, K) copied so that it is read down its columns (``torch._scaled_mm``'s second operand), by the
+    compiled copy where the cast is fused (:func:`rowwise_e4m3`'s rule)."""
+    fused = (weight.is_cuda and _fused_on_gpu()) if fused is None else fused
+    return (fused_column_major() if fused else _column_major)(weight)
+
+
+@functools.lru_cache(maxsize=64)
+def unit_scales(columns: int, device: torch.device) -> torch.Tensor:
+    """A (1, ``columns``) fp32 row of ones on ``device``, made once (the backward GEMM's second scale)."""
+    return torch.ones(1, columns, device=device, dtype=torch.float32)
+
+
 def scaled_matmul(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor,
                   emulate: bool) -> torch.Tensor:  # fmt: skip
     """``(a * a_scale) @ (b * b_scale)`` of e4m3 ``a`` (M, K, row-major) and ``b`` (K, N, column-major), scales (M, 1)
@@ -81,9 +107,7 @@ def frozen_forward(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, e
 def frozen_input_grad(dy: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, emulate: bool) -> torch.Tensor:
     """``dy W`` for the weight of :func:`frozen_forward`: ``(dy * s) W_q``, dy's product cast per row to e4m3."""
     g_q, g_scale = rowwise_e4m3(dy.reshape(-1, dy.shape[-1]), scale.view(1, -1))
-    column_major = weight.t().contiguous().t()  # (N, K) read down its columns: the GEMM's second operand
-    ones = torch.ones(1, weight.shape[1], device=weight.device, dtype=torch.float32)
-    dx = scaled_matmul(g_q, g_scale, column_major, ones, emulate)
+    dx = scaled_matmul(g_q, g_scale, column_major(weight), unit_scales(weight.shape[1], weight.device), emulate)
     return dx.to(dy.dtype).reshape(*dy.shape[:-1], weight.shape[1])
 
 

@@ -305,6 +305,17 @@ def test_the_fused_float8_cast_gives_the_eager_casts_values_and_scales():
             assert torch.equal(fused_q.view(torch.uint8), eager_q.view(torch.uint8))
 
 
+def test_the_compiled_transposed_weight_copy_is_the_eager_copy():
+    from nbhelpers.models.float8_linear import column_major
+
+    generator = torch.Generator().manual_seed(1)
+    for rows, columns in ((64, 96), (48, 32)):  # a model's linears have several shapes: one compiled graph serves all
+        weight, _ = rowwise_e4m3(torch.randn(rows, columns, generator=generator), fused=False)
+        fused, eager = column_major(weight, fused=True), column_major(weight, fused=False)
+        assert fused.shape == eager.shape == weight.shape and fused.stride() == eager.stride() == (1, rows)
+        assert torch.equal(fused.view(torch.uint8), weight.view(torch.uint8))
+
+
 def test_the_float8_cast_setting_is_read_from_the_environment_and_a_bad_value_named(monkeypatch):
     from nbhelpers.bench.frozen_bases import float8_cast_env, float8_cast_rows
     from nbhelpers.models.float8_cast import CAST_VARIABLE, cast_mode
