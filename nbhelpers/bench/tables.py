@@ -399,18 +399,20 @@ CAPS_27B_24_ROWS = (
 
 # The 27B under a 48 GiB cap (2026-12-07, one job on an H100, c2ba40f): the workbook's rows and the planner's refusals,
 # then TRL's rows on the same 4-bit base; Unsloth's row failed at once (its wheels were not carried in that call).
-CAPS_27B_48 = "hybrid/qwen3.8-27b-lora/memory-caps/48-gib-and-24-gib-function/"
+CAPS_27B_48 = "hybrid/qwen3.8-27b-lora/memory-caps/"
 CAPS_27B_48_ROWS = (
     ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`, LoRA's product in the GEMM",
-     "48-gib-workbook", "082fcf010c83"),
-    ("fla + Liger, NF4 base with PEFT's fp32 upcast", "48-gib-workbook", "dbe35ef10982"),
-    ("fla + Liger, float8 base", "48-gib-workbook", "b76ea03a15ba"),
-    ("Unsloth: `FastLanguageModel`, `load_in_4bit`, its LoRA, its checkpointing, packing", "48-gib-peers",
-     "475a651746c4"),
-    ("TRL `SFTTrainer` at its defaults on the same 4-bit base", "48-gib-peers", "1ff468974e7d"),
-    ("TRL's best flags on the same 4-bit base", "48-gib-peers", "c4217b962f1f"),
-    ("transformers' reference path, bf16 base", "48-gib-workbook", "b00edf31dfae"),
-    ("fla + Liger, bf16 base", "48-gib-workbook", "7dd90d544b97"),
+     "48-gib-and-24-gib-function/48-gib-workbook", "082fcf010c83"),
+    ("fla + Liger, NF4 base with PEFT's fp32 upcast", "48-gib-and-24-gib-function/48-gib-workbook", "dbe35ef10982"),
+    ("fla + Liger, float8 base", "48-gib-and-24-gib-function/48-gib-workbook", "b76ea03a15ba"),
+    ("Unsloth: `FastLanguageModel`, `load_in_4bit`, its LoRA, its checkpointing, packing (second job, another H100)",
+     "48-gib-unsloth/48-gib-peers", "73e28ec0e8ad"),
+    ("TRL `SFTTrainer` at its defaults on the same 4-bit base", "48-gib-and-24-gib-function/48-gib-peers",
+     "1ff468974e7d"),
+    ("the same, second job", "48-gib-unsloth/48-gib-peers", "e584cf125571"),
+    ("TRL's best flags on the same 4-bit base", "48-gib-and-24-gib-function/48-gib-peers", "c4217b962f1f"),
+    ("transformers' reference path, bf16 base", "48-gib-and-24-gib-function/48-gib-workbook", "b00edf31dfae"),
+    ("fla + Liger, bf16 base", "48-gib-and-24-gib-function/48-gib-workbook", "7dd90d544b97"),
 )  # fmt: skip
 
 
@@ -447,7 +449,7 @@ def memory_caps_27b_h100(shelf: c.Shelf) -> str:
 
 
 def memory_caps_27b_48_h100(shelf: c.Shelf) -> str:
-    """The 27B with LoRA under 48 GiB, one job."""
+    """The 27B with LoRA under 48 GiB, two jobs (Unsloth's row in the second)."""
     return capped_27b_table(shelf, CAPS_27B_48, CAPS_27B_48_ROWS, 48)
 
 
