@@ -32,9 +32,13 @@ from nbhelpers.validation import ConfigError
 BATCH, LENGTH = 2, 24
 
 
-@pytest.fixture(scope="module")
-def template():
-    return build_model("qwen3-tiny", "sdpa", seed=0)
+@pytest.fixture(scope="module", params=["qwen3-tiny", "qwen3.5-tiny"])  # dense, and a hybrid (the 27B's layers)
+def template(request):
+    return build_model(request.param, "sdpa", seed=0)
+
+
+def every_layer(model) -> list[int]:
+    return list(range(model.config.num_hidden_layers))
 
 
 def batch() -> dict[str, torch.Tensor]:
@@ -73,7 +77,7 @@ def test_offloaded_checkpoints_see_each_layer_input_and_give_full_checkpointings
     seen: list[tuple[int, ...]] = []
     pack = offload.pack
     offload.pack = lambda tensor: seen.append(tuple(tensor.shape)) or pack(tensor)
-    assert apply_checkpointing(model, "offload") == [0, 1]
+    assert apply_checkpointing(model, "offload") == every_layer(model)
     assert offload_checkpoints(model) is offload  # one offloader a model: its hooks are not added twice
     loss, grads = loss_and_grads(model)
 
@@ -149,7 +153,8 @@ def test_a_model_without_decoder_layers_is_refused():
 def test_prepare_model_records_the_offload(template):
     model = copy.deepcopy(template)
     config = RunConfig(model="qwen3-tiny", activation_checkpointing="offload")
-    assert prepare_model(model, config, "fp32") == {"checkpointed_layers": [0, 1], "checkpoints_offloaded": True}
+    assert prepare_model(model, config, "fp32") == {"checkpointed_layers": every_layer(model),
+                                                    "checkpoints_offloaded": True}  # fmt: skip
     assert "checkpoints_offloaded" not in prepare_model(copy.deepcopy(template), config.replace(
         activation_checkpointing="full"), "fp32")  # fmt: skip
 
