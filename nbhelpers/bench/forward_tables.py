@@ -1,5 +1,5 @@
-"""docs/results.md's tables of rows that differ only in LoRA's forward (PEFT's, the product in the GEMM, one autograd
-function per LoRA linear), each pair from one job on the same batches."""
+"""docs/results.md's tables of rows from one job on the same batches that differ in one part of the step: LoRA's
+forward (PEFT's, the product in the GEMM, one autograd function per LoRA linear), or the float8 base's cast."""
 
 from __future__ import annotations
 
@@ -23,22 +23,32 @@ LORA_EPILOGUE_H100 = (
 EPILOGUE_CATEGORIES = ("GEMM", "elementwise", "memcpy/memset")
 
 
+def same_job_rows(shelf: c.Shelf, file: str, labelled: Sequence[tuple[str, str]],
+                  categories: Sequence[str]) -> list[list[str]]:  # fmt: skip
+    """Rows of one job on the same batches, the first the reference: each one's speed, its ratio to the first, and
+    where its traced step's time went (``categories``' kernel time, launches)."""
+    records = [(label, shelf((file, record_id))) for label, record_id in labelled]
+    first = records[0][1]
+    return [[label, c.tok_s_interval(r), "1.00x" if r is first else f"{c.ratio(r, first)} {c.ratio_interval(r, first)}",
+             f"{c.metric(r, 'trace_wall_us') / 1e3:,.0f}", f"{c.metric(r, 'trace_busy_us') / 1e3:,.0f}",
+             *(c.category_ms(r, category) for category in categories),
+             f"{c.metric(r, 'trace_launches_per_step'):,.0f}", c.timed_steps(r)]
+            for label, r in records]  # fmt: skip
+
+
+def same_job_headers(title: str, reference: str, categories: Sequence[str]) -> list[str]:
+    return [title, "real tok/s (95% interval)", f"vs {reference}, same job", "traced step ms", "GPU busy ms",
+            *(f"{name} ms" for name in categories), "launches", "timed steps"]  # fmt: skip
+
+
 def forward_pairs(shelf: c.Shelf, pairs: Sequence[tuple[str, str, str, tuple[str, str]]], reference: str,
                   title: str) -> str:  # fmt: skip
     """Pairs of rows from one job on the same batches that differ only in LoRA's forward: the ``reference`` form's
     record first, then the other form's, with their speed and where their traced step's time went."""
-    table = []
-    for model, form, file, ids in pairs:
-        before, after = (shelf((file, record_id)) for record_id in ids)
-        for name, r in ((reference, before), (form, after)):
-            vs = "1.00x" if r is before else f"{c.ratio(r, before)} {c.ratio_interval(r, before)}"
-            table.append([f"{model}: {name}", c.tok_s_interval(r), vs, f"{c.metric(r, 'trace_wall_us') / 1e3:,.0f}",
-                          f"{c.metric(r, 'trace_busy_us') / 1e3:,.0f}",
-                          *(c.category_ms(r, category) for category in EPILOGUE_CATEGORIES),
-                          f"{c.metric(r, 'trace_launches_per_step'):,.0f}", c.timed_steps(r)])  # fmt: skip
-    headers = [title, "real tok/s (95% interval)", f"vs {reference}, same job", "traced step ms", "GPU busy ms",
-               *(f"{name} ms" for name in EPILOGUE_CATEGORIES), "launches", "timed steps"]  # fmt: skip
-    return markdown(headers, table)
+    table = [row for model, form, file, (before, after) in pairs
+             for row in same_job_rows(shelf, file, ((f"{model}: {reference}", before), (f"{model}: {form}", after)),
+                                      EPILOGUE_CATEGORIES)]  # fmt: skip
+    return markdown(same_job_headers(title, reference, EPILOGUE_CATEGORIES), table)
 
 
 def lora_epilogue_h100(shelf: c.Shelf) -> str:
@@ -62,3 +72,18 @@ def lora_function_h100(shelf: c.Shelf) -> str:
     """LoRA's product in the GEMM against each LoRA linear as one autograd function, one job, the same batches."""
     return forward_pairs(shelf, LORA_FUNCTION_H100, "the product in the GEMM",
                          "model: LoRA's forward (r16, all-linear, Liger, `torch_varlen`)")  # fmt: skip
+
+
+# The float8 frozen base's per-row cast of each GEMM's other operand: compiled, and the eager ops it replaced
+FLOAT8_CAST_H100 = ("qwen3-8b/float8-cast/fused-and-eager/fused-and-eager.jsonl", (
+    ("bf16 base", "1999d9229b80"), ("float8 base, the cast compiled (9f8f51c)", "a88e46cf7b28"),
+    ("float8 base, the eager cast", "9d3d0098d4f5")))  # fmt: skip
+FLOAT8_CAST_CATEGORIES = ("GEMM", "elementwise", "Triton/Liger")
+
+
+def float8_cast_h100(shelf: c.Shelf) -> str:
+    """Qwen3-8B's best LoRA row over the bf16 base and over the float8 base with each cast, one job."""
+    file, labelled = FLOAT8_CAST_H100
+    return markdown(same_job_headers("Qwen3-8B LoRA r16 (Liger, `torch_varlen`, 79 GiB cap): frozen base",
+                                     "the bf16 base", FLOAT8_CAST_CATEGORIES),
+                    same_job_rows(shelf, file, labelled, FLOAT8_CAST_CATEGORIES))  # fmt: skip

@@ -20,7 +20,7 @@ from nbhelpers.measure.store import RunRecord
 from nbhelpers.resources import REPO_ROOT
 
 from . import cells as c
-from .forward_tables import lora_epilogue_h100, lora_function_h100
+from .forward_tables import float8_cast_h100, lora_epilogue_h100, lora_function_h100
 from .page import fill, markdown, stale
 
 GPU = REPO_ROOT / "benchmarks" / "gpu"
@@ -460,7 +460,7 @@ TABLES: dict[str, Table] = {
     "lora-peers-h100": lora_peers_h100, "lora-peers-hybrid-h100": lora_peers_hybrid_h100,
     "memory-caps-h100": memory_caps_h100, "delta-rule-compile-h100": delta_rule_compile_h100,
     "profile-27b-unsloth-h100": profile_27b_h100, "lora-epilogue-h100": lora_epilogue_h100,
-    "lora-function-h100": lora_function_h100,
+    "lora-function-h100": lora_function_h100, "float8-cast-h100": float8_cast_h100,
     "memory-caps-27b-h100": memory_caps_27b_h100, "memory-caps-27b-48-h100": memory_caps_27b_48_h100,
 }  # fmt: skip
 
