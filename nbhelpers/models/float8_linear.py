@@ -18,6 +18,7 @@ in e4m3 (half the bytes) with only the input gradient, which this layer does ove
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any
 
 import torch
@@ -68,8 +69,8 @@ def _column_major(weight: torch.Tensor) -> torch.Tensor:
 @functools.cache
 def fused_column_major() -> Any:
     """:func:`_column_major` compiled: the e4m3 weight's transposed copy for the backward's GEMM as one tiled kernel
-    (on an H100 the eager copy of a one-byte tensor read across its rows was most of the 47 ms a step of Qwen3-8B's
-    float8 base added to elementwise kernels)."""
+    (on an H100 Qwen3-8B's float8 base added 47 ms and 498 launches a step of elementwise kernels: by their count two
+    per backward GEMM, this copy and its unit scales)."""
     return torch.compile(_column_major, dynamic=True)
 
 
@@ -96,10 +97,40 @@ def scaled_matmul(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_sca
     return torch._scaled_mm(a, b, scale_a=a_scale, scale_b=b_scale, out_dtype=torch.bfloat16)
 
 
+class _LastActivationCast:
+    """The last activation cast in the forward, kept for the next GEMM that reads the same tensor unchanged (a
+    layer's q, k and v projections read one input, its gate and up projections another): one cast, not three. It
+    holds the activation weakly, and its e4m3 copy only while the activation lives."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if torch.compiler.is_compiling():  # inside a compiled graph Python state is not kept between calls
+            return rowwise_e4m3(x.reshape(-1, x.shape[-1]))
+        if self.cast is None or self.source() is not x or self.version != x._version:
+            self.clear()
+            self.cast = rowwise_e4m3(x.reshape(-1, x.shape[-1]))
+            self.source, self.version = weakref.ref(x, self._freed), x._version
+        return self.cast
+
+    def _freed(self, source: Any) -> None:
+        if source is self.source:  # a later activation's reference is left alone
+            self.clear()
+
+    def clear(self) -> None:
+        self.source: Any = lambda: None
+        self.version = -1
+        self.cast: tuple[torch.Tensor, torch.Tensor] | None = None
+
+
+activation_e4m3 = _LastActivationCast()  # holds one activation and its e4m3 copy until the next cast
+
+
 def frozen_forward(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, emulate: bool) -> torch.Tensor:
-    """``x W^T`` for an e4m3 weight (N, K) with row scales (N,): x cast per row to e4m3, one float8 GEMM."""
-    rows = x.reshape(-1, x.shape[-1])
-    x_q, x_scale = rowwise_e4m3(rows)
+    """``x W^T`` for an e4m3 weight (N, K) with row scales (N,): x cast per row to e4m3 (once for the GEMMs that
+    read the same ``x`` one after another), one float8 GEMM."""
+    x_q, x_scale = activation_e4m3(x)
     y = scaled_matmul(x_q, x_scale, weight.t(), scale.view(1, -1), emulate)
     return y.to(x.dtype).reshape(*x.shape[:-1], weight.shape[0])
 

@@ -305,6 +305,46 @@ def test_the_fused_float8_cast_gives_the_eager_casts_values_and_scales():
             assert torch.equal(fused_q.view(torch.uint8), eager_q.view(torch.uint8))
 
 
+def test_gemms_that_read_one_activation_cast_it_once_and_a_changed_or_freed_one_is_not_kept(monkeypatch):
+    import gc
+
+    from nbhelpers.models import float8_linear
+
+    generator = torch.Generator().manual_seed(2)
+    layers = [Float8FrozenLinear(torch.nn.Linear(32, 16, bias=False), emulate=True) for _ in range(3)]  # q, k, v
+    casts: list[tuple[int, ...]] = []
+    cast = float8_linear.rowwise_e4m3
+
+    def counted(tensor, *args, **kwargs):
+        casts.append(tuple(tensor.shape))
+        return cast(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(float8_linear, "rowwise_e4m3", counted)
+    float8_linear.activation_e4m3.clear()
+    x = torch.randn(2, 5, 32, generator=generator, requires_grad=True)
+    outputs = [layer(x) for layer in layers]
+    assert casts == [(10, 32)]  # one cast for the three GEMMs
+    expected = []
+    for layer in layers:  # each computed alone, its own cast: the same numbers
+        float8_linear.activation_e4m3.clear()
+        expected.append(layer(x))
+    for output, reference in zip(outputs, expected, strict=True):
+        assert torch.equal(output, reference)
+    sum(o.sum() for o in outputs).backward()  # the backward casts each output gradient, as before
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+    casts.clear()
+    with torch.no_grad():
+        y = torch.randn(2, 5, 32, generator=generator)
+        layers[0](y), layers[1](y)
+        y.mul_(2)  # changed in place: cast again
+        layers[2](y)
+    assert casts == [(10, 32), (10, 32)]
+    del y
+    gc.collect()
+    assert float8_linear.activation_e4m3.cast is None  # freed with its activation
+
+
 def test_the_compiled_transposed_weight_copy_is_the_eager_copy():
     from nbhelpers.models.float8_linear import column_major
 
