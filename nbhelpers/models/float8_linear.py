@@ -106,8 +106,8 @@ class _LastActivationCast:
         self.clear()
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if torch.compiler.is_compiling():  # inside a compiled graph Python state is not kept between calls
-            return rowwise_e4m3(x.reshape(-1, x.shape[-1]))
+        if torch.compiler.is_compiling() or x.is_inference():  # a compiled graph keeps no Python state between
+            return rowwise_e4m3(x.reshape(-1, x.shape[-1]))  # calls; an inference tensor has no version to check
         if self.cast is None or self.source() is not x or self.version != x._version:
             self.clear()
             self.cast = rowwise_e4m3(x.reshape(-1, x.shape[-1]))
