@@ -53,13 +53,18 @@ def _fused_on_gpu() -> bool:
     return cast_mode() == CASTS_FUSED
 
 
+def _compiled(tensor: torch.Tensor, fused: bool | None) -> bool:
+    """Whether ``tensor``'s cast or copy runs compiled: ``fused`` where given, else on a GPU unless the process's
+    cast is "eager"."""
+    return (tensor.is_cuda and _fused_on_gpu()) if fused is None else fused
+
+
 def rowwise_e4m3(tensor: torch.Tensor, column_scale: torch.Tensor | None = None,
                  fused: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """``tensor`` (..., K), times ``column_scale`` (K,) where given, as e4m3 values and one fp32 scale per row (shape
     (..., 1)): ``q * scale`` ~ ``tensor * column_scale``. ``fused`` (default: on a GPU, unless :func:`cast_mode` says
     "eager") runs the compiled cast."""
-    fused = (tensor.is_cuda and _fused_on_gpu()) if fused is None else fused
-    return (fused_rowwise_e4m3() if fused else _rowwise_e4m3)(tensor, column_scale)
+    return (fused_rowwise_e4m3() if _compiled(tensor, fused) else _rowwise_e4m3)(tensor, column_scale)
 
 
 def _column_major(weight: torch.Tensor) -> torch.Tensor:
@@ -77,8 +82,7 @@ def fused_column_major() -> Any:
 def column_major(weight: torch.Tensor, fused: bool | None = None) -> torch.Tensor:
     """``weight`` (N, K) copied so that it is read down its columns (``torch._scaled_mm``'s second operand), by the
     compiled copy where the cast is fused (:func:`rowwise_e4m3`'s rule)."""
-    fused = (weight.is_cuda and _fused_on_gpu()) if fused is None else fused
-    return (fused_column_major() if fused else _column_major)(weight)
+    return (fused_column_major() if _compiled(weight, fused) else _column_major)(weight)
 
 
 @functools.lru_cache(maxsize=64)
