@@ -17,7 +17,8 @@ checkpoints ``forward`` and keeps them outside. The wrap is renewed before each 
 a Trainer sets the checkpoint function again when it turns checkpointing on.
 The copy to the host runs on a side stream (the forward does not wait for it); the copy back runs on the compute
 stream when the recompute asks for the input. Saved inputs under :data:`OFFLOAD_MIN_BYTES` (position tables,
-masks) stay where they are. On a CPU the "host copy" is a copy in host memory: the path runs, nothing is saved.
+masks) and empty ones stay where they are. On a CPU the "host copy" is a copy in host memory: the path runs,
+nothing is saved.
 """
 
 from __future__ import annotations
@@ -83,11 +84,12 @@ class CheckpointOffload:
         self._streams: dict[Any, Any] = {}
 
     def pack(self, tensor: Any) -> Any:
-        """Start the tensor's copy to the host (pinned, on a side stream on a GPU); small tensors stay as they are."""
+        """Start the tensor's copy to the host (pinned, on a side stream on a GPU); small and empty tensors stay as
+        they are (torch up to 2.11 saves an empty placeholder beside each checkpoint's inputs)."""
         import torch
 
         size = tensor.numel() * tensor.element_size()
-        if size < self.min_bytes or tensor.device.type not in ("cuda", "cpu"):
+        if not size or size < self.min_bytes or tensor.device.type not in ("cuda", "cpu"):
             return tensor
         self.packed_tensors += 1
         self.packed_bytes += size

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
 from functools import partial
 
 import pytest
@@ -20,6 +21,7 @@ from nbhelpers.measure.trainer_args import trainer_settings
 from nbhelpers.models.checkpointing import (
     CHECKPOINTING_NAMES,
     CHECKPOINTINGS,
+    CheckpointOffload,
     checkpointing_layers,
     offload_checkpoints,
     offloaded_bytes,
@@ -35,6 +37,30 @@ BATCH, LENGTH = 2, 24
 @pytest.fixture(scope="module", params=["qwen3-tiny", "qwen3.5-tiny"])  # dense, and a hybrid (the 27B's layers)
 def template(request):
     return build_model(request.param, "sdpa", seed=0)
+
+
+@pytest.fixture
+def cpu_template(template):
+    """The template where it runs on the CPU: with fla installed, transformers binds fla's Triton kernels to the
+    hybrid's delta rule for CPU tensors too (as on the GPU machine), and they run only on a GPU."""
+    if model_shape(template.config).linear_attention_layers and importlib.util.find_spec("fla") is not None:
+        pytest.skip("fla is installed: transformers runs the hybrid's delta rule in fla's Triton kernels, GPU only")
+    return template
+
+
+def moved_shapes(offload: CheckpointOffload) -> list[tuple[int, ...]]:
+    """Record the shape of each tensor ``offload`` moves to the host (not those it leaves where they are)."""
+    moved: list[tuple[int, ...]] = []
+    pack = offload.pack
+
+    def record(tensor: torch.Tensor):
+        packed = pack(tensor)
+        if packed is not tensor:
+            moved.append(tuple(tensor.shape))
+        return packed
+
+    offload.pack = record
+    return moved
 
 
 def every_layer(model) -> list[int]:
@@ -67,16 +93,15 @@ def test_each_mode_recomputes_its_layers_and_a_bad_mode_names_the_allowed():
         RunConfig(activation_checkpointing="offloaded")
 
 
-def test_offloaded_checkpoints_see_each_layer_input_and_give_full_checkpointings_numbers(template):
+def test_offloaded_checkpoints_see_each_layer_input_and_give_full_checkpointings_numbers(cpu_template):
+    template = cpu_template
     full = copy.deepcopy(template)
     apply_checkpointing(full, "full")
     expected_loss, expected_grads = loss_and_grads(full)
 
     model = copy.deepcopy(template)
     offload = offload_checkpoints(model, min_bytes=0)
-    seen: list[tuple[int, ...]] = []
-    pack = offload.pack
-    offload.pack = lambda tensor: seen.append(tuple(tensor.shape)) or pack(tensor)
+    seen = moved_shapes(offload)
     assert apply_checkpointing(model, "offload") == every_layer(model)
     assert offload_checkpoints(model) is offload  # one offloader a model: its hooks are not added twice
     loss, grads = loss_and_grads(model)
@@ -108,7 +133,8 @@ def checkpointing_call_as_in_transformers_5_17(model) -> None:
         layer.__class__ = CallCheckpointed
 
 
-def test_where_checkpointing_wraps_the_whole_call_the_hooks_still_see_only_each_input(template):
+def test_where_checkpointing_wraps_the_whole_call_the_hooks_still_see_only_each_input(cpu_template):
+    template = cpu_template
     full = copy.deepcopy(template)
     checkpointing_call_as_in_transformers_5_17(full)
     apply_checkpointing(full, "full")
@@ -116,11 +142,9 @@ def test_where_checkpointing_wraps_the_whole_call_the_hooks_still_see_only_each_
 
     model = copy.deepcopy(template)
     checkpointing_call_as_in_transformers_5_17(model)
-    seen: list[tuple[int, ...]] = []
-    model.register_forward_pre_hook(lambda *_: seen.clear())
     offload = offload_checkpoints(model, min_bytes=0)  # before checkpointing is on, as a Trainer turns it on later
-    pack = offload.pack
-    offload.pack = lambda tensor: seen.append(tuple(tensor.shape)) or pack(tensor)
+    seen = moved_shapes(offload)
+    model.register_forward_pre_hook(lambda *_: seen.clear())
     apply_checkpointing(model, "offload")
     loss, grads = loss_and_grads(model)
 
@@ -130,7 +154,8 @@ def test_where_checkpointing_wraps_the_whole_call_the_hooks_still_see_only_each_
         torch.testing.assert_close(grad, reference, rtol=0, atol=0)
 
 
-def test_small_inputs_and_layers_that_are_not_checkpointing_stay_as_they_are(template):
+def test_small_inputs_and_layers_that_are_not_checkpointing_stay_as_they_are(cpu_template):
+    template = cpu_template
     model = copy.deepcopy(template)
     offload = offload_checkpoints(model)  # the default threshold: the tiny preset's inputs are under it
     apply_checkpointing(model, "offload")
@@ -143,6 +168,15 @@ def test_small_inputs_and_layers_that_are_not_checkpointing_stay_as_they_are(tem
     with torch.no_grad():
         unchecked(**batch())
     assert offload.packed_tensors == 0
+
+
+def test_empty_saved_tensors_stay_where_they_are():
+    """torch up to 2.11 saves an empty placeholder beside each checkpoint's inputs: nothing to move or count."""
+    offload = CheckpointOffload(min_bytes=0)
+    placeholder = torch.empty((0,), requires_grad=True)
+    assert offload.pack(placeholder) is placeholder and offload.packed_tensors == offload.packed_bytes == 0
+    saved = torch.arange(6.0)
+    assert offload.unpack(offload.pack(saved)).equal(saved) and offload.packed_bytes == saved.nbytes
 
 
 def test_a_model_without_decoder_layers_is_refused():
@@ -182,23 +216,25 @@ def test_trainer_arguments_and_exports_carry_the_offload():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the copies to pinned host memory and back run on a GPU")
 def test_on_a_gpu_the_inputs_wait_in_pinned_host_memory_with_the_same_numbers(template):
+    def step_on_gpu(model) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.train()
+        loss = model(**{key: value.cuda() for key, value in batch().items()}).loss
+        loss.backward()
+        return loss.detach(), [p.grad for p in model.parameters() if p.grad is not None]
+
     full = copy.deepcopy(template).cuda()
     apply_checkpointing(full, "full")
+    expected_loss, expected_grads = step_on_gpu(full)  # first, alone: a failure here is not the offload's
+
     model = copy.deepcopy(template).cuda()
     offload = offload_checkpoints(model, min_bytes=0)
-    packed: list = []
+    moved: list = []
     pack = offload.pack
-    offload.pack = lambda tensor: packed.append(pack(tensor)) or packed[-1]
+    offload.pack = lambda tensor: (packed := pack(tensor)) is not tensor and moved.append(packed) or packed
     apply_checkpointing(model, "offload")
-    on_gpu = {key: value.cuda() for key, value in batch().items()}
-    results = []
-    for candidate in (full, model):
-        candidate.train()
-        loss = candidate(**on_gpu).loss
-        loss.backward()
-        results.append((loss.detach(), [p.grad for p in candidate.parameters() if p.grad is not None]))
-    assert len(packed) == model.config.num_hidden_layers
-    assert all(not isinstance(p, torch.Tensor) and p.host.is_pinned() for p in packed)  # moved, pinned
-    torch.testing.assert_close(results[1][0], results[0][0], rtol=0, atol=0)
-    for grad, reference in zip(results[1][1], results[0][1]):
+    loss, grads = step_on_gpu(model)
+    assert len(moved) == model.config.num_hidden_layers
+    assert all(p.host.is_pinned() for p in moved)  # moved, pinned
+    torch.testing.assert_close(loss, expected_loss, rtol=0, atol=0)
+    for grad, reference in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(grad, reference, rtol=0, atol=0)
