@@ -152,3 +152,9 @@ def category_ms(record: RunRecord, category: str) -> str:
 
 def bold(text: str) -> str:
     return f"**{text}**"
+
+
+def budget(record: RunRecord) -> str:
+    """The record's tokens a step at a token budget (``token_budget``, else batch x max length)."""
+    cfg = record.config
+    return f"{cfg.get('token_budget') or cfg['batch_size'] * cfg['max_length']:,}"

@@ -13,7 +13,7 @@ from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.memory_plan import plan_memory, recomputed_layers, settings_from_config
 from nbhelpers.models.families import model_shape
 from nbhelpers.models.float8_cast import CAST_VARIABLE
-from nbhelpers.models.frozen_base import BF16_BASE, FLOAT8_BASE, FROZEN_BASE_NAMES
+from nbhelpers.models.frozen_base import BF16_BASE, FLOAT8_BASE, FROZEN_BASE_NAMES, FROZEN_BASES
 from nbhelpers.models.loading import model_config
 from nbhelpers.models.shape import ModelShape
 
@@ -49,6 +49,18 @@ RECOMPUTATION = (("none", 2), ("every_k", 4), ("every_k", 2), ("full", 2))  # th
 # The 8B LoRA rows on an H100 (2026-12-06): 4,096 tokens a step 12,759 real tok/s and 9,216 13,679 without
 # recomputation; 2,048 without it 5,371 (float8 base) against 8,744 at 5,120 with every layer recomputed (bf16).
 SATURATING_TOKENS = 4096
+# Over a base that dequantizes each weight at every pass (a bf16 copy per matmul: NF4) a step costs time however few
+# its tokens, and at small budgets the host's launches set its pace, so tokens pay up to the largest budget. The 27B's
+# 4-bit row under 79 GiB (H100, 2026-12-07, one machine): 2,922 real tok/s at 16,384 tokens with every layer
+# recomputed against 2,480 and 2,250 at the 4,096 the rule above gave it with every 4th layer recomputed.
+
+
+def saturating_tokens(frozen_base: str) -> int:
+    """Tokens a step past which a larger budget is not worth recomputing layers for, over this frozen base."""
+    base = FROZEN_BASES[frozen_base]
+    return MAX_BUDGET if base.quantized and base.working_bytes >= 2 else SATURATING_TOKENS
+
+
 CAPPED_8B = BEST_8B.replace(timing="steps", steps=10, warmup=2, num_samples=384)  # >= 12 batches at 16k tokens
 
 
@@ -62,7 +74,7 @@ def capped_row(row: RunConfig, cap_gib: float,
                recomputation: tuple[tuple[str, int], ...] = RECOMPUTATION) -> RunConfig:  # fmt: skip
     """``row`` under a cap of ``cap_gib``: of the ``recomputation`` choices at which the planner fits a token budget
     of at least one full-length row (the largest such budget, up to :data:`MAX_BUDGET`), the one whose budget
-    (counted up to :data:`SATURATING_TOKENS`) over its :func:`recomputation_cost` is largest, the first on a tie. A
+    (counted up to :func:`saturating_tokens`) over its :func:`recomputation_cost` is largest, the first on a tie. A
     row of a strategy without a token budget (static padding) keeps its recomputation and halves its batch until it
     fits. When nothing fits, the row as it is under the cap: the step refuses it with the planner's reason, a failed
     record."""
@@ -73,7 +85,8 @@ def capped_row(row: RunConfig, cap_gib: float,
     for checkpointing, every in recomputation:
         config = row.replace(gpu_memory_gib=cap_gib, activation_checkpointing=checkpointing, checkpoint_every=every)
         tokens = min(largest_fitting_tokens(shape, settings_from_config(config), BUDGET_STEP), MAX_BUDGET)
-        worth = min(tokens, SATURATING_TOKENS) / recomputation_cost(shape.num_layers, checkpointing, every)
+        worth = min(tokens, saturating_tokens(row.frozen_base)) / recomputation_cost(shape.num_layers, checkpointing,
+                                                                                     every)  # fmt: skip
         if tokens >= row.max_length and (best is None or worth > best[0]):
             what = checkpointing if checkpointing != "every_k" else f"every_k={every}"
             best = worth, config.replace(token_budget=tokens, label=f"{config.label}, cap {cap_gib:g} GiB: budget "

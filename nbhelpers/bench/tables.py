@@ -10,7 +10,6 @@ carries a number (a token budget) that number is read from the record's configur
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from nbhelpers.measure.store import RunRecord
 from nbhelpers.resources import REPO_ROOT
 
 from . import cells as c
+from .capped_tables import memory_caps_27b_48_h100, memory_caps_27b_79_h100, memory_caps_27b_h100
 from .forward_tables import float8_cast_h100, lora_epilogue_h100, lora_function_h100
 from .page import fill, markdown, stale
 
@@ -35,12 +35,6 @@ LORA_27B = "hybrid/qwen3.8-27b-lora/fused-path/lora-27b.jsonl"
 MFU_27B = "hybrid/qwen3.8-27b-lora/toward-35-mfu/"
 WHOLE_27B = "hybrid/qwen3.8-27b-lora/gpu-command/whole-sequence/records.jsonl"
 PARITY_27B = ("hybrid/qwen3.8-27b-lora/fused-path/lora-27b-parity.jsonl", "17546f4e6e0e")  # the fastest row's probe
-
-
-def budget(record: RunRecord) -> str:
-    """The record's tokens a step at a token budget (``token_budget``, else batch x max length)."""
-    cfg = record.config
-    return f"{cfg.get('token_budget') or cfg['batch_size'] * cfg['max_length']:,}"
 
 
 def parity(record: RunRecord) -> str:
@@ -68,7 +62,7 @@ def padding_strategies(shelf: c.Shelf) -> str:
     for label, file, record_id, best in rows:
         r = shelf((f"{EPOCH}{file}.jsonl", record_id))
         speed, vs = c.tok_s(r), c.ratio(r, base)
-        table.append([label.format(budget(r)), c.bold(speed) if best else speed, c.bold(vs) if best else vs,
+        table.append([label.format(c.budget(r)), c.bold(speed) if best else speed, c.bold(vs) if best else vs,
                       c.share(r, "padding_fraction", 0), c.gib(r), c.parity(r, reference=r is base)])  # fmt: skip
     return markdown(["strategy, attention", "real tok/s", "vs static SDPA", "padding", "peak GiB", "parity"], table)
 
@@ -114,8 +108,8 @@ def frontier(shelf: c.Shelf) -> str:
     for workload, row, file, record_id, base_id in rows:
         r, base = shelf((file, record_id)), shelf((file, base_id))
         tolerance = (r.metrics.get("parity") or {}).get("tolerance")
-        table.append([workload.format(budget(r)), row, c.bold(c.tok_s_interval(r)), c.ratio(r, base), c.share(r, "mfu"),
-                      f"{c.parity(r)} (tolerance {tolerance:g})"])  # fmt: skip
+        table.append([workload.format(c.budget(r)), row, c.bold(c.tok_s_interval(r)), c.ratio(r, base),
+                      c.share(r, "mfu"), f"{c.parity(r)} (tolerance {tolerance:g})"])  # fmt: skip
     return markdown(["workload", "best row", "real tok/s (95% interval)", "vs padded baseline", "MFU", "parity"], table)
 
 
@@ -130,7 +124,7 @@ def hybrid_headline(shelf: c.Shelf) -> str:
     for label, record_id in rows:
         r = shelf((HEADLINE, record_id))
         best = record_id == rows[-1][1]
-        table.append([label.format(budget(r)), c.bold(c.tok_s(r)) if best else c.tok_s(r),
+        table.append([label.format(c.budget(r)), c.bold(c.tok_s(r)) if best else c.tok_s(r),
                       c.bold(c.ratio(r, base)) if best else c.ratio(r, base),
                       c.launches(r, None if r is base else base), c.gib(r), c.share(r, "mfu"),
                       c.parity(r)])  # fmt: skip
@@ -158,7 +152,7 @@ def lora(shelf: c.Shelf) -> str:
         if rerun is not None:  # judged again by the parity suite's own run of the same row
             verdict = f"{c.parity(shelf(rerun))} (probe rerun)"
         best = record_id == "78046dba4e29"
-        table.append([label.format(budget(r)), c.bold(c.tok_s(r)) if best else c.tok_s(r),
+        table.append([label.format(c.budget(r)), c.bold(c.tok_s(r)) if best else c.tok_s(r),
                       c.bold(c.ratio(r, base, 1)) if best else c.ratio(r, base, 1), c.share(r, "mfu"),
                       c.launches(r), c.gib(r), c.timed_steps(r), verdict])  # fmt: skip
     headers = ["model: kernels, strategy, checkpointing", "real tok/s", "vs baseline", "LoRA MFU", "launches/step",
@@ -174,10 +168,10 @@ def lora_27b_rows(shelf: c.Shelf, rows: Sequence[tuple[str, str, str, bool]], fi
     for label, file, record_id, best in rows:
         r = shelf((MFU_27B + file, record_id))
         if not r.ok:
-            table.append([label.format(budget(r)), f"{c.failure(r)} (a failed record)", *[""] * (5 + first_step)])
+            table.append([label.format(c.budget(r)), f"{c.failure(r)} (a failed record)", *[""] * (5 + first_step)])
             continue
         speed, vs = c.tok_s_interval(r), f"{c.ratio(r, base, 1)} {c.ratio_interval(r, base, 1)}"
-        cells = [label.format(budget(r)), c.bold(speed) if best else speed, c.bold(vs) if best else vs,
+        cells = [label.format(c.budget(r)), c.bold(speed) if best else speed, c.bold(vs) if best else vs,
                  c.bold(c.share(r, "mfu")) if best else c.share(r, "mfu"), c.launches(r, profiled), c.gib(r)]
         table.append([*cells, *([c.seconds(r)] if first_step else []), c.parity(r)])  # fmt: skip
     return table
@@ -222,7 +216,7 @@ def lora_27b_notebooks(shelf: c.Shelf) -> str:
         r = shelf((WHOLE_27B, record_id))
         best = record_id == "3ce74664ce8d"
         vs = c.ratio(r, base) + (f" {c.ratio_interval(r, base)}" if best else "")
-        table.append([label.format(budget(r)), c.tok_s_interval(r, emphasis=best), c.bold(vs) if best else vs,
+        table.append([label.format(c.budget(r)), c.tok_s_interval(r, emphasis=best), c.bold(vs) if best else vs,
                       c.timed_steps(r), c.share(r, "mfu"),
                       c.launches(r), c.gib(r), "reference" if r is base else parity(r)])  # fmt: skip
     headers = ["configuration", "real tok/s (95% interval)", "vs baseline", "timed steps", "MFU", "launches/step",
@@ -277,7 +271,7 @@ def peer_table(shelf: c.Shelf, groups: tuple, labels: tuple[str, ...]) -> str:
         for label, r in zip(labels, (pick, unsloth, without, trl_best)):
             if r is None:
                 continue
-            name = f"{model}: {label.format(budget(r), recomputed(r))}"
+            name = f"{model}: {label.format(c.budget(r), recomputed(r))}"
             if not r.ok:
                 table.append([name, f"failed: {c.failure(r)}", "", "", "", "", ""])
                 continue
@@ -360,7 +354,7 @@ def memory_caps_h100(shelf: c.Shelf) -> str:
         cfg = r.config
         kind = cfg["activation_checkpointing"]
         checkpointing = recomputed(r) if kind == "every_k" else kind
-        row = [f"{cfg['gpu_memory_gib']:g}", cfg["frozen_base"], budget(r), checkpointing]
+        row = [f"{cfg['gpu_memory_gib']:g}", cfg["frozen_base"], c.budget(r), checkpointing]
         if not r.ok:
             table.append([*row, f"failed: {c.failure(r)}", "", "", ""])
             continue
@@ -369,88 +363,6 @@ def memory_caps_h100(shelf: c.Shelf) -> str:
     headers = ["cap GiB", "frozen base", "token budget", "checkpointing", "real tok/s (95% interval)", "MFU",
                "peak GiB", "planned GiB"]  # fmt: skip
     return markdown(headers, table)
-
-
-# The 27B under a 24 GiB cap (2026-12-06, three jobs on H100s): the first (fbd1d8f) ran every row; its 4-bit builds
-# ran out of memory while quantizing (each replaced bf16 linear was kept to the end); the second (6d4fdbe, fixed) ran
-# the workbook's 4-bit row alone; the third (0755032-10da335, one machine) TRL's two rows, then the 4-bit row with
-# LoRA's product in the GEMM and with PEFT's forward, then the first again with a profiled step. Same samples: 38,889
-# real tokens in each workbook and Unsloth row's 12 timed steps (TRL: the same 32 samples, two epochs of 8 steps).
-CAPS_27B_24 = "hybrid/qwen3.8-27b-lora/memory-caps/"
-CAPS_27B_24_ROWS = (
-    ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`, LoRA's product in the GEMM "
-     "(third job)", "epilogue-and-trl/24-gib-epilogue", "95fd0390211a"),
-    ("the same, PEFT's scale, clone and add (third job)", "epilogue-and-trl/24-gib-epilogue", "7d8a39c3d45c"),
-    ("the pick again, one step profiled after its timed ones (third job)", "epilogue-and-trl/24-gib-profile",
-     "97a19671e0b5"),
-    ("PEFT's forward, second job", "freed-as-replaced/24-gib-workbook", "5f4619409027"),
-    ("PEFT's forward, first job (the originals kept while quantizing)", "originals-held/24-gib", "2d6770e06417"),
-    ("Unsloth: `FastLanguageModel`, `load_in_4bit`, its LoRA, its checkpointing, packing (first job)",
-     "originals-held/24-gib", "790b677bbf78"),
-    ("TRL `SFTTrainer` at its defaults on the same 4-bit base (third job)", "epilogue-and-trl/24-gib-trl",
-     "5bd31ec88d78"),
-    ("TRL's best flags on the same 4-bit base (third job)", "epilogue-and-trl/24-gib-trl", "d2a723154556"),
-    ("transformers' reference path, bf16 base", "originals-held/24-gib", "033770dd304b"),
-    ("fla + Liger, bf16 base", "originals-held/24-gib", "169687c9ed79"),
-    ("fla + Liger, NF4 base with PEFT's fp32 upcast", "originals-held/24-gib", "dbb649a0f479"),
-    ("fla + Liger, float8 base", "originals-held/24-gib", "7d6ce5d2dc4d"),
-)  # fmt: skip
-
-
-# The 27B under a 48 GiB cap (2026-12-07, one job on an H100, c2ba40f): the workbook's rows and the planner's refusals,
-# then TRL's rows on the same 4-bit base; Unsloth's row failed at once (its wheels were not carried in that call).
-CAPS_27B_48 = "hybrid/qwen3.8-27b-lora/memory-caps/"
-CAPS_27B_48_ROWS = (
-    ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`, LoRA's product in the GEMM",
-     "48-gib-and-24-gib-function/48-gib-workbook", "082fcf010c83"),
-    ("fla + Liger, NF4 base with PEFT's fp32 upcast", "48-gib-and-24-gib-function/48-gib-workbook", "dbe35ef10982"),
-    ("fla + Liger, float8 base", "48-gib-and-24-gib-function/48-gib-workbook", "b76ea03a15ba"),
-    ("Unsloth: `FastLanguageModel`, `load_in_4bit`, its LoRA, its checkpointing, packing (second job, another H100)",
-     "48-gib-unsloth/48-gib-peers", "73e28ec0e8ad"),
-    ("TRL `SFTTrainer` at its defaults on the same 4-bit base", "48-gib-and-24-gib-function/48-gib-peers",
-     "1ff468974e7d"),
-    ("the same, second job", "48-gib-unsloth/48-gib-peers", "e584cf125571"),
-    ("TRL's best flags on the same 4-bit base", "48-gib-and-24-gib-function/48-gib-peers", "c4217b962f1f"),
-    ("transformers' reference path, bf16 base", "48-gib-and-24-gib-function/48-gib-workbook", "b00edf31dfae"),
-    ("fla + Liger, bf16 base", "48-gib-and-24-gib-function/48-gib-workbook", "7dd90d544b97"),
-)  # fmt: skip
-
-
-def capped_27b_table(shelf: c.Shelf, folder: str, labelled: Sequence[tuple[str, str, str]], cap_gib: int) -> str:
-    """The 27B with LoRA under one cap: each row's rate over Unsloth's and over TRL's defaults (where each was
-    measured), peak and planned memory; a failed row says why (the planner's refusals name its peak)."""
-    from nbhelpers.analysis.memory_plan import planned_vs_measured
-
-    rows = [(label, shelf((f"{folder}{file}.jsonl", i))) for label, file, i in labelled]
-    unsloth = next((r for _, r in rows if r.config.get("engine") == "unsloth" and r.ok), None)
-    trl_defaults = next(r for _, r in rows if r.config.get("engine") == "trl_defaults" and r.ok)
-    table = []
-    for label, r in rows:
-        if not r.ok:
-            refused = re.search(r"the memory planner puts this step's peak at ([\d.]+) GiB", r.reason)
-            why = f"refused: planned peak {refused.group(1)} GiB" if refused else f"failed: {c.failure(r)}"
-            table.append([label, why, "", "", "", "", "", budget(r), ""])
-            continue
-        pick = r is rows[0][1]
-        workbook = r.config.get("engine", "workbook") == "workbook"
-        planned = planned_vs_measured([r])["planned_gib"].iloc[0] if workbook else None
-        ratios = [c.ratio(r, unsloth) if unsloth else "", c.ratio(r, trl_defaults)]
-        table.append([label, c.tok_s_interval(r, emphasis=pick), *(c.bold(x) if pick and x else x for x in ratios),
-                      c.share(r, "mfu"), c.gib(r), "" if planned is None else f"{planned:.1f}", budget(r),
-                      c.timed_steps(r)])  # fmt: skip
-    headers = [f"row ({cap_gib} GiB cap, LoRA r16 all-linear)", "real tok/s (95% interval)", "vs Unsloth",
-               "vs TRL's defaults", "MFU", "peak GiB", "planned GiB", "token budget", "timed steps"]  # fmt: skip
-    return markdown(headers, table)
-
-
-def memory_caps_27b_h100(shelf: c.Shelf) -> str:
-    """The 27B with LoRA under 24 GiB, three jobs."""
-    return capped_27b_table(shelf, CAPS_27B_24, CAPS_27B_24_ROWS, 24)
-
-
-def memory_caps_27b_48_h100(shelf: c.Shelf) -> str:
-    """The 27B with LoRA under 48 GiB, two jobs (Unsloth's row in the second)."""
-    return capped_27b_table(shelf, CAPS_27B_48, CAPS_27B_48_ROWS, 48)
 
 
 TABLES: dict[str, Table] = {
@@ -462,6 +374,7 @@ TABLES: dict[str, Table] = {
     "profile-27b-unsloth-h100": profile_27b_h100, "lora-epilogue-h100": lora_epilogue_h100,
     "lora-function-h100": lora_function_h100, "float8-cast-h100": float8_cast_h100,
     "memory-caps-27b-h100": memory_caps_27b_h100, "memory-caps-27b-48-h100": memory_caps_27b_48_h100,
+    "memory-caps-27b-79-h100": memory_caps_27b_79_h100,
 }  # fmt: skip
 
 

@@ -42,3 +42,16 @@ def test_a_table_names_only_records_that_exist(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="absent"):
         tables.padding_strategies(Shelf(tmp_path))
+
+
+def test_a_capped_table_shows_each_reference_measured_at_its_cap_and_no_other():
+    rendered = tables.render()
+    header = {cap: rendered[name].splitlines()[0] for cap, name in (
+        (24, "memory-caps-27b-h100"), (48, "memory-caps-27b-48-h100"), (79, "memory-caps-27b-79-h100"))}  # fmt: skip
+    for cap in (24, 48):  # the reference path refused by the planner there; Unsloth and TRL measured
+        assert "vs Unsloth" in header[cap] and "vs TRL's defaults" in header[cap]
+        assert "vs the reference path" not in header[cap]
+    assert "vs the reference path" in header[79] and "Unsloth" not in header[79]  # the peers not yet run there
+    reference_row = next(line for line in rendered["memory-caps-27b-79-h100"].splitlines()
+                         if line.startswith("| transformers' reference path"))  # fmt: skip
+    assert "| 1.00x |" in reference_row
