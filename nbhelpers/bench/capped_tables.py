@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.engines import WORKBOOK
 
 from . import cells as c
@@ -78,7 +79,8 @@ CAPS_27B_79_ROWS = (
 
 
 REFERENCES = (  # the rows a cap's rates are shown against, where the cap's table has them measured
-    ("the reference path", lambda r: r.config.get("engine", WORKBOOK) == WORKBOOK and r.config["kernels"] == "eager"),
+    ("the reference path",
+     lambda r: r.config.get("engine", WORKBOOK) == WORKBOOK and r.config["kernels"] == BASELINE_BACKEND),
     ("Unsloth", lambda r: r.config.get("engine") == "unsloth"),
     ("TRL's defaults", lambda r: r.config.get("engine") == "trl_defaults"),
 )  # fmt: skip

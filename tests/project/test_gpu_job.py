@@ -72,3 +72,53 @@ def test_wait_says_when_the_job_still_runs(tmp_path):
         assert waited.returncode == 3 and "still running after 1s" in waited.stdout
     finally:
         os.killpg(pid, signal.SIGKILL)
+
+
+OFFLOAD_THEN_PEERS = SCRIPT.parent / "gpu_offload_then_peers.sh"
+FAKE_PYTHON = """#!/usr/bin/env bash
+if [[ $1 == -m && $2 == pip ]]; then exit 0; fi
+if [[ $1 == -m && $2 == pytest ]]; then echo "offload tests: $FAKE_TESTS"; [[ $FAKE_TESTS == pass ]]; exit; fi
+exit 3
+"""
+
+
+def offload_then_peers(tmp_path: Path, tests: str, *suites: str, commit: str = "0" * 40):
+    """The second call's script on a copy of the parts it reads, pip and pytest faked, the suites' runner an echo."""
+    repo = tmp_path / "repo"
+    (repo / "benchmarks").mkdir(parents=True)
+    for script in (SCRIPT, OFFLOAD_THEN_PEERS):
+        (repo / "benchmarks" / script.name).write_text(script.read_text())
+    (repo / "benchmarks" / "gpu_peers_caps.sh").write_text('echo "[suites] $*"\n')
+    for folder in (".whlA2", ".whlB", ".whl", ".whl-ao"):
+        (repo / folder).mkdir()
+        (repo / folder / "fake-0-py3-none-any.whl").write_text("")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(FAKE_PYTHON)
+    (bin_dir / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out), "FAKE_TESTS": tests,
+           "DEVICE_JOB_DIR": str(tmp_path / "job"), "JOB_WORKDIR": str(tmp_path / "wb"), "NBHELPERS_COMMIT": commit}
+    run = subprocess.run(["bash", str(repo / "benchmarks" / OFFLOAD_THEN_PEERS.name), "30", *suites], env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    return run, out
+
+
+def test_the_offload_suites_run_only_after_the_offload_tests_pass(tmp_path):
+    suites = ("caps/24-gib-offload", "caps/24-gib-offload-unsloth", "caps/79-gib-peers")
+    passed, out = offload_then_peers(tmp_path / "a", "pass", *suites)
+    assert passed.returncode == 0, passed.stderr
+    assert "[suites] runs/bench " + " ".join(suites) in passed.stdout
+    assert (out / "offload-tests.log").read_text().strip() == "offload tests: pass"
+    failed, out = offload_then_peers(tmp_path / "b", "fail", *suites)
+    assert "the offload suites are left out" in failed.stdout
+    assert "[suites] runs/bench caps/79-gib-peers" in failed.stdout and "24-gib-offload" not in failed.stdout.split(
+        "left out")[1]  # fmt: skip
+    assert (out / "console.log").is_file()  # the job's console collected into $OUT
+
+
+def test_the_offload_script_wants_the_commit_before_any_work(tmp_path):
+    run, out = offload_then_peers(tmp_path, "pass", "caps/79-gib-peers", commit="")
+    assert run.returncode != 0 and "NBHELPERS_COMMIT" in run.stderr
+    assert not (tmp_path / "wb").exists() and not (out / "offload-tests.log").exists()
