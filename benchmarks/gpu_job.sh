@@ -50,15 +50,17 @@ start_job() {
 }
 
 wait_job() {
-  local limit=$1 start shown=0 lines
+  local limit=$1 start shown=0 lines ended
   start=$(date +%s)
   while :; do
+    ended=0
+    [[ -f $job/rc ]] && ended=1  # before the console is read: the lines a job wrote just before it ended are shown
     lines=$(wc -l < "$job/console.log")
     if (( lines > shown )); then
       sed -n "$((shown + 1)),${lines}p" "$job/console.log" | grep -E '^\[|tok/s|failed|Error|error|Traceback' || true
       shown=$lines
     fi
-    if [[ -f $job/rc ]]; then echo "job ended: status $(cat "$job/rc")"; return 0; fi
+    if (( ended )); then echo "job ended: status $(cat "$job/rc")"; return 0; fi
     (( $(date +%s) - start >= limit )) && { echo "job still running after ${limit}s"; return 3; }
     sleep 5
   done
