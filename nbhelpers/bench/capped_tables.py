@@ -13,12 +13,13 @@ from nbhelpers.measure.engines import WORKBOOK
 from . import cells as c
 from .page import markdown
 
+CAPS_27B = "hybrid/qwen3.8-27b-lora/memory-caps/"  # each cap's records, in a subfolder per job
+
 # The 27B under a 24 GiB cap (2026-12-06, three jobs on H100s): the first (fbd1d8f) ran every row; its 4-bit builds
 # ran out of memory while quantizing (each replaced bf16 linear was kept to the end); the second (6d4fdbe, fixed) ran
 # the workbook's 4-bit row alone; the third (0755032-10da335, one machine) TRL's two rows, then the 4-bit row with
 # LoRA's product in the GEMM and with PEFT's forward, then the first again with a profiled step. Same samples: 38,889
 # real tokens in each workbook and Unsloth row's 12 timed steps (TRL: the same 32 samples, two epochs of 8 steps).
-CAPS_27B_24 = "hybrid/qwen3.8-27b-lora/memory-caps/"
 CAPS_27B_24_ROWS = (
     ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`, LoRA's product in the GEMM "
      "(third job)", "epilogue-and-trl/24-gib-epilogue", "95fd0390211a"),
@@ -41,7 +42,6 @@ CAPS_27B_24_ROWS = (
 
 # The 27B under a 48 GiB cap (2026-12-07, one job on an H100, c2ba40f): the workbook's rows and the planner's refusals,
 # then TRL's rows on the same 4-bit base; Unsloth's row failed at once (its wheels were not carried in that call).
-CAPS_27B_48 = "hybrid/qwen3.8-27b-lora/memory-caps/"
 CAPS_27B_48_ROWS = (
     ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`, LoRA's product in the GEMM",
      "48-gib-and-24-gib-function/48-gib-workbook", "082fcf010c83"),
@@ -62,7 +62,6 @@ CAPS_27B_48_ROWS = (
 # at 4,096 tokens with every 4th layer recomputed, the planner's pick then, and at 16,384 with every layer) and
 # 79-gib-workbook (the workbook's rows and the reference path); Unsloth's and TRL's rows at this cap (79-gib-peers)
 # were not run.
-CAPS_27B_79 = "hybrid/qwen3.8-27b-lora/memory-caps/"
 CAPS_27B_79_ROWS = (
     ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`, LoRA's product in the GEMM, every "
      "layer recomputed (as the planner now picks it)", "79-gib-tokens/79-gib-tokens", "7cd850d038e2"),
@@ -86,13 +85,13 @@ REFERENCES = (  # the rows a cap's rates are shown against, where the cap's tabl
 )  # fmt: skip
 
 
-def capped_27b_table(shelf: c.Shelf, folder: str, labelled: Sequence[tuple[str, str, str]], cap_gib: int) -> str:
+def capped_27b_table(shelf: c.Shelf, labelled: Sequence[tuple[str, str, str]], cap_gib: int) -> str:
     """The 27B with LoRA under one cap: each row's rate over each reference the cap's rows measured (the first
     measured row of each kind), peak and planned memory; a failed row says why (the planner's refusals name its
     peak)."""
     from nbhelpers.analysis.memory_plan import planned_vs_measured
 
-    rows = [(label, shelf((f"{folder}{file}.jsonl", i))) for label, file, i in labelled]
+    rows = [(label, shelf((f"{CAPS_27B}{file}.jsonl", i))) for label, file, i in labelled]
     references = [(name, found) for name, test in REFERENCES
                   if (found := next((r for _, r in rows if r.ok and test(r)), None)) is not None]  # fmt: skip
     table = []
@@ -117,14 +116,14 @@ def capped_27b_table(shelf: c.Shelf, folder: str, labelled: Sequence[tuple[str, 
 
 def memory_caps_27b_h100(shelf: c.Shelf) -> str:
     """The 27B with LoRA under 24 GiB, three jobs."""
-    return capped_27b_table(shelf, CAPS_27B_24, CAPS_27B_24_ROWS, 24)
+    return capped_27b_table(shelf, CAPS_27B_24_ROWS, 24)
 
 
 def memory_caps_27b_48_h100(shelf: c.Shelf) -> str:
     """The 27B with LoRA under 48 GiB, two jobs (Unsloth's row in the second)."""
-    return capped_27b_table(shelf, CAPS_27B_48, CAPS_27B_48_ROWS, 48)
+    return capped_27b_table(shelf, CAPS_27B_48_ROWS, 48)
 
 
 def memory_caps_27b_79_h100(shelf: c.Shelf) -> str:
     """The 27B with LoRA under 79 GiB, two jobs on one machine (the peers' rows not yet run)."""
-    return capped_27b_table(shelf, CAPS_27B_79, CAPS_27B_79_ROWS, 79)
+    return capped_27b_table(shelf, CAPS_27B_79_ROWS, 79)
