@@ -162,6 +162,45 @@ class FrozenFloat8Matmul(torch.autograd.Function):
         return dx, None, None, None
 
 
+@torch.library.custom_op("nbhelpers::frozen_float8_matmul", mutates_args=())
+def frozen_float8_matmul(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, emulate: bool) -> torch.Tensor:
+    """:class:`FrozenFloat8Matmul` as one operator that a compiled graph calls without tracing into it: dynamo failed
+    to trace the function in a compiled decoder layer that is not recomputed. Eager steps keep the function."""
+    return frozen_forward(x, weight, scale, emulate)
+
+
+@torch.library.custom_op("nbhelpers::frozen_float8_input_grad", mutates_args=())
+def frozen_float8_input_grad(dy: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
+                             emulate: bool) -> torch.Tensor:  # fmt: skip
+    """:func:`frozen_input_grad` as one operator, the backward of :func:`frozen_float8_matmul`."""
+    return frozen_input_grad(dy, weight, scale, emulate)
+
+
+@frozen_float8_matmul.register_fake
+def _matmul_shape(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, emulate: bool) -> torch.Tensor:
+    return x.new_empty(*x.shape[:-1], weight.shape[0])
+
+
+@frozen_float8_input_grad.register_fake
+def _input_grad_shape(dy: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, emulate: bool) -> torch.Tensor:
+    return dy.new_empty(*dy.shape[:-1], weight.shape[1])
+
+
+def _save_frozen(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    _, weight, scale, emulate = inputs
+    ctx.save_for_backward(weight, scale)
+    ctx.emulate = emulate
+
+
+def _frozen_backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+    weight, scale = ctx.saved_tensors
+    dx = frozen_float8_input_grad(dy, weight, scale, ctx.emulate) if ctx.needs_input_grad[0] else None
+    return dx, None, None, None
+
+
+frozen_float8_matmul.register_autograd(_frozen_backward, setup_context=_save_frozen)
+
+
 class Float8FrozenLinear(torch.nn.Linear):
     """A frozen ``nn.Linear`` whose weight is e4m3 with fp32 row scales (``weight_scale``), quantized once from the
     layer it replaces. ``compute_dtype`` (the replaced weight's dtype) is what PEFT makes its adapters in before
@@ -181,7 +220,8 @@ class Float8FrozenLinear(torch.nn.Linear):
         self.bias = None if bias is None else torch.nn.Parameter(bias.detach(), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = FrozenFloat8Matmul.apply(x, self.weight, self.weight_scale, self.emulate)
+        matmul = frozen_float8_matmul if torch.compiler.is_compiling() else FrozenFloat8Matmul.apply
+        y = matmul(x, self.weight, self.weight_scale, self.emulate)
         return y if self.bias is None else y + self.bias.to(y.dtype)
 
     def dequantized(self) -> torch.Tensor:
