@@ -65,7 +65,7 @@ def peers_of(base: RunConfig, label: str, engines: str, on_gpu: bool) -> list[Ru
     row times at least :data:`PEER_MIN_TIMED_STEPS` steps (the export gap is judged there)."""
     configs = []
     for name in parse_peers(engines):
-        row = f"{ENGINES[name].label}, b{base.batch_size}x{base.max_length}"
+        row = f"{ENGINES[name].label}, {base.batch_label_on(name)}"
         if name == EXPORT_ENGINE:
             row = f"TRL from the export of {label}"
         held_to_goal = name == EXPORT_ENGINE and on_gpu

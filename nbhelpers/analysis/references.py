@@ -52,7 +52,7 @@ def without_workbook_config(base: RunConfig) -> RunConfig:
     """``base``'s workload as a user runs it without the workbook (the engine's own flags; no profile)."""
     engine = ENGINES[WITHOUT_WORKBOOK_ENGINE]
     frozen, note = peer_base_note(engine.name, base.frozen_base)  # the base its user loads (TRL: NF4, no upcast)
-    label = f"{engine.label}, b{base.batch_size}x{base.max_length}{note}"
+    label = f"{engine.label}, {base.batch_label_on(engine.name)}{note}"
     return base.replace(engine=engine.name, label=label, profile=False, frozen_base=frozen,
                         lora_epilogue=peer_lora_epilogue(engine.name, base.lora_epilogue))
 

@@ -30,7 +30,7 @@ from nbhelpers.models.frozen_base import BF16_BASE
 from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
 from nbhelpers.validation import ConfigError, check_choice, check_int, check_run_name, check_text
 
-from .engines import ENGINE_NAMES, ENGINES, WORKBOOK
+from .engines import ENGINE_NAMES, ENGINES, WORKBOOK, batch_label
 from .memory_cap import NO_CAP, cap_rule, valid_cap
 from .padding import padding_settings_of
 
@@ -251,7 +251,7 @@ class RunConfig:
             return self.label
         adapter = f"/{self.adapter_settings.label}" if self.adapter_settings.active else ""
         if self.engine != WORKBOOK:
-            return f"{ENGINES[self.engine].label}, b{self.batch_size}x{self.max_length}{adapter}"
+            return f"{ENGINES[self.engine].label}, {self.batch_label_on(self.engine)}{adapter}"
         name = f"{self.kernels}/{self.padding}/{self.attn_implementation}/b{self.batch_size}x{self.max_length}"
         if self.sharding != "none":
             name += f"/{self.sharding}x{self.gpus}"
@@ -280,6 +280,10 @@ class RunConfig:
     def effective_token_budget(self) -> int:
         """Tokens per step for token-budget batching."""
         return self.padding_settings.effective_token_budget
+
+    def batch_label_on(self, engine: str) -> str:
+        """How this workload batches on ``engine``, as a row's label says it (its token budget where it packs)."""
+        return batch_label(engine, self.batch_size, self.max_length, self.effective_token_budget)
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with some fields changed (validated again)."""

@@ -42,6 +42,7 @@ class Engine:
     loop: str = ""  # "" : the workbook's step or TRL (by sft_flags); UNSLOTH_LOOP: nbhelpers.measure.unsloth_loop
     site_variable: str = ""  # environment variable naming a site folder that goes first on its process's PYTHONPATH
     frozen_bases: tuple[str, ...] = (BF16_BASE,)  # the frozen bases (nbhelpers.models.frozen_base) it loads
+    packs_to_budget: bool = False  # one row of the configuration's token budget a step (not batch x max_length)
 
     @property
     def is_trl(self) -> bool:
@@ -106,14 +107,21 @@ ENGINES: dict[str, Engine] = {
                frozen_bases=TRL_PEER_BASES),
         Engine("trl_packing", "TRL packing (bfd) + Liger, no checkpointing",
                "TRL packing='bfd' into rows of the token budget + use_liger_kernel, gradient checkpointing off",
-               packing_flags, frozen_bases=TRL_PEER_BASES),
+               packing_flags, frozen_bases=TRL_PEER_BASES, packs_to_budget=True),
         Engine("unsloth", "Unsloth (FastLanguageModel, its LoRA, checkpointing and packing)",
                "Unsloth's FastLanguageModel and get_peft_model with its recommended settings, TRL's SFTTrainer as "
                "Unsloth patches it, in its own process and site folder", loop=UNSLOTH_LOOP,
-               site_variable=UNSLOTH_SITE_VARIABLE, frozen_bases=(BF16_BASE, "nf4", "nf4_bf16")),  # 4-bit: its QLoRA
+               site_variable=UNSLOTH_SITE_VARIABLE, frozen_bases=(BF16_BASE, "nf4", "nf4_bf16"),  # 4-bit: its QLoRA
+               packs_to_budget=True),
     )
 }  # fmt: skip
 ENGINE_NAMES = tuple(ENGINES)
+
+
+def batch_label(engine: str, batch_size: int, max_length: int, token_budget: int) -> str:
+    """How a row on ``engine`` batches, as its label says it: the token budget where the engine packs one row of it a
+    step, else batch size x max length."""
+    return f"budget {token_budget}" if ENGINES[engine].packs_to_budget else f"b{batch_size}x{max_length}"
 
 
 def peer_base(engine: str, frozen_base: str) -> str:

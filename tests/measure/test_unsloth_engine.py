@@ -145,6 +145,15 @@ def test_peer_rows_accept_unsloth_and_name_what_is_allowed():
     assert row.engine == "unsloth" and (row.num_samples, row.seed, row.lora_rank) == (4, 7, 8)
 
 
+def test_a_peer_rows_label_says_how_that_tool_batches():
+    # Unsloth and TRL's packing pack one row of the token budget a step; TRL's defaults pad batch x max_length rows
+    workload = LORA.replace(engine="workbook")
+    rows = {row.engine: row.label for row in peers_of(workload, "pick", "unsloth,trl_packing,trl_defaults", True)}
+    assert rows["unsloth"].endswith(", budget 256") and rows["trl_packing"].endswith(", budget 256")
+    assert rows["trl_defaults"].endswith(", b2x64")
+    assert LORA.replace(label="").name.endswith(", budget 256/lora-r8-a24")
+
+
 def test_the_8b_rehearsal_suite_puts_unsloth_beside_trl_and_the_pick_on_the_same_samples():
     rows = suite_named("qwen3-8b/lora-peers/unsloth").rows(None)
     assert [r.engine for r in rows] == ["workbook", "unsloth", "trl_defaults", "trl_best"]
