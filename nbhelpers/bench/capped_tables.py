@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.engines import WORKBOOK
+from nbhelpers.measure.store import RunRecord
 
 from . import cells as c
 from .page import markdown
@@ -77,12 +78,34 @@ CAPS_27B_79_ROWS = (
 )  # fmt: skip
 
 
+# The 27B under a 24 GiB cap with each layer's input offloaded to the host (2026-12-07, one job on an H100, cb792d0):
+# the 4-bit row at the planner's 12,288 tokens offloaded, at the 4,096 measured before with every layer recomputed on
+# the GPU (profiled) and offloaded, the pair on 128 samples; then Unsloth on the 32 samples at 12,288 tokens a step.
+CAPS_27B_24_OFFLOAD_ROWS = (
+    ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`, LoRA's product in the GEMM, each "
+     "layer's input offloaded to the host, 12,288 tokens", "24-gib-offload/24-gib-offload", "7ddd8f3ee5c3"),
+    ("Unsloth at the same 12,288 tokens a step: `FastLanguageModel`, `load_in_4bit`, its LoRA, its checkpointing "
+     "(which offloads too), packing", "24-gib-offload/24-gib-offload-unsloth", "910ad29995f5"),
+    ("the same 4-bit row at 4,096 tokens, every layer recomputed, inputs kept on the GPU (as measured before)",
+     "24-gib-offload/24-gib-offload", "0679c9d9601a"),
+    ("the same at 4,096 tokens, inputs offloaded", "24-gib-offload/24-gib-offload", "ea53ed5bc6bc"),
+    ("the pick on 128 samples", "24-gib-offload/24-gib-offload", "07907f3584d7"),
+    ("4,096 tokens, inputs on the GPU, on 128 samples", "24-gib-offload/24-gib-offload", "eb4d5296333f"),
+)  # fmt: skip
+
+
 REFERENCES = (  # the rows a cap's rates are shown against, where the cap's table has them measured
     ("the reference path",
      lambda r: r.config.get("engine", WORKBOOK) == WORKBOOK and r.config["kernels"] == BASELINE_BACKEND),
     ("Unsloth", lambda r: r.config.get("engine") == "unsloth"),
     ("TRL's defaults", lambda r: r.config.get("engine") == "trl_defaults"),
 )  # fmt: skip
+
+
+def same_samples(record: RunRecord, reference: RunRecord) -> bool:
+    """Whether two rows trained on the same samples (a rate divides by another only then)."""
+    return (record.config.get("num_samples"), record.config.get("seed")) == (
+        reference.config.get("num_samples"), reference.config.get("seed"))  # fmt: skip
 
 
 def capped_27b_table(shelf: c.Shelf, labelled: Sequence[tuple[str, str, str]], cap_gib: int) -> str:
@@ -104,7 +127,7 @@ def capped_27b_table(shelf: c.Shelf, labelled: Sequence[tuple[str, str, str]], c
         pick = r is rows[0][1]
         workbook = r.config.get("engine", WORKBOOK) == WORKBOOK
         planned = planned_vs_measured([r])["planned_gib"].iloc[0] if workbook else None
-        ratios = [c.ratio(r, reference) for _, reference in references]
+        ratios = [c.ratio(r, reference) if same_samples(r, reference) else "" for _, reference in references]
         table.append([label, c.tok_s_interval(r, emphasis=pick), *(c.bold(x) if pick else x for x in ratios),
                       c.share(r, "mfu"), c.gib(r), "" if planned is None else f"{planned:.1f}", c.budget(r),
                       c.timed_steps(r)])  # fmt: skip
@@ -127,3 +150,8 @@ def memory_caps_27b_48_h100(shelf: c.Shelf) -> str:
 def memory_caps_27b_79_h100(shelf: c.Shelf) -> str:
     """The 27B with LoRA under 79 GiB, two jobs on one machine (the peers' rows not yet run)."""
     return capped_27b_table(shelf, CAPS_27B_79_ROWS, 79)
+
+
+def memory_caps_27b_24_offload_h100(shelf: c.Shelf) -> str:
+    """The 27B with LoRA under 24 GiB with offloaded checkpoints beside Unsloth at the same tokens, one job."""
+    return capped_27b_table(shelf, CAPS_27B_24_OFFLOAD_ROWS, 24)

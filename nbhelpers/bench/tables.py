@@ -19,7 +19,12 @@ from nbhelpers.measure.store import RunRecord
 from nbhelpers.resources import REPO_ROOT
 
 from . import cells as c
-from .capped_tables import memory_caps_27b_48_h100, memory_caps_27b_79_h100, memory_caps_27b_h100
+from .capped_tables import (
+    memory_caps_27b_24_offload_h100,
+    memory_caps_27b_48_h100,
+    memory_caps_27b_79_h100,
+    memory_caps_27b_h100,
+)
 from .forward_tables import float8_cast_h100, lora_epilogue_h100, lora_function_h100
 from .page import fill, markdown, stale
 
@@ -375,6 +380,7 @@ TABLES: dict[str, Table] = {
     "lora-function-h100": lora_function_h100, "float8-cast-h100": float8_cast_h100,
     "memory-caps-27b-h100": memory_caps_27b_h100, "memory-caps-27b-48-h100": memory_caps_27b_48_h100,
     "memory-caps-27b-79-h100": memory_caps_27b_79_h100,
+    "memory-caps-27b-24-offload-h100": memory_caps_27b_24_offload_h100,
 }  # fmt: skip
 
 

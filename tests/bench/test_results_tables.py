@@ -55,3 +55,12 @@ def test_a_capped_table_shows_each_reference_measured_at_its_cap_and_no_other():
     reference_row = next(line for line in rendered["memory-caps-27b-79-h100"].splitlines()
                          if line.startswith("| transformers' reference path"))  # fmt: skip
     assert "| 1.00x |" in reference_row
+
+
+def test_a_rate_is_shown_over_a_reference_only_on_the_same_samples():
+    # the offload job's 128-sample pair has no Unsloth row on 128 samples: its "vs Unsloth" cell stays empty
+    lines = tables.render()["memory-caps-27b-24-offload-h100"].splitlines()
+    on_128 = [line for line in lines if "128 samples" in line]
+    assert len(on_128) == 2 and all(line.split(" | ")[2] == "" for line in on_128)
+    pick = next(line for line in lines if line.startswith("| the workbook's pick"))
+    assert pick.split(" | ")[2].endswith("x**")
