@@ -3,7 +3,8 @@
 # other wheels into /tmp/site, Unsloth's wheel set made from the carried folders, the checkout copied to /tmp/wb
 # ($JOB_WORKDIR), the offloaded checkpoints' tests run there (their GPU test runs only on a GPU), then one job of the
 # suites named, through benchmarks/gpu_job.sh and benchmarks/gpu_peers_caps.sh. A suite whose name has "offload" in
-# it runs only if those tests pass. Carry .whlA2 .whlB .whl .whl-ao .whl-uo; set NBHELPERS_COMMIT to the full sha.
+# it runs only if those tests pass. Carry .whl .whl-ao .whl-uo, after a call that installed .whlA2 and .whlB the same
+# way (the five folders and the checkout pass the 64 MiB a call carries); set NBHELPERS_COMMIT to the full sha.
 #   bash benchmarks/gpu_offload_then_peers.sh SECONDS SUITE...   # SECONDS: what this call may spend, installs included
 # The tests' output lands in $OUT/offload-tests.log; collect the job in the next calls, made at once:
 #   cd /tmp/wb && bash benchmarks/gpu_job.sh collect 560
@@ -19,8 +20,11 @@ pip_install() { python3 -m pip install -q --no-index --no-deps --no-compile --no
 if [[ -d .whl-uo ]]; then  # Unsloth's own pins, and the three packages it shares with the workbook's sets
   mkdir -p .whl-unsloth && cp .whl-uo/* .whl-ao/bitsandbytes* .whl/datasets* .whl/dill* .whl/multiprocess* .whl-unsloth/
 fi
-pip_install .whlA2/*.whl || exit 1
-pip_install --upgrade .whlB/*.whl .whl/*.whl .whl-ao/*.whl || exit 1
+# The folders carried in this call; one installed by an earlier call (the checkout and all five pass 64 MiB) is absent
+[[ -d .whlA2 ]] && { pip_install .whlA2/*.whl || exit 1; }
+upgrades=()
+for folder in .whlB .whl .whl-ao; do [[ -d $folder ]] && upgrades+=("$folder"/*.whl); done
+(( ${#upgrades[@]} )) && { pip_install --upgrade "${upgrades[@]}" || exit 1; }
 workdir=${JOB_WORKDIR:-/tmp/wb}
 mkdir -p "$workdir" && cp -a . "$workdir" && cd "$workdir" || exit 1
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from nbhelpers.analysis.adapter_plan import largest_fitting_tokens
 from nbhelpers.data.strategies import STRATEGIES
+from nbhelpers.kernels.registry import REGIONAL_BACKEND
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.memory_plan import plan_memory, recomputed_layers, settings_from_config
 from nbhelpers.models.families import model_shape
@@ -141,6 +142,16 @@ def float8_cast_rows() -> list[RunConfig]:
             float8.replace(label=f"{float8.label}, {EAGER_CAST_LABEL}")]  # fmt: skip
 
 
+def float8_compile_rows() -> list[RunConfig]:
+    """The two bases of :func:`float8_cast_rows` (the fused cast), each eager and then with every decoder layer
+    compiled (the float8 GEMM one opaque operator in the compiled graph), each profiled, on the same batches: whether
+    compiling the layers takes the host's time out of the float8 step (34% idle on an H100, bf16's 0.84x)."""
+    bf16, float8 = float8_cast_rows()[:2]
+    return [row for base in (bf16, float8)
+            for row in (base, base.replace(kernels=f"{base.kernels}+{REGIONAL_BACKEND}",
+                                           label=f"{base.label}, regional compile"))]  # fmt: skip
+
+
 def float8_cast_env(config: RunConfig) -> dict[str, str]:
     """The eager cast for the row labelled so; the default (fused) for the others."""
     return {CAST_VARIABLE: "eager"} if config.label.endswith(EAGER_CAST_LABEL) else {}
@@ -153,6 +164,9 @@ SUITES = (
     Suite("qwen3-8b/float8-cast/fused-and-eager", "the best row over the bf16 base, then over the float8 base with its "
           "GEMM operands cast by one compiled kernel and by the eager ops it had, each profiled, on the same batches",
           lambda _: float8_cast_rows(), parity=False, needs=f"{NEEDS}; liger-kernel", row_env=float8_cast_env),
+    Suite("qwen3-8b/float8-cast/regional-compile", "the best row over the bf16 base and over the float8 base, each "
+          "eager and with its decoder layers compiled, each profiled, on the same batches",
+          lambda _: float8_compile_rows(), parity=False, needs=f"{NEEDS}; liger-kernel"),
     Suite("qwen3-8b/frozen-base/plain", "LoRA r16 over a bf16, an NF4 and a float8 frozen base: eager, static, sdpa",
           lambda _: base_rows(LORA_8B, "eager, static, sdpa"), needs=NEEDS),
     Suite("qwen3-8b/frozen-base/best", "the same three bases under Liger (no fused linear CE), a token budget of "

@@ -122,6 +122,11 @@ def offload_rows_24() -> list[RunConfig]:
     return [*pair, same_batches, *(row.replace(profile=False) for row in wider)]
 
 
+def unsloth_beside(row: RunConfig) -> list[RunConfig]:
+    """Unsloth on ``row``'s samples at its tokens a step (its own checkpointing and packing)."""
+    return peers_of(row, row.label, "unsloth", on_gpu=True)
+
+
 def tokens_or_recomputation_79() -> list[RunConfig]:
     """The 27B's 4-bit row under a 79 GiB cap as the planner picked it before its rule gave a dequantizing base
     tokens' worth up to 16,384 (4,096 tokens, every 4th layer recomputed), then at 16,384 tokens with every layer
@@ -197,8 +202,11 @@ SUITES = (
           parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload-unsloth", "under a cap of 24 GiB: Unsloth on the 32 "
           "samples at the offloaded row's tokens a step (its own checkpointing offloads too), beside 24-gib-offload",
-          lambda _: peers_of(offload_rows_24()[0], offload_rows_24()[0].label, "unsloth", on_gpu=True), parity=False,
+          lambda _: unsloth_beside(offload_rows_24()[0]), parity=False,
           needs=f"{UNSLOTH_NEEDS}; bitsandbytes (.whl-ao)"),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload-unsloth-128", "under a cap of 24 GiB: Unsloth on the "
+          "offload suite's 128 samples at the offloaded row's tokens a step", lambda _: unsloth_beside(
+              offload_rows_24()[3]), parity=False, needs=f"{UNSLOTH_NEEDS}; bitsandbytes (.whl-ao)"),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/79-gib-tokens", "under a cap of 79 GiB: the 4-bit row at the "
           "planner's 4,096 tokens with every 4th layer recomputed, then at 16,384 with every layer recomputed",
           lambda _: tokens_or_recomputation_79(), parity=False,

@@ -159,3 +159,25 @@ def test_the_function_suites_time_the_4_bit_row_as_one_function_then_fused_on_th
     assert (function.lora_epilogue, fused.lora_epilogue) == ("function", "fused")
     assert function.profile and fused.profile and function.frozen_base == "nf4_bf16" and function.gpu_memory_gib == 24
     assert function.replace(lora_epilogue="fused", label=fused.label) == fused  # only the forward differs
+
+
+def test_the_float8_compile_suite_compiles_each_bases_layers_and_changes_nothing_else():
+    bf16, bf16_compiled, float8, float8_compiled = suite_named("qwen3-8b/float8-cast/regional-compile").rows(None)
+    assert (bf16.frozen_base, float8.frozen_base) == ("bf16", "float8")
+    for eager, compiled in ((bf16, bf16_compiled), (float8, float8_compiled)):
+        assert compiled.kernels == f"{eager.kernels}+regional_compile" and eager.profile and compiled.profile
+        assert eager.replace(kernels=compiled.kernels, label=compiled.label) == compiled  # the same batches and cap
+    assert float8.replace(frozen_base="bf16", label=bf16.label) == bf16
+
+
+def test_the_offload_suites_give_the_larger_budget_to_offloaded_inputs_and_unsloth_the_same_tokens():
+    suite = suite_named("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload")
+    offloaded, on_gpu, same_batches, wide, wide_on_gpu = suite.rows(None)
+    assert (offloaded.activation_checkpointing, on_gpu.activation_checkpointing) == ("offload", "full")
+    assert offloaded.token_budget > on_gpu.token_budget and offloaded.gpu_memory_gib == on_gpu.gpu_memory_gib == 24
+    assert on_gpu.replace(activation_checkpointing="offload", label=same_batches.label, profile=False) == same_batches
+    assert (wide.num_samples, wide_on_gpu.num_samples) == (128, 128) and offloaded.num_samples == 32
+    for name, row in (("24-gib-offload-unsloth", offloaded), ("24-gib-offload-unsloth-128", wide)):
+        (unsloth,) = suite_named(f"hybrid/qwen3.8-27b-lora/memory-caps/{name}").rows(None)
+        assert unsloth.engine == "unsloth" and unsloth.label.endswith(f"budget {row.token_budget}")
+        assert (unsloth.num_samples, unsloth.seed, unsloth.token_budget) == (row.num_samples, row.seed, row.token_budget)

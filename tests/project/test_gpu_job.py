@@ -76,20 +76,21 @@ def test_wait_says_when_the_job_still_runs(tmp_path):
 
 OFFLOAD_THEN_PEERS = SCRIPT.parent / "gpu_offload_then_peers.sh"
 FAKE_PYTHON = """#!/usr/bin/env bash
-if [[ $1 == -m && $2 == pip ]]; then exit 0; fi
+if [[ $1 == -m && $2 == pip ]]; then echo "${@: -$(($# - 2))}" >> "$OUT/pip.log"; exit 0; fi
 if [[ $1 == -m && $2 == pytest ]]; then echo "offload tests: $FAKE_TESTS"; [[ $FAKE_TESTS == pass ]]; exit; fi
 exit 3
 """
 
 
-def offload_then_peers(tmp_path: Path, tests: str, *suites: str, commit: str = "0" * 40):
+def offload_then_peers(tmp_path: Path, tests: str, *suites: str, commit: str = "0" * 40,
+                       folders: tuple[str, ...] = (".whlA2", ".whlB", ".whl", ".whl-ao")):  # fmt: skip
     """The second call's script on a copy of the parts it reads, pip and pytest faked, the suites' runner an echo."""
     repo = tmp_path / "repo"
     (repo / "benchmarks").mkdir(parents=True)
     for script in (SCRIPT, OFFLOAD_THEN_PEERS):
         (repo / "benchmarks" / script.name).write_text(script.read_text())
     (repo / "benchmarks" / "gpu_peers_caps.sh").write_text('echo "[suites] $*"\n')
-    for folder in (".whlA2", ".whlB", ".whl", ".whl-ao"):
+    for folder in folders:
         (repo / folder).mkdir()
         (repo / folder / "fake-0-py3-none-any.whl").write_text("")
     bin_dir = tmp_path / "bin"
@@ -116,6 +117,14 @@ def test_the_offload_suites_run_only_after_the_offload_tests_pass(tmp_path):
     assert "[suites] runs/bench caps/79-gib-peers" in failed.stdout and "24-gib-offload" not in failed.stdout.split(
         "left out")[1]  # fmt: skip
     assert (out / "console.log").is_file()  # the job's console collected into $OUT
+
+
+def test_the_offload_script_installs_the_wheel_folders_this_call_carried(tmp_path):
+    run, out = offload_then_peers(tmp_path, "pass", "caps/79-gib-peers", folders=(".whl", ".whl-ao"))
+    assert run.returncode == 0, run.stderr
+    (line,) = (out / "pip.log").read_text().splitlines()  # one install: the upgrade of the two carried folders
+    assert "--upgrade .whl/fake-0-py3-none-any.whl .whl-ao/fake-0-py3-none-any.whl" in line and ".whlB" not in line
+    assert "[suites] runs/bench caps/79-gib-peers" in run.stdout
 
 
 def test_the_offload_script_wants_the_commit_before_any_work(tmp_path):
