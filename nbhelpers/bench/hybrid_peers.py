@@ -9,6 +9,7 @@ from nbhelpers.analysis.peers import peers_of
 from nbhelpers.kernels.registry import liger_switches_for
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.engines import WORKBOOK
+from nbhelpers.models.checkpointing import PREFETCH_VARIABLE
 
 from .dense_peers import FIRST_STEPS
 from .frozen_bases import CAPS_GIB, base_rows, capped_row
@@ -122,6 +123,22 @@ def offload_rows_24() -> list[RunConfig]:
     return [*pair, same_batches, *(row.replace(profile=False) for row in wider)]
 
 
+ON_DEMAND = "each input copied back when asked for"  # the label's end for the row without prefetch
+
+
+def prefetch_rows_24() -> list[RunConfig]:
+    """The offloaded pick on 128 samples, each input's copy back started under the layer after it (the default),
+    then with each copied back when the recompute asks for it (the compute stream waiting for each), both profiled,
+    on the same batches."""
+    wide = offload_rows_24()[3].replace(profile=True)
+    return [wide.replace(label=f"{wide.label}, prefetched"), wide.replace(label=f"{wide.label}, {ON_DEMAND}")]
+
+
+def prefetch_env(config: RunConfig) -> dict[str, str]:
+    """No prefetch for the row labelled so; the default for the others."""
+    return {PREFETCH_VARIABLE: "0"} if config.label.endswith(ON_DEMAND) else {}
+
+
 def unsloth_beside(row: RunConfig) -> list[RunConfig]:
     """Unsloth on ``row``'s samples at its tokens a step (its own checkpointing and packing)."""
     return peers_of(row, row.label, "unsloth", on_gpu=True)
@@ -207,6 +224,10 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload-unsloth-128", "under a cap of 24 GiB: Unsloth on the "
           "offload suite's 128 samples at the offloaded row's tokens a step", lambda _: unsloth_beside(
               offload_rows_24()[3]), parity=False, needs=f"{UNSLOTH_NEEDS}; bitsandbytes (.whl-ao)"),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload-prefetch", "under a cap of 24 GiB: the offloaded "
+          "pick on 128 samples with each input's copy back started a layer early, then with each copied back when "
+          "asked for, both profiled, on the same batches", lambda _: prefetch_rows_24(), parity=False,
+          needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base", row_env=prefetch_env),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/79-gib-tokens", "under a cap of 79 GiB: the 4-bit row at the "
           "planner's 4,096 tokens with every 4th layer recomputed, then at 16,384 with every layer recomputed",
           lambda _: tokens_or_recomputation_79(), parity=False,

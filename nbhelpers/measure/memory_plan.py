@@ -13,9 +13,9 @@ with FSDP2 the gathered bf16 copies of the root group (embedding, final norm, lm
 layers (the running one and the prefetched one) plus one layer's unsharded fp32 gradient; without sharding,
 fp32 weights under bf16 autocast add autocast's cached bf16 copy of every matmul weight. Activations count
 the tensors each decoder layer saves for backward per token (:func:`layer_activation_bytes`); a checkpointed
-layer saves only its input (on the host when offloaded: :func:`host_offload_bytes`), and one checkpointed layer is
-recomputed at a time. Logits cost tokens x
-vocabulary x bytes per element of the loss path (:data:`LOSS_BYTES_PER_LOGIT`). The activation counts are
+layer saves only its input (on the host when offloaded: :func:`host_offload_bytes`, with two back on the device at
+a time, the one recomputed and the next, prefetched), and one checkpointed layer is recomputed at a time. Logits
+cost tokens x vocabulary x bytes per element of the loss path (:data:`LOSS_BYTES_PER_LOGIT`). The activation counts are
 an estimate of what transformers' eager modules save, with two coefficients (the RMSNorm copies and the
 plain loss's bytes per logit) set against the shipped single-H200 records of the 1.7B shape: on those 37
 records it is within 12% (``nbhelpers.analysis.memory_plan.planned_vs_measured``; tests/analysis/test_memory_plan.py
@@ -32,7 +32,7 @@ from typing import Any
 from nbhelpers.kernels.fla import FUSED_GATED_NORM
 from nbhelpers.kernels.registry import requested_kernels, uses_liger_switches
 from nbhelpers.models.adapters import AdapterSettings
-from nbhelpers.models.checkpointing import CHECKPOINTING_NAMES, CHECKPOINTINGS, recomputed_layers
+from nbhelpers.models.checkpointing import CHECKPOINTING_NAMES, CHECKPOINTINGS, RESTORED_INPUTS, recomputed_layers
 from nbhelpers.models.frozen_base import BF16_BASE, FROZEN_BASES, frozen_base_bytes, working_copy_bytes
 from nbhelpers.models.linears import OUTPUT_LAYER, targeted
 from nbhelpers.models.precision import MASTER_WEIGHTS, PRECISIONS
@@ -275,9 +275,10 @@ def plan_memory(shape: ModelShape, settings: MemorySettings) -> MemoryPlan:
     recomputed = set(recomputed_layers(shape.num_layers, s.checkpointing, s.checkpoint_every))
     residual = 4 if stream == "fp32" else 2
     per_token = sum(by_kind[kind] for i, kind in enumerate(kinds) if i not in recomputed)
-    # each recomputed layer's input, kept to its recompute; offloaded, only the one restored for the recompute
+    # each recomputed layer's input, kept to its recompute; offloaded, the one restored for the recompute and the next
     offloaded = CHECKPOINTINGS[s.checkpointing].offloads and recomputed
-    per_token += (1 if offloaded else len(recomputed)) * residual * shape.hidden_size
+    kept_inputs = min(RESTORED_INPUTS, len(recomputed)) if offloaded else len(recomputed)
+    per_token += kept_inputs * residual * shape.hidden_size
     per_token += max(by_kind[kinds[i]] for i in recomputed) if recomputed else 0  # the layer being recomputed
     per_token += 2 * shape.hidden_size * residual  # embedding output and final norm
     activations = s.tokens_per_gpu * per_token

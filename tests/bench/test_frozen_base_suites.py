@@ -180,4 +180,13 @@ def test_the_offload_suites_give_the_larger_budget_to_offloaded_inputs_and_unslo
     for name, row in (("24-gib-offload-unsloth", offloaded), ("24-gib-offload-unsloth-128", wide)):
         (unsloth,) = suite_named(f"hybrid/qwen3.8-27b-lora/memory-caps/{name}").rows(None)
         assert unsloth.engine == "unsloth" and unsloth.label.endswith(f"budget {row.token_budget}")
-        assert (unsloth.num_samples, unsloth.seed, unsloth.token_budget) == (row.num_samples, row.seed, row.token_budget)
+        fields = ("num_samples", "seed", "token_budget")
+        assert [getattr(unsloth, f) for f in fields] == [getattr(row, f) for f in fields]
+
+
+def test_the_prefetch_suite_turns_off_only_the_prefetch_on_the_same_batches():
+    suite = suite_named("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload-prefetch")
+    prefetched, on_demand = suite.rows(None)
+    assert prefetched.activation_checkpointing == "offload" and prefetched.num_samples == 128 and prefetched.profile
+    assert prefetched.replace(label=on_demand.label) == on_demand
+    assert suite.row_env(prefetched) == {} and suite.row_env(on_demand) == {"NBHELPERS_OFFLOAD_PREFETCH": "0"}

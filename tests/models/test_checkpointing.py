@@ -109,6 +109,8 @@ def test_offloaded_checkpoints_see_each_layer_input_and_give_full_checkpointings
     hidden = model.config.hidden_size
     assert seen == [(BATCH, LENGTH, hidden)] * model.config.num_hidden_layers  # each layer's input, nothing inside
     assert offload.packed_tensors == model.config.num_hidden_layers
+    # the backward asks from the last layer's input: each after it was prefetched when the one after it was asked for
+    assert offload.prefetched_tensors == model.config.num_hidden_layers - 1
     assert offloaded_bytes(model) == model.config.num_hidden_layers * BATCH * LENGTH * hidden * 4
     torch.testing.assert_close(loss, expected_loss, rtol=0, atol=0)  # the same kernels on the same inputs
     assert len(grads) == len(expected_grads)
@@ -179,6 +181,40 @@ def test_empty_saved_tensors_stay_where_they_are():
     assert offload.unpack(offload.pack(saved)).equal(saved) and offload.packed_bytes == saved.nbytes
 
 
+def test_each_input_asked_for_starts_the_copy_back_of_the_one_saved_before_it():
+    offload = CheckpointOffload(min_bytes=0)
+    first, second, third = (torch.full((4,), float(i)) for i in range(3))
+    packed = [offload.pack(t) for t in (first, second, third)]
+    assert offload.unpack(packed[2]).equal(third) and offload.prefetched_tensors == 1
+    assert packed[1].prefetched is not None and packed[0].prefetched is None  # one ahead, no more
+    assert offload.unpack(packed[1]).equal(second) and packed[1].prefetched is None  # taken, not kept
+    assert offload.unpack(packed[0]).equal(first) and offload.prefetched_tensors == 2
+    assert offload.unpack(packed[1]).equal(second)  # asked for again: copied again
+
+
+def test_without_prefetch_each_input_is_copied_back_when_asked_for(monkeypatch):
+    from nbhelpers.models.checkpointing import PREFETCH_VARIABLE, prefetch_enabled
+
+    offload = CheckpointOffload(min_bytes=0, prefetch=False)
+    packed = [offload.pack(torch.full((4,), float(i))) for i in range(2)]
+    assert offload.unpack(packed[1]).equal(torch.ones(4)) and packed[0].prefetched is None
+    assert offload.unpack(packed[0]).equal(torch.zeros(4)) and offload.prefetched_tensors == 0
+    assert prefetch_enabled()
+    monkeypatch.setenv(PREFETCH_VARIABLE, "0")
+    assert not prefetch_enabled()
+    monkeypatch.setenv(PREFETCH_VARIABLE, "no")
+    with pytest.raises(ValueError, match="NBHELPERS_OFFLOAD_PREFETCH='no' is not allowed: one of 1, 0"):
+        prefetch_enabled()
+
+
+def test_an_input_whose_graph_was_freed_is_neither_kept_nor_prefetched():
+    offload = CheckpointOffload(min_bytes=0)
+    offload.pack(torch.ones(4))  # a forward whose graph is freed without a backward
+    kept = offload.pack(torch.zeros(4))
+    assert offload.unpack(kept).equal(torch.zeros(4)) and offload.prefetched_tensors == 0
+    assert offload._saved == []
+
+
 def test_a_model_without_decoder_layers_is_refused():
     with pytest.raises(ValueError, match="nothing to offload"):
         offload_checkpoints(torch.nn.Sequential(torch.nn.Linear(4, 4)))
@@ -199,7 +235,7 @@ def test_the_planner_keeps_offloaded_inputs_off_the_gpu_and_counts_them_on_the_h
     offloaded = dataclasses.replace(full, checkpointing="offload")
     inputs = 8192 * shape.hidden_size * 2  # one layer's bf16 input
     assert plan_memory(shape, full).activations - plan_memory(shape, offloaded).activations == (
-        (shape.num_layers - 1) * inputs)  # fmt: skip  # one input is back on the GPU for its recompute
+        (shape.num_layers - 2) * inputs)  # fmt: skip  # two back on the GPU: the one recomputed, the next prefetched
     assert host_offload_bytes(shape, offloaded) == shape.num_layers * inputs
     assert host_offload_bytes(shape, full) == 0
 
