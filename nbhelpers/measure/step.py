@@ -26,7 +26,7 @@ from nbhelpers.kernels.backends import apply_backend
 from nbhelpers.kernels.hybrid_paths import layer_paths
 from nbhelpers.kernels.registry import family_kernel_refusal, uses_liger_switches
 from nbhelpers.models.adapters import parameter_counts, trainable_parameters, weights_dtype, wrap_model
-from nbhelpers.models.checkpointing import offloaded_bytes
+from nbhelpers.models.checkpointing import offload_prefetches, offloaded_bytes
 from nbhelpers.models.families import BOUNDARIES_PACKING, POSITION_IDS_PACKING, model_shape
 from nbhelpers.models.float8_cast import cast_mode
 from nbhelpers.models.frozen_base import BF16_BASE, FrozenBaseUnavailable, frozen_base_refusal, frozen_stored_bytes
@@ -339,11 +339,13 @@ def check_finite_losses(values: list[tuple[str, float]]) -> None:
 
 
 def offload_and_cast_metrics(model: Any, config: RunConfig, device: str, steps_run: int) -> dict[str, Any]:
-    """What offloaded checkpoints moved to the host a step, and how a float8 base cast its GEMMs' operands on a GPU
-    (``NBHELPERS_FLOAT8_CAST``); nothing for a step that does neither."""
+    """What offloaded checkpoints moved to the host a step (and how many copies back started early), and how a
+    float8 base cast its GEMMs' operands on a GPU (``NBHELPERS_FLOAT8_CAST``); nothing for a step that does
+    neither."""
     metrics: dict[str, Any] = {}
     if moved := offloaded_bytes(model):
         metrics["checkpoint_offload_gib_per_step"] = moved / 2**30 / steps_run
+        metrics["checkpoint_prefetches_per_step"] = offload_prefetches(model) / steps_run
     if device == "cuda" and config.frozen_base != BF16_BASE:
         from nbhelpers.models.float8_linear import float8_layers
 

@@ -253,3 +253,9 @@ def offloaded_bytes(model: Any) -> int:
     """Bytes the model's offloader has moved to the host so far (0 without one)."""
     offload = getattr(model, OFFLOADER, None)
     return offload.packed_bytes if offload is not None else 0
+
+
+def offload_prefetches(model: Any) -> int:
+    """Copies back the model's offloader started before the backward asked for them so far (0 without one)."""
+    offload = getattr(model, OFFLOADER, None)
+    return offload.prefetched_tensors if offload is not None else 0

@@ -24,6 +24,7 @@ from nbhelpers.models.checkpointing import (
     CheckpointOffload,
     checkpointing_layers,
     offload_checkpoints,
+    offload_prefetches,
     offloaded_bytes,
     recomputed_layers,
 )
@@ -110,7 +111,12 @@ def test_offloaded_checkpoints_see_each_layer_input_and_give_full_checkpointings
     assert seen == [(BATCH, LENGTH, hidden)] * model.config.num_hidden_layers  # each layer's input, nothing inside
     assert offload.packed_tensors == model.config.num_hidden_layers
     # the backward asks from the last layer's input: each after it was prefetched when the one after it was asked for
-    assert offload.prefetched_tensors == model.config.num_hidden_layers - 1
+    assert offload.prefetched_tensors == offload_prefetches(model) == model.config.num_hidden_layers - 1
+    from nbhelpers.measure.step import offload_and_cast_metrics
+
+    assert offload_and_cast_metrics(model, RunConfig(), "cpu", steps_run=1) == {
+        "checkpoint_offload_gib_per_step": offloaded_bytes(model) / 2**30,
+        "checkpoint_prefetches_per_step": model.config.num_hidden_layers - 1}  # fmt: skip
     assert offloaded_bytes(model) == model.config.num_hidden_layers * BATCH * LENGTH * hidden * 4
     torch.testing.assert_close(loss, expected_loss, rtol=0, atol=0)  # the same kernels on the same inputs
     assert len(grads) == len(expected_grads)
