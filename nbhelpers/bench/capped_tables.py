@@ -5,7 +5,7 @@ its peak and planned memory; a failed row says why."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from nbhelpers.kernels.registry import BASELINE_BACKEND
 from nbhelpers.measure.engines import WORKBOOK
@@ -81,6 +81,8 @@ CAPS_27B_79_ROWS = (
 # The 27B under a 24 GiB cap with each layer's input offloaded to the host (2026-12-07, one job on an H100, cb792d0):
 # the 4-bit row at the planner's 12,288 tokens offloaded, at the 4,096 measured before with every layer recomputed on
 # the GPU (profiled) and offloaded, the pair on 128 samples; then Unsloth on the 32 samples at 12,288 tokens a step.
+# A second job (one H100, 0c4c252): the pick on 128 samples with the prefetch and without (both profiled), then Unsloth
+# on those 128 samples.
 CAPS_27B_24_OFFLOAD_ROWS = (
     ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`, LoRA's product in the GEMM, each "
      "layer's input offloaded to the host, 12,288 tokens", "24-gib-offload/24-gib-offload", "7ddd8f3ee5c3"),
@@ -91,6 +93,12 @@ CAPS_27B_24_OFFLOAD_ROWS = (
     ("the same at 4,096 tokens, inputs offloaded", "24-gib-offload/24-gib-offload", "ea53ed5bc6bc"),
     ("the pick on 128 samples", "24-gib-offload/24-gib-offload", "07907f3584d7"),
     ("4,096 tokens, inputs on the GPU, on 128 samples", "24-gib-offload/24-gib-offload", "eb4d5296333f"),
+    ("the pick on 128 samples, second job: each input's copy back started under the layer after it (prefetch)",
+     "24-gib-offload-128/24-gib-offload-prefetch", "f68c28dff2c0"),
+    ("the same, each input copied back when the recompute asks for it", "24-gib-offload-128/24-gib-offload-prefetch",
+     "157b82a95219"),
+    ("Unsloth on the 128 samples at 12,288 tokens a step, second job", "24-gib-offload-128/24-gib-offload-unsloth-128",
+     "032c1fba5f84"),
 )  # fmt: skip
 
 
@@ -110,13 +118,18 @@ def same_samples(record: RunRecord, reference: RunRecord) -> bool:
 
 def capped_27b_table(shelf: c.Shelf, labelled: Sequence[tuple[str, str, str]], cap_gib: int) -> str:
     """The 27B with LoRA under one cap: each row's rate over each reference the cap's rows measured (the first
-    measured row of each kind), peak and planned memory; a failed row says why (the planner's refusals name its
-    peak)."""
+    measured row of each kind on the row's samples), peak and planned memory; a failed row says why (the planner's
+    refusals name its peak)."""
     from nbhelpers.analysis.memory_plan import planned_vs_measured
 
     rows = [(label, shelf((f"{CAPS_27B}{file}.jsonl", i))) for label, file, i in labelled]
-    references = [(name, found) for name, test in REFERENCES
-                  if (found := next((r for _, r in rows if r.ok and test(r)), None)) is not None]  # fmt: skip
+    measured = [r for _, r in rows if r.ok]
+    references = [(name, test) for name, test in REFERENCES if any(test(r) for r in measured)]
+
+    def reference_for(record: RunRecord, test: Callable[[RunRecord], bool]) -> RunRecord | None:
+        """The first measured row of a reference's kind on the record's samples."""
+        return next((r for r in measured if test(r) and same_samples(record, r)), None)
+
     table = []
     for label, r in rows:
         if not r.ok:
@@ -127,8 +140,8 @@ def capped_27b_table(shelf: c.Shelf, labelled: Sequence[tuple[str, str, str]], c
         pick = r is rows[0][1]
         workbook = r.config.get("engine", WORKBOOK) == WORKBOOK
         planned = planned_vs_measured([r])["planned_gib"].iloc[0] if workbook else None
-        ratios = [c.ratio(r, reference) if same_samples(r, reference) else "" for _, reference in references]
-        table.append([label, c.tok_s_interval(r, emphasis=pick), *(c.bold(x) if pick else x for x in ratios),
+        ratios = [c.ratio(r, reference) if (reference := reference_for(r, test)) else "" for _, test in references]
+        table.append([label, c.tok_s_interval(r, emphasis=pick), *(c.bold(x) if pick and x else x for x in ratios),
                       c.share(r, "mfu"), c.gib(r), "" if planned is None else f"{planned:.1f}", c.budget(r),
                       c.timed_steps(r)])  # fmt: skip
     headers = [f"row ({cap_gib} GiB cap, LoRA r16 all-linear)", "real tok/s (95% interval)",
@@ -153,5 +166,5 @@ def memory_caps_27b_79_h100(shelf: c.Shelf) -> str:
 
 
 def memory_caps_27b_24_offload_h100(shelf: c.Shelf) -> str:
-    """The 27B with LoRA under 24 GiB with offloaded checkpoints beside Unsloth at the same tokens, one job."""
+    """The 27B with LoRA under 24 GiB with offloaded checkpoints beside Unsloth at the same tokens, two jobs."""
     return capped_27b_table(shelf, CAPS_27B_24_OFFLOAD_ROWS, 24)

@@ -57,10 +57,22 @@ def test_a_capped_table_shows_each_reference_measured_at_its_cap_and_no_other():
     assert "| 1.00x |" in reference_row
 
 
-def test_a_rate_is_shown_over_a_reference_only_on_the_same_samples():
-    # the offload job's 128-sample pair has no Unsloth row on 128 samples: its "vs Unsloth" cell stays empty
+def test_a_rate_is_shown_over_the_reference_measured_on_the_same_samples():
+    from nbhelpers.bench import capped_tables as ct
+    from nbhelpers.bench.cells import Shelf, ratio
+
+    rows = ct.CAPS_27B_24_OFFLOAD_ROWS
+    shelf = Shelf(tables.PAGE.parent.parent / "benchmarks" / "gpu")
+    records = {label: shelf((f"{ct.CAPS_27B}{file}.jsonl", i)) for label, file, i in rows}
+    unsloth = {r.config["num_samples"]: r for r in records.values() if r.config.get("engine") == "unsloth"}
+    assert sorted(unsloth) == [32, 128]  # one Unsloth row on each set of samples: each row divides by its own
     lines = tables.render()["memory-caps-27b-24-offload-h100"].splitlines()
-    on_128 = [line for line in lines if "128 samples" in line]
-    assert len(on_128) == 2 and all(line.split(" | ")[2] == "" for line in on_128)
-    pick = next(line for line in lines if line.startswith("| the workbook's pick"))
-    assert pick.split(" | ")[2].endswith("x**")
+    for label, record in records.items():
+        line = next(line for line in lines if line.startswith(f"| {label} |"))
+        assert line.split(" | ")[2].strip("*") == ratio(record, unsloth[record.config["num_samples"]])
+    # without a row on their samples, the 128-sample rows show no rate over Unsloth
+    only_32 = [row for row in rows if records[row[0]].config["num_samples"] == 128
+               and records[row[0]].config.get("engine") != "unsloth"]  # fmt: skip
+    only_32.append(next(row for row in rows if records[row[0]] is unsloth[32]))
+    table = ct.capped_27b_table(shelf, only_32, 24).splitlines()[2:]
+    assert len(table) == len(only_32) and [line.split(" | ")[2] for line in table[:-1]] == [""] * (len(table) - 1)
