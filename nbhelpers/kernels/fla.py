@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from . import hybrid_paths as paths
+from .packed_boundaries import PackedBoundaries, boundary_arguments, shared_boundaries, takes_chunk_indices
 from .spec import BackendUnavailable
 
 FLA_BACKEND = "fla"  # the backend's name in the table (nbhelpers.kernels.registry)
@@ -157,35 +158,39 @@ def with_qk_norm(rule: Any) -> Any:
     return lambda q, k, v, gate, b: rule(q, k, v, gate, b, use_qk_l2norm_in_kernel=True)
 
 
-def delta_rule_hook(chunk_rule: Any, implementation: str) -> Any:
+def delta_rule_hook(chunk_rule: Any, implementation: str, boundaries: PackedBoundaries | None = None) -> Any:
     """A chunk gated delta rule taking fla's arguments (fla's, FlashQLA's) behind the reference's signature, tagged
-    ``implementation`` for the per-layer report; cu_seqlens passed on."""
+    ``implementation`` for the per-layer report; cu_seqlens passed on (as int64), with ``boundaries``' chunk
+    indices where given (fla's rule: built once per row, not once per layer)."""
+    chunks = takes_chunk_indices(chunk_rule)
 
     def delta_rule(query: Any, key: Any, value: Any, g: Any, beta: Any, chunk_size: int = 64,
                    initial_state: Any = None, output_final_state: bool = False,
                    use_qk_l2norm_in_kernel: bool = False, cu_seqlens: Any = None, **kwargs: Any) -> Any:  # fmt: skip
         return chunk_rule(
             query, key, value, g=g, beta=beta, initial_state=initial_state, output_final_state=output_final_state,
-            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
-            cu_seqlens=cu_seqlens.long() if cu_seqlens is not None else None,
+            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, **boundary_arguments(boundaries, cu_seqlens, chunks),
         )  # fmt: skip
 
     return paths.tag(delta_rule, implementation, paths.KEEPS_APART)
 
 
 def fla_delta_rule() -> Any:
-    """fla's chunk gated delta rule behind the reference's signature; cu_seqlens passed on."""
+    """fla's chunk gated delta rule behind the reference's signature; cu_seqlens and their chunk indices (shared
+    with the convolution, :func:`shared_boundaries`) passed on."""
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule
 
-    return delta_rule_hook(chunk_gated_delta_rule, paths.FLA_DELTA_RULE)
+    return delta_rule_hook(chunk_gated_delta_rule, paths.FLA_DELTA_RULE, shared_boundaries())
 
 
 def fla_conv() -> Any:
-    """fla's Triton causal_conv1d behind transformers' ``causal_conv1d_fn`` signature ([B, D, T] in and out)."""
+    """fla's Triton causal_conv1d behind transformers' ``causal_conv1d_fn`` signature ([B, D, T] in and out), given
+    the row's boundaries and their chunk indices (shared with the delta rule, :func:`shared_boundaries`)."""
     try:
         from fla.modules.causal_conv1d import causal_conv1d
     except ImportError:  # older layout
         from fla.modules.convolution import causal_conv1d
+    boundaries, chunks = shared_boundaries(), takes_chunk_indices(causal_conv1d)
 
     def conv(hidden_states: Any, weight: Any, bias: Any = None, activation: str | None = None,
              cu_seq_lens_q: Any = None, seq_idx: Any = None, **kwargs: Any) -> Any:  # fmt: skip
@@ -194,10 +199,8 @@ def fla_conv() -> Any:
         bounds = cu_seq_lens_q
         if bounds is None and seq_idx is not None:
             bounds = torch.tensor(paths.boundaries_of(seq_idx=seq_idx), device=hidden_states.device)
-        out, _ = causal_conv1d(
-            hidden_states.transpose(1, 2), weight=weight, bias=bias, activation=activation,
-            cu_seqlens=bounds.long() if bounds is not None else None,
-        )  # fmt: skip
+        out, _ = causal_conv1d(hidden_states.transpose(1, 2), weight=weight, bias=bias, activation=activation,
+                               **boundary_arguments(boundaries, bounds, chunks))  # fmt: skip
         return out.transpose(1, 2)
 
     return paths.tag(conv, paths.FLA_CONV, paths.KEEPS_APART)
