@@ -6,6 +6,7 @@ samples, on an 80 GB card (a 79 GiB cap); and the 27B's best row over each froze
 from __future__ import annotations
 
 from nbhelpers.analysis.peers import peers_of
+from nbhelpers.kernels.packed_boundaries import SHARED_VARIABLE
 from nbhelpers.kernels.registry import liger_switches_for
 from nbhelpers.measure.config import RunConfig
 from nbhelpers.measure.engines import WORKBOOK
@@ -139,6 +140,23 @@ def prefetch_env(config: RunConfig) -> dict[str, str]:
     return {PREFETCH_VARIABLE: "0"} if config.label.endswith(ON_DEMAND) else {}
 
 
+PER_CALL = "fla's boundaries made per call"  # the label's end for the row without shared boundaries
+
+
+def fla_boundaries_rows_24() -> list[RunConfig]:
+    """The offloaded pick on 128 samples with fla's boundaries built once per row and shared (the default), then with
+    an int64 copy per call (fla rebuilding its chunk indices, a host synchronization each), both profiled with their
+    synchronizations counted, on the same batches."""
+    wide = offload_rows_24()[3].replace(profile=True)
+    shared, per_call = (f"{wide.label}, fla's boundaries shared", f"{wide.label}, {PER_CALL}")
+    return [wide.replace(label=shared), wide.replace(label=per_call)]
+
+
+def fla_boundaries_env(config: RunConfig) -> dict[str, str]:
+    """Boundaries per call for the row labelled so; the default for the others."""
+    return {SHARED_VARIABLE: "0"} if config.label.endswith(PER_CALL) else {}
+
+
 def unsloth_beside(row: RunConfig) -> list[RunConfig]:
     """Unsloth on ``row``'s samples at its tokens a step (its own checkpointing and packing)."""
     return peers_of(row, row.label, "unsloth", on_gpu=True)
@@ -228,6 +246,10 @@ SUITES = (
           "pick on 128 samples with each input's copy back started a layer early, then with each copied back when "
           "asked for, both profiled, on the same batches", lambda _: prefetch_rows_24(), parity=False,
           needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base", row_env=prefetch_env),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-fla-boundaries", "under a cap of 24 GiB: the offloaded pick "
+          "on 128 samples with fla's boundaries built once a row and shared by every layer, then made per call, both "
+          "profiled with the host's synchronizations counted, on the same batches", lambda _: fla_boundaries_rows_24(),
+          parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base", row_env=fla_boundaries_env),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/79-gib-tokens", "under a cap of 79 GiB: the 4-bit row at the "
           "planner's 4,096 tokens with every 4th layer recomputed, then at 16,384 with every layer recomputed",
           lambda _: tokens_or_recomputation_79(), parity=False,

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 FLA_CHUNK_SIZE = 64  # the chunk both fla kernels use by default (the delta rule's and the convolution's)
+SHARED_VARIABLE = "NBHELPERS_FLA_SHARED_BOUNDARIES"  # "0": an int64 copy per call, fla's chunk indices per call
+SHARED_CHOICES = ("1", "0")
 
 
 def fla_chunk_indices(cu_seqlens: Any, chunk_size: int) -> Any:
@@ -77,10 +79,23 @@ def boundary_arguments(boundaries: PackedBoundaries | None, cu_seqlens: Any, chu
 _SHARED: PackedBoundaries | None = None
 
 
-def shared_boundaries() -> PackedBoundaries:
+def shared_enabled() -> bool:
+    """Whether fla's hooks share one build per row: ``NBHELPERS_FLA_SHARED_BOUNDARIES``, "1" when unset ("0" gives
+    each call its own int64 copy, as before, to compare); a bad value names the allowed."""
+    import os
+
+    value = os.environ.get(SHARED_VARIABLE, SHARED_CHOICES[0])
+    if value not in SHARED_CHOICES:
+        raise ValueError(f"{SHARED_VARIABLE}={value!r} is not allowed: one of {', '.join(SHARED_CHOICES)}")
+    return value == "1"
+
+
+def shared_boundaries() -> PackedBoundaries | None:
     """The process's one :class:`PackedBoundaries` over fla's chunk indices: the convolution and the delta rule of
-    every layer share it, so a step builds its row's indices once."""
+    every layer share it, so a step builds its row's indices once (None where ``shared_enabled`` says not)."""
     global _SHARED
+    if not shared_enabled():
+        return None
     if _SHARED is None:
         _SHARED = PackedBoundaries()
     return _SHARED

@@ -36,6 +36,7 @@ from nbhelpers.models.precision import MASTER_WEIGHTS
 
 from .config import SHAPE_WARMUP, RunConfig
 from .env import environment, peak_flops, resolve_device, sync_device
+from .host_syncs import count_host_syncs
 from .master_weights import make_optimizer
 from .memory_plan import MemoryCapExceeded, cap_plan_refusal
 from .metrics import mfu, model_flops, step_time_stats
@@ -473,7 +474,7 @@ def measure(
             first_active_batch=first_timed,
         )  # fmt: skip
         artifacts["trace"] = str(trace_path)
-        metrics.update(summary)
+        metrics.update(summary | count_host_syncs(lambda: step(batch(first_timed)), device))  # one more step
         phases.lap("profile")
     where = environment(device)
     phases.lap("environment")

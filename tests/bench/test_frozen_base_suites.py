@@ -190,3 +190,11 @@ def test_the_prefetch_suite_turns_off_only_the_prefetch_on_the_same_batches():
     assert prefetched.activation_checkpointing == "offload" and prefetched.num_samples == 128 and prefetched.profile
     assert prefetched.replace(label=on_demand.label) == on_demand
     assert suite.row_env(prefetched) == {} and suite.row_env(on_demand) == {"NBHELPERS_OFFLOAD_PREFETCH": "0"}
+
+
+def test_the_fla_boundaries_suite_turns_off_only_the_shared_boundaries_on_the_same_batches():
+    suite = suite_named("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-fla-boundaries")
+    shared, per_call = suite.rows(None)
+    assert shared.activation_checkpointing == "offload" and shared.num_samples == 128 and shared.profile
+    assert shared.kernels.startswith("fla") and shared.replace(label=per_call.label) == per_call
+    assert suite.row_env(shared) == {} and suite.row_env(per_call) == {"NBHELPERS_FLA_SHARED_BOUNDARIES": "0"}

@@ -130,3 +130,21 @@ def test_every_layer_shares_one_build_a_step_in_the_forward_and_the_recompute(st
                        for c in calls)  # fmt: skip
     finally:
         paths.use_reference(model)
+
+
+def test_the_switch_gives_each_call_its_own_copy_and_names_what_is_allowed(stand_in_fla, monkeypatch):
+    row = torch.tensor([0, 70, 115], dtype=torch.int32)
+    monkeypatch.setenv(packed_boundaries.SHARED_VARIABLE, "0")
+    assert packed_boundaries.shared_boundaries() is None
+    conv, rule = fla_backend.fla_conv(), fla_backend.fla_delta_rule()
+    x, weight = torch.randn(1, 8, 115), torch.randn(8, 4)
+    conv(x, weight, activation="silu", cu_seq_lens_q=row)
+    conv(x, weight, activation="silu", cu_seq_lens_q=row)
+    first, second = stand_in_fla["conv"]
+    assert first["cu_seqlens"] is not second["cu_seqlens"] and first["chunk_indices"] is None  # as before
+    q = k = torch.randn(1, 115, 2, 16)
+    rule(q, k, torch.randn(1, 115, 2, 16), -torch.rand(1, 115, 2), torch.rand(1, 115, 2), cu_seqlens=row)
+    assert stand_in_fla["rule"][0]["cu_seqlens"].tolist() == [0, 70, 115]
+    monkeypatch.setenv(packed_boundaries.SHARED_VARIABLE, "yes")
+    with pytest.raises(ValueError, match="NBHELPERS_FLA_SHARED_BOUNDARIES='yes' is not allowed: one of 1, 0"):
+        packed_boundaries.shared_boundaries()
