@@ -131,6 +131,11 @@ def lora_2b() -> list[RunConfig]:
     ]  # fmt: skip
 
 
+def wider(rows: list[RunConfig], samples: int) -> list[RunConfig]:
+    """The rows on ``samples`` samples, labelled so."""
+    return [row.replace(num_samples=samples, label=f"{row.label}, {samples} samples") for row in rows]
+
+
 def lora_8b() -> list[RunConfig]:
     base = LORA.replace(model="qwen3-8b")
     return [
@@ -156,6 +161,8 @@ SUITES = (
           measure=STARTUP, parity=False, needs=FLA_NEEDS),
     Suite("hybrid/qwen3.5-2b/lora/lora-2b", "LoRA on the 2B hybrid: reference static against fla + Liger",
           lambda _: lora_2b(), needs=FLA_NEEDS),
+    Suite("hybrid/qwen3.5-2b/lora/lora-2b-256", "LoRA on the 2B hybrid on 256 samples (13 timed steps for the pick, "
+          "not 2): reference static against fla + Liger", lambda _: wider(lora_2b()[:2], 256), needs=FLA_NEEDS),
     Suite(f"{TWENTY_SEVEN_B}/fused-path/lora-27b", "LoRA on the 27B: reference static against fla's kernels",
           lambda _: lora_27b(), needs=FLA_NEEDS),
     Suite(f"{TWENTY_SEVEN_B}/fused-path/lora-27b-parity", "the parity probes of the 27B's baseline and fastest row",
