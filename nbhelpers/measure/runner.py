@@ -390,7 +390,9 @@ def finished_line(record: RunRecord, seconds: float, reused: bool = False) -> st
     steps = record.metrics.get("timed_steps")
     measured = f"{figure:,.0f} real tok/s" if isinstance(figure, (int, float)) else "measured"
     on = f" on {steps} timed steps" if isinstance(steps, int) else ""
-    return f"{record.label}: {measured}{on} ({seconds:.1f} s)"
+    syncs = record.metrics.get("host_syncs_per_step")
+    waits = f", the host waited {syncs:,} times in a profiled step" if isinstance(syncs, int) else ""
+    return f"{record.label}: {measured}{on}{waits} ({seconds:.1f} s)"
 
 
 def run_configs(

@@ -181,6 +181,9 @@ def test_each_configuration_leaves_one_line_saying_how_it_went(make_record):
     ok = make_record("liger", 7356.4)
     ok.metrics["timed_steps"] = 12
     assert finished_line(ok, 31.84) == "liger: 7,356 real tok/s on 12 timed steps (31.8 s)"
+    ok.metrics["host_syncs_per_step"] = 1203  # counted in a profiled step on a GPU
+    assert finished_line(ok, 31.84) == (
+        "liger: 7,356 real tok/s on 12 timed steps, the host waited 1,203 times in a profiled step (31.8 s)")
     failed = make_record("fa2", None, status="failed", reason="ImportError: flash_attn missing\ntrace")
     assert finished_line(failed, 1.23) == "fa2: failed after 1.2 s: ImportError: flash_attn missing"
     reused = make_record("eager", 5000.0)
