@@ -246,10 +246,11 @@ SUITES = (
           "pick on 128 samples with each input's copy back started a layer early, then with each copied back when "
           "asked for, both profiled, on the same batches", lambda _: prefetch_rows_24(), parity=False,
           needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base", row_env=prefetch_env),
-    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-fla-boundaries", "under a cap of 24 GiB: the offloaded pick "
-          "on 128 samples with fla's boundaries built once a row and shared by every layer, then made per call, both "
-          "profiled with the host's synchronizations counted, on the same batches", lambda _: fla_boundaries_rows_24(),
-          parity=False, needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base", row_env=fla_boundaries_env),
+    Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload-fla-boundaries", "under a cap of 24 GiB: the offloaded "
+          "pick on 128 samples with fla's boundaries built once a row and shared by every layer, then made per call, "
+          "both profiled with the host's synchronizations counted, on the same batches",
+          lambda _: fla_boundaries_rows_24(), parity=False,
+          needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base", row_env=fla_boundaries_env),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/79-gib-tokens", "under a cap of 79 GiB: the 4-bit row at the "
           "planner's 4,096 tokens with every 4th layer recomputed, then at 16,384 with every layer recomputed",
           lambda _: tokens_or_recomputation_79(), parity=False,

@@ -193,7 +193,7 @@ def test_the_prefetch_suite_turns_off_only_the_prefetch_on_the_same_batches():
 
 
 def test_the_fla_boundaries_suite_turns_off_only_the_shared_boundaries_on_the_same_batches():
-    suite = suite_named("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-fla-boundaries")
+    suite = suite_named("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload-fla-boundaries")
     shared, per_call = suite.rows(None)
     assert shared.activation_checkpointing == "offload" and shared.num_samples == 128 and shared.profile
     assert shared.kernels.startswith("fla") and shared.replace(label=per_call.label) == per_call

@@ -1,11 +1,11 @@
 """File one suite's records from a GPU job into ``benchmarks/gpu``: the records, their manifest lines and the console's
 lines of the suite, each record once.
 
-    python benchmarks/file_suite.py RUNS SUITE DEST [--console CONSOLE]
+    python -m nbhelpers.bench.filing RUNS SUITE DEST [--console CONSOLE]
 
 RUNS is the job's output folder (``runs/bench`` from its ``runs.tgz``), SUITE the suite's name
-(``hybrid/qwen3.8-27b-lora/memory-caps/24-gib-fla-boundaries``), DEST a folder under ``benchmarks/gpu``. A record
-already filed anywhere under ``benchmarks/gpu`` is refused (nothing stored twice), before anything is written.
+(``hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload-fla-boundaries``), DEST a folder under ``benchmarks/gpu``. A
+record already filed anywhere under ``benchmarks/gpu`` is refused (nothing stored twice), before anything is written.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ import re
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from nbhelpers.measure.jsonl import append_line, read_lines
+from nbhelpers.resources import GPU_RESULTS_DIR
 
-from nbhelpers.bench.manifest import MANIFEST, load_manifest  # noqa: E402
-from nbhelpers.measure.jsonl import append_line, read_lines  # noqa: E402
+from .manifest import MANIFEST, load_manifest
 
-GPU_RECORDS = REPO / "benchmarks" / "gpu"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -52,7 +50,7 @@ def console_lines(console: str, suite: str) -> list[str]:
     return kept
 
 
-def file_suite(runs: Path, suite: str, dest: Path, console: str | None = None, root: Path = GPU_RECORDS) -> str:
+def file_suite(runs: Path, suite: str, dest: Path, console: str | None = None, root: Path = GPU_RESULTS_DIR) -> str:
     """Copy the suite's records into ``dest`` with their manifest lines (and its console lines); a sentence saying
     what was filed. ValueError naming the record and where it is when one is already filed."""
     source = runs / f"{suite}.jsonl"
