@@ -73,7 +73,7 @@ def file_suite(runs: Path, suite: str, dest: Path, console: str | None = None, r
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m nbhelpers.bench.filing", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path)
     parser.add_argument("suite")
     parser.add_argument("dest", type=Path)
