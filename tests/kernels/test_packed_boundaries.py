@@ -90,20 +90,24 @@ def stand_in_fla(monkeypatch):
     yield calls
 
 
-def test_every_layer_shares_one_build_a_step_in_the_forward_and_the_recompute(stand_in_fla, monkeypatch):
-    """The tiny hybrid (3 Gated DeltaNet layers) with fla's hooks bound, full checkpointing, packed rows with their
+@pytest.mark.parametrize("offload", [False, True])
+def test_every_layer_shares_one_build_a_step_in_the_forward_and_the_recompute(stand_in_fla, monkeypatch, offload):
+    """The tiny hybrid (3 Gated DeltaNet layers) with fla's hooks bound, every layer recomputed, packed rows with their
     boundaries: each step builds its row's boundaries once; every convolution and delta rule call of the step, the
     recompute's included, gets the same int64 boundaries and chunk indices; the loss is the reference path's."""
     from test_fla_backend import FakeFusedNorm
     from test_regional_compile import with_boundaries
 
     from nbhelpers.measure.parallel import apply_checkpointing
+    from nbhelpers.models.checkpointing import offload_checkpoints, offloaded_bytes
 
     monkeypatch.setattr(fla_backend, "fused_gated_norm", FakeFusedNorm)
 
     model = tiny_hybrid(seed=0)
     model.train()
     apply_checkpointing(model, "full")
+    if offload:  # each layer's input held on the host until its recompute (every input, however small)
+        offload_checkpoints(model, min_bytes=0)
     examples = token_examples((70, 45, 90))
     ids = torch.tensor([sum((e["input_ids"] for e in examples), [])])
     positions = torch.cat([torch.arange(len(e["input_ids"])) for e in examples])[None]
@@ -128,6 +132,7 @@ def test_every_layer_shares_one_build_a_step_in_the_forward_and_the_recompute(st
             assert len(first["chunk_indices"]) == 2 + 1 + 2  # 64-token chunks of 70, 45 and 90 tokens
             assert all(c["cu_seqlens"] is first["cu_seqlens"] and c["chunk_indices"] is first["chunk_indices"]
                        for c in calls)  # fmt: skip
+            assert (offloaded_bytes(model) > 0) is offload
     finally:
         paths.use_reference(model)
 
