@@ -23,15 +23,23 @@ from .manifest import MANIFEST, load_manifest
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def filed_record_ids(root: Path) -> dict[str, Path]:
-    """Each run record's id under ``root`` and the file holding it (manifests and files of other lines left out)."""
-    filed: dict[str, Path] = {}
+def filed_records(root: Path) -> list[tuple[str, Path]]:
+    """(id, file) of every run record under ``root``, in file order (manifests and files of other lines left out:
+    a tuner's file names records by id without holding them)."""
+    filed: list[tuple[str, Path]] = []
     for path in sorted(root.rglob("*.jsonl")):
         if path.name == MANIFEST:
             continue
-        for line in read_lines(path, what="record"):
-            if {"record_id", "config", "metrics"} <= set(line):
-                filed.setdefault(line["record_id"], path)
+        filed += [(line["record_id"], path) for line in read_lines(path, what="record")
+                  if {"record_id", "config", "metrics"} <= set(line)]  # fmt: skip
+    return filed
+
+
+def filed_record_ids(root: Path) -> dict[str, Path]:
+    """Each run record's id under ``root`` and the first file holding it."""
+    filed: dict[str, Path] = {}
+    for record_id, path in filed_records(root):
+        filed.setdefault(record_id, path)
     return filed
 
 

@@ -169,3 +169,13 @@ def test_failed_shipped_rows_go_to_a_short_table_of_what_and_why():
                                           "reason": "CUDA out of memory"}]  # fmt: skip
     empty = frame.iloc[0:0]
     assert measured_and_failed(empty)[1].empty
+
+
+def test_no_shipped_run_record_is_stored_twice():
+    from collections import Counter
+
+    from nbhelpers.bench.filing import filed_records
+    from nbhelpers.resources import GPU_RESULTS_DIR
+
+    counts = Counter(record_id for record_id, _ in filed_records(GPU_RESULTS_DIR))
+    assert len(counts) > 500 and [i for i, n in counts.items() if n > 1] == []
