@@ -3,7 +3,9 @@
 A synchronizing call (``.item()``, ``.tolist()``, a copy to the host, ``repeat_interleave`` without its output size,
 a pageable copy to the device) empties the GPU's queue: the GPU then idles while the host launches what follows. A
 profile shows the idle time; this says which lines caused it. torch warns at each such call in "warn" mode; the
-warnings are counted by the Python line that made the call (inside the backward, the line that called it).
+warnings are counted by the Python line that made the call (inside the backward, the line that called it). The mode
+sees torch's own operations only (torch calls it a prototype that does not detect every synchronization): a library
+that synchronizes through its own CUDA calls (a Triton or TileLang launcher's host code) is not counted.
 """
 
 from __future__ import annotations
