@@ -35,14 +35,6 @@ def filed_records(root: Path) -> list[tuple[str, Path]]:
     return filed
 
 
-def filed_record_ids(root: Path) -> dict[str, Path]:
-    """Each run record's id under ``root`` and the first file holding it."""
-    filed: dict[str, Path] = {}
-    for record_id, path in filed_records(root):
-        filed.setdefault(record_id, path)
-    return filed
-
-
 def console_lines(console: str, suite: str) -> list[str]:
     """The console's lines of one suite: its own ``[suite]`` lines and the rates and failures printed under them,
     each progress bar's last state only, without colour codes."""
@@ -65,7 +57,7 @@ def file_suite(runs: Path, suite: str, dest: Path, console: str | None = None, r
     if not source.is_file():
         raise FileNotFoundError(f"{source}: no records of suite {suite!r} in {runs}")
     records = read_lines(source, what="record")
-    already = filed_record_ids(root)
+    already = dict(reversed(filed_records(root)))  # each id's first file
     if twice := [f"{r['record_id']} (in {already[r['record_id']]})" for r in records if r["record_id"] in already]:
         raise ValueError(f"already filed, not stored twice: {', '.join(twice)}")
     name = Path(suite).name

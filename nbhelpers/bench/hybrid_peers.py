@@ -5,6 +5,8 @@ samples, on an 80 GB card (a 79 GiB cap); and the 27B's best row over each froze
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from nbhelpers.analysis.peers import peers_of
 from nbhelpers.kernels.packed_boundaries import SHARED_VARIABLE
 from nbhelpers.kernels.registry import liger_switches_for
@@ -14,7 +16,7 @@ from nbhelpers.models.checkpointing import PREFETCH_VARIABLE
 
 from .dense_peers import FIRST_STEPS
 from .frozen_bases import CAPS_GIB, base_rows, capped_row
-from .hybrid import FLA_NEEDS, HYBRID_LIGER_PLAIN_CE, LORA, LORA_27B, fused_norm_27b
+from .hybrid import FLA_NEEDS, HYBRID_LIGER_PLAIN_CE, LORA, LORA_27B, fused_norm_27b, wider
 from .lora_forwards import LORA_FORWARD_NAMES, epilogue_rows
 from .suite import Suite
 
@@ -120,8 +122,17 @@ def offload_rows_24() -> list[RunConfig]:
     pair = [offloaded.replace(profile=True), four_bit.replace(profile=True)]
     same_batches = four_bit.replace(activation_checkpointing="offload",
                                     label=four_bit.label.replace("checkpointing full", "checkpointing offload"))
-    wider = [row.replace(num_samples=OFFLOAD_SAMPLES, label=f"{row.label}, {OFFLOAD_SAMPLES} samples") for row in pair]
-    return [*pair, same_batches, *(row.replace(profile=False) for row in wider)]
+    return [*pair, same_batches, *(row.replace(profile=False) for row in wider(pair, OFFLOAD_SAMPLES))]
+
+
+def switched_pair(row: RunConfig, on: str, off: str) -> list[RunConfig]:
+    """``row`` twice on the same batches: labelled ``on`` (a switch at its default), then ``off`` (turned off)."""
+    return [row.replace(label=f"{row.label}, {on}"), row.replace(label=f"{row.label}, {off}")]
+
+
+def switched_off(variable: str, off: str) -> Callable[[RunConfig], dict[str, str]]:
+    """A suite's ``row_env``: ``variable`` = "0" for the row whose label ends with ``off``, the default for others."""
+    return lambda config: {variable: "0"} if config.label.endswith(off) else {}
 
 
 ON_DEMAND = "each input copied back when asked for"  # the label's end for the row without prefetch
@@ -131,13 +142,7 @@ def prefetch_rows_24() -> list[RunConfig]:
     """The offloaded pick on 128 samples, each input's copy back started under the layer after it (the default),
     then with each copied back when the recompute asks for it (the compute stream waiting for each), both profiled,
     on the same batches."""
-    wide = offload_rows_24()[3].replace(profile=True)
-    return [wide.replace(label=f"{wide.label}, prefetched"), wide.replace(label=f"{wide.label}, {ON_DEMAND}")]
-
-
-def prefetch_env(config: RunConfig) -> dict[str, str]:
-    """No prefetch for the row labelled so; the default for the others."""
-    return {PREFETCH_VARIABLE: "0"} if config.label.endswith(ON_DEMAND) else {}
+    return switched_pair(offload_rows_24()[3].replace(profile=True), "prefetched", ON_DEMAND)
 
 
 PER_CALL = "fla's boundaries made per call"  # the label's end for the row without shared boundaries
@@ -147,14 +152,7 @@ def fla_boundaries_rows_24() -> list[RunConfig]:
     """The offloaded pick on 128 samples with fla's boundaries built once per row and shared (the default), then with
     an int64 copy per call (fla rebuilding its chunk indices, a host synchronization each), both profiled with their
     synchronizations counted, on the same batches."""
-    wide = offload_rows_24()[3].replace(profile=True)
-    shared, per_call = (f"{wide.label}, fla's boundaries shared", f"{wide.label}, {PER_CALL}")
-    return [wide.replace(label=shared), wide.replace(label=per_call)]
-
-
-def fla_boundaries_env(config: RunConfig) -> dict[str, str]:
-    """Boundaries per call for the row labelled so; the default for the others."""
-    return {SHARED_VARIABLE: "0"} if config.label.endswith(PER_CALL) else {}
+    return switched_pair(offload_rows_24()[3].replace(profile=True), "fla's boundaries shared", PER_CALL)
 
 
 def unsloth_beside(row: RunConfig) -> list[RunConfig]:
@@ -245,12 +243,14 @@ SUITES = (
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload-prefetch", "under a cap of 24 GiB: the offloaded "
           "pick on 128 samples with each input's copy back started a layer early, then with each copied back when "
           "asked for, both profiled, on the same batches", lambda _: prefetch_rows_24(), parity=False,
-          needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base", row_env=prefetch_env),
+          needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base",
+          row_env=switched_off(PREFETCH_VARIABLE, ON_DEMAND)),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/24-gib-offload-fla-boundaries", "under a cap of 24 GiB: the offloaded "
           "pick on 128 samples with fla's boundaries built once a row and shared by every layer, then made per call, "
           "both profiled with the host's synchronizations counted, on the same batches",
           lambda _: fla_boundaries_rows_24(), parity=False,
-          needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base", row_env=fla_boundaries_env),
+          needs=f"{FLA_NEEDS}; bitsandbytes (.whl-ao) for the 4-bit base",
+          row_env=switched_off(SHARED_VARIABLE, PER_CALL)),
     Suite("hybrid/qwen3.8-27b-lora/memory-caps/79-gib-tokens", "under a cap of 79 GiB: the 4-bit row at the "
           "planner's 4,096 tokens with every 4th layer recomputed, then at 16,384 with every layer recomputed",
           lambda _: tokens_or_recomputation_79(), parity=False,
