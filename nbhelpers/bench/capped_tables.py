@@ -82,7 +82,8 @@ CAPS_27B_79_ROWS = (
 # the 4-bit row at the planner's 12,288 tokens offloaded, at the 4,096 measured before with every layer recomputed on
 # the GPU (profiled) and offloaded, the pair on 128 samples; then Unsloth on the 32 samples at 12,288 tokens a step.
 # A second job (one H100, 0c4c252): the pick on 128 samples with the prefetch and without (both profiled), then Unsloth
-# on those 128 samples.
+# on those 128 samples. A third job (one H100, a7c5792): the pick on those samples with fla's boundaries shared and made
+# per call, both profiled.
 CAPS_27B_24_OFFLOAD_ROWS = (
     ("the workbook's pick: NF4 linears, the rest bf16, fla + Liger, `torch_varlen`, LoRA's product in the GEMM, each "
      "layer's input offloaded to the host, 12,288 tokens", "24-gib-offload/24-gib-offload", "7ddd8f3ee5c3"),
@@ -99,6 +100,10 @@ CAPS_27B_24_OFFLOAD_ROWS = (
      "157b82a95219"),
     ("Unsloth on the 128 samples at 12,288 tokens a step, second job", "24-gib-offload-128/24-gib-offload-unsloth-128",
      "032c1fba5f84"),
+    ("the pick on 128 samples, third job: fla's boundaries built once a row and shared by every layer (the default)",
+     "24-gib-offload-fla-boundaries/24-gib-offload-fla-boundaries", "6dfde9203613"),
+    ("the same, fla's boundaries made in each call (as in every job before)",
+     "24-gib-offload-fla-boundaries/24-gib-offload-fla-boundaries", "d312d8a743c6"),
 )  # fmt: skip
 
 

@@ -131,6 +131,16 @@ def lora_2b() -> list[RunConfig]:
     ]  # fmt: skip
 
 
+def lora_2b_pick() -> list[RunConfig]:
+    """The 2B's LoRA pair, then its pick with what the 27B's pick has: varlen attention in the gated attention layers
+    (SDPA masks a packed row's blocks), then LoRA's product in the GEMM as well."""
+    baseline, pick = lora_2b()[:2]
+    varlen = pick.replace(label="2b lora: fla+liger, token_budget, varlen", attn_implementation="torch_varlen")
+    fused = varlen.replace(label="2b lora: fla+liger, token_budget, varlen, LoRA product in the GEMM",
+                           lora_epilogue="fused")
+    return [baseline, pick.replace(profile=False), varlen, fused]
+
+
 def wider(rows: list[RunConfig], samples: int) -> list[RunConfig]:
     """The rows on ``samples`` samples, labelled so."""
     return [row.replace(num_samples=samples, label=f"{row.label}, {samples} samples") for row in rows]
@@ -163,6 +173,9 @@ SUITES = (
           lambda _: lora_2b(), needs=FLA_NEEDS),
     Suite("hybrid/qwen3.5-2b/lora/lora-2b-256", "LoRA on the 2B hybrid on 256 samples (13 timed steps for the pick, "
           "not 2): reference static against fla + Liger", lambda _: wider(lora_2b()[:2], 256), needs=FLA_NEEDS),
+    Suite("hybrid/qwen3.5-2b/lora/lora-2b-pick-256", "the 2B's LoRA pair on 256 samples, then its pick with varlen "
+          "attention, then with LoRA's product in the GEMM too (both profiled)", lambda _: wider(lora_2b_pick(), 256),
+          needs=FLA_NEEDS),
     Suite(f"{TWENTY_SEVEN_B}/fused-path/lora-27b", "LoRA on the 27B: reference static against fla's kernels",
           lambda _: lora_27b(), needs=FLA_NEEDS),
     Suite(f"{TWENTY_SEVEN_B}/fused-path/lora-27b-parity", "the parity probes of the 27B's baseline and fastest row",

@@ -17,3 +17,12 @@ def test_the_2b_lora_suite_on_256_samples_times_at_least_10_steps_of_the_pick():
     tokenizer = load_tokenizer(resolve_model(pick.model).source)
     lengths = [len(e["input_ids"]) for e in config_examples(pick, tokenizer)]
     assert len(plan_batches(lengths, pick.padding_settings)) >= 10
+
+
+def test_the_2b_pick_suite_changes_one_setting_a_row_on_the_same_samples():
+    baseline, pick, varlen, fused = suite_named("hybrid/qwen3.5-2b/lora/lora-2b-pick-256").rows(None)
+    assert {row.num_samples for row in (baseline, pick, varlen, fused)} == {256}
+    assert (baseline.kernels, pick.kernels) == ("eager", "fla+liger") and baseline.profile and not pick.profile
+    assert varlen.replace(attn_implementation="sdpa", label=pick.label, profile=False) == pick
+    assert (pick.attn_implementation, varlen.attn_implementation) == ("sdpa", "torch_varlen") and varlen.profile
+    assert fused.replace(lora_epilogue="peft", label=varlen.label) == varlen and fused.lora_epilogue == "fused"
