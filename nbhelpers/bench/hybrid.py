@@ -141,6 +141,15 @@ def lora_2b_pick() -> list[RunConfig]:
     return [baseline, pick.replace(profile=False), varlen, fused]
 
 
+def lora_2b_varlen_short() -> list[RunConfig]:
+    """The varlen rows of :func:`lora_2b_pick` after the reference's parity probe alone (one step, untimed): for a job
+    too short for the reference's timed epoch, whose rate comes from the job that timed it on the same samples."""
+    baseline, _, varlen, fused = lora_2b_pick()
+    probe = baseline.replace(label=f"{baseline.label} (parity probe)", timing="steps", steps=1, warmup=0,
+                             profile=False)  # fmt: skip
+    return [probe, varlen, fused]
+
+
 def wider(rows: list[RunConfig], samples: int) -> list[RunConfig]:
     """The rows on ``samples`` samples, labelled so."""
     return [row.replace(num_samples=samples, label=f"{row.label}, {samples} samples") for row in rows]
@@ -176,6 +185,9 @@ SUITES = (
     Suite("hybrid/qwen3.5-2b/lora/lora-2b-pick-256", "the 2B's LoRA pair on 256 samples, then its pick with varlen "
           "attention, then with LoRA's product in the GEMM too (both profiled)", lambda _: wider(lora_2b_pick(), 256),
           needs=FLA_NEEDS),
+    Suite("hybrid/qwen3.5-2b/lora/lora-2b-varlen-256", "the 2B's LoRA pick on 256 samples with varlen attention, then "
+          "with LoRA's product in the GEMM too, after the reference's parity probe alone (its rate: lora-2b-256's)",
+          lambda _: wider(lora_2b_varlen_short(), 256), needs=FLA_NEEDS),
     Suite(f"{TWENTY_SEVEN_B}/fused-path/lora-27b", "LoRA on the 27B: reference static against fla's kernels",
           lambda _: lora_27b(), needs=FLA_NEEDS),
     Suite(f"{TWENTY_SEVEN_B}/fused-path/lora-27b-parity", "the parity probes of the 27B's baseline and fastest row",

@@ -26,3 +26,11 @@ def test_the_2b_pick_suite_changes_one_setting_a_row_on_the_same_samples():
     assert varlen.replace(attn_implementation="sdpa", label=pick.label, profile=False) == pick
     assert (pick.attn_implementation, varlen.attn_implementation) == ("sdpa", "torch_varlen") and varlen.profile
     assert fused.replace(lora_epilogue="peft", label=varlen.label) == varlen and fused.lora_epilogue == "fused"
+
+
+def test_the_short_2b_varlen_suite_keeps_the_reference_for_its_parity_probe_only():
+    probe, varlen, fused = suite_named("hybrid/qwen3.5-2b/lora/lora-2b-varlen-256").rows(None)
+    _, _, full_varlen, full_fused = suite_named("hybrid/qwen3.5-2b/lora/lora-2b-pick-256").rows(None)
+    assert (varlen, fused) == (full_varlen, full_fused)
+    assert probe.kernels == "eager" and probe.num_samples == 256
+    assert (probe.timing, probe.steps, probe.warmup, probe.profile) == ("steps", 1, 0, False)
