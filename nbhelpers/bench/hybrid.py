@@ -133,18 +133,20 @@ def lora_2b() -> list[RunConfig]:
 
 def lora_2b_pick() -> list[RunConfig]:
     """The 2B's LoRA pair, then its pick with what the 27B's pick has: varlen attention in the gated attention layers
-    (SDPA masks a packed row's blocks), then LoRA's product in the GEMM as well."""
+    (SDPA masks a packed row's blocks), then LoRA's product in the GEMM as well, then that at twice the tokens a step
+    (the pair's pick peaks at 21 GiB of 80)."""
     baseline, pick = lora_2b()[:2]
     varlen = pick.replace(label="2b lora: fla+liger, token_budget, varlen", attn_implementation="torch_varlen")
     fused = varlen.replace(label="2b lora: fla+liger, token_budget, varlen, LoRA product in the GEMM",
                            lora_epilogue="fused")
-    return [baseline, pick.replace(profile=False), varlen, fused]
+    larger = fused.replace(label=f"{fused.label}, 16384 tokens", token_budget=16384, profile=False)
+    return [baseline, pick.replace(profile=False), varlen, fused, larger]
 
 
 def lora_2b_varlen_short() -> list[RunConfig]:
     """The varlen rows of :func:`lora_2b_pick` after the reference's parity probe alone (one step, untimed): for a job
     too short for the reference's timed epoch, whose rate comes from the job that timed it on the same samples."""
-    baseline, _, varlen, fused = lora_2b_pick()
+    baseline, _, varlen, fused, _ = lora_2b_pick()
     probe = baseline.replace(label=f"{baseline.label} (parity probe)", timing="steps", steps=1, warmup=0,
                              profile=False)  # fmt: skip
     return [probe, varlen, fused]
@@ -183,8 +185,8 @@ SUITES = (
     Suite("hybrid/qwen3.5-2b/lora/lora-2b-256", "LoRA on the 2B hybrid on 256 samples (13 timed steps for the pick, "
           "not 2): reference static against fla + Liger", lambda _: wider(lora_2b()[:2], 256), needs=FLA_NEEDS),
     Suite("hybrid/qwen3.5-2b/lora/lora-2b-pick-256", "the 2B's LoRA pair on 256 samples, then its pick with varlen "
-          "attention, then with LoRA's product in the GEMM too (both profiled)", lambda _: wider(lora_2b_pick(), 256),
-          needs=FLA_NEEDS),
+          "attention, then with LoRA's product in the GEMM too (both profiled), then that at 16,384 tokens a step",
+          lambda _: wider(lora_2b_pick(), 256), needs=FLA_NEEDS),
     Suite("hybrid/qwen3.5-2b/lora/lora-2b-varlen-256", "the 2B's LoRA pick on 256 samples with varlen attention, then "
           "with LoRA's product in the GEMM too, after the reference's parity probe alone (its rate: lora-2b-256's)",
           lambda _: wider(lora_2b_varlen_short(), 256), needs=FLA_NEEDS),
