@@ -167,6 +167,9 @@ SUITES = (
     Suite("qwen3-8b/float8-cast/regional-compile", "the best row over the bf16 base and over the float8 base, each "
           "eager and with its decoder layers compiled, each profiled, on the same batches",
           lambda _: float8_compile_rows(), parity=False, needs=f"{NEEDS}; liger-kernel"),
+    Suite("qwen3-8b/float8-cast/regional-compile-only", "the compiled rows of regional-compile alone, bf16 base then "
+          "float8 base (for a job too short for all four; the eager rows: fused-and-eager's)",
+          lambda _: float8_compile_rows()[1::2], parity=False, needs=f"{NEEDS}; liger-kernel"),
     Suite("qwen3-8b/frozen-base/plain", "LoRA r16 over a bf16, an NF4 and a float8 frozen base: eager, static, sdpa",
           lambda _: base_rows(LORA_8B, "eager, static, sdpa"), needs=NEEDS),
     Suite("qwen3-8b/frozen-base/best", "the same three bases under Liger (no fused linear CE), a token budget of "

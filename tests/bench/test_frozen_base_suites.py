@@ -168,6 +168,8 @@ def test_the_float8_compile_suite_compiles_each_bases_layers_and_changes_nothing
         assert compiled.kernels == f"{eager.kernels}+regional_compile" and eager.profile and compiled.profile
         assert eager.replace(kernels=compiled.kernels, label=compiled.label) == compiled  # the same batches and cap
     assert float8.replace(frozen_base="bf16", label=bf16.label) == bf16
+    assert suite_named("qwen3-8b/float8-cast/regional-compile-only").rows(None) == [bf16_compiled, float8_compiled]
+    assert suite_named("qwen3-8b/float8-cast/fused-and-eager").rows(None)[:2] == [bf16, float8]  # the eager rows
 
 
 def test_the_offload_suites_give_the_larger_budget_to_offloaded_inputs_and_unsloth_the_same_tokens():
