@@ -19,6 +19,7 @@ from .classify import MEMCPY
 from .parse import Trace
 
 SHORT_US = 10.0  # a launch shorter than this (microseconds) counts as short: launch overhead dominates it
+KERNEL_NAME_CHARS = 160  # a record keeps this much of a kernel's name (templated GEMM names run to thousands)
 
 
 def _labelled(frame: pd.DataFrame, trace: Trace) -> pd.DataFrame:
@@ -312,8 +313,10 @@ def summarize(
     short_threshold_us: float = SHORT_US,
     min_gap_us: float = 1.0,
     top_n: int = 5,
+    top_kernel_n: int = 10,
 ) -> dict[str, Any]:
-    """Headline numbers as plain JSON-ready values, for a run record."""
+    """Headline numbers as plain JSON-ready values, for a run record: the ``top_n`` categories and the
+    ``top_kernel_n`` kernels with the most time (names cut to :data:`KERNEL_NAME_CHARS` characters)."""
     flops = {"model_flops_per_step": model_flops_per_step, "peak_flops": peak_flops}
     util = utilization(trace, num_sms=num_sms, **flops)
     categories = category_summary(trace)
@@ -353,6 +356,16 @@ def summarize(
                 "launches_per_step": float(row.launches_per_step),
             }
             for row in categories.head(top_n).itertuples()
+        ],
+        "top_kernels": [
+            {
+                "name": str(row.name)[:KERNEL_NAME_CHARS],
+                "category": str(row.category),
+                "time_per_step_us": float(row.time_per_step_us),
+                "share_of_time": float(row.share_of_time),
+                "launches_per_step": float(row.calls_per_step),
+            }
+            for row in top_kernels(trace, top_kernel_n).itertuples()
         ],
         "device": _device_name(trace),
     }

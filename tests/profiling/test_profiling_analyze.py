@@ -36,6 +36,7 @@ from nbhelpers.profiling import (
     trace_from_json,
     utilization,
 )
+from nbhelpers.profiling.analyze import KERNEL_NAME_CHARS
 
 TRACES = Path(__file__).parents[1] / "fixtures" / "traces"
 GEMM = (
@@ -195,6 +196,22 @@ def test_summarize_is_json_ready(before) -> None:
     assert summary["idle_gaps"]["largest_us"] == 25.0
     assert [c["category"] for c in summary["top_categories"]][:3] == ["GEMM", "optimizer", "communication"]
     assert summary["device"] == "NVIDIA H200"
+    first = summary["top_kernels"][0]
+    assert first["name"] == GEMM[:KERNEL_NAME_CHARS] and first["category"] == "GEMM"
+    assert (first["time_per_step_us"], first["launches_per_step"]) == (40.0, 1.0)
+    assert first["share_of_time"] == pytest.approx(80 / 194)
+    assert [k["time_per_step_us"] for k in summary["top_kernels"][:4]] == [40.0, 25.0, 20.0, 4.0]
+
+
+def test_summarize_keeps_as_many_top_kernels_as_asked_and_cuts_long_names() -> None:
+    document = json.loads((TRACES / "gpu_before.json").read_text())
+    long_name = "void cutlass::Kernel<" + "x" * 500 + ">"
+    for event in document["traceEvents"]:
+        if event["name"] == GEMM:
+            event["name"] = long_name
+    summary = summarize(trace_from_json(document), top_kernel_n=2)
+    assert [k["name"] for k in summary["top_kernels"]][:1] == [long_name[:KERNEL_NAME_CHARS]]
+    assert len(summary["top_kernels"]) == 2 and KERNEL_NAME_CHARS < len(long_name)
 
 
 def test_cpu_trace_uses_top_level_aten_ops() -> None:
