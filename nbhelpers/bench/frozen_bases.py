@@ -19,7 +19,7 @@ from nbhelpers.models.loading import model_config
 from nbhelpers.models.shape import ModelShape
 
 from .lora_forwards import epilogue_rows
-from .suite import Suite
+from .suite import Suite, parity_probe
 
 NO_FLCE = ("rope", "rms_norm", "swiglu", "cross_entropy")  # Liger without its fused linear cross-entropy
 LORA_8B = RunConfig(
@@ -121,8 +121,7 @@ PARITY_BATCH = 2
 
 def parity_rows() -> list[RunConfig]:
     """One step of each base on the same batch: the first-step loss and gradient norm each record is judged by."""
-    return [r.replace(label=f"{r.label} (parity probe)", timing="steps", steps=1, warmup=0, batch_size=PARITY_BATCH)
-            for r in base_rows(LORA_8B, "eager, static, sdpa")]  # fmt: skip
+    return [parity_probe(r, batch_size=PARITY_BATCH) for r in base_rows(LORA_8B, "eager, static, sdpa")]
 
 
 def function_rows_24() -> list[RunConfig]:

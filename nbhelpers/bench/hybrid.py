@@ -9,7 +9,7 @@ from __future__ import annotations
 from nbhelpers.kernels.registry import uses_liger_switches
 from nbhelpers.measure.config import RunConfig
 
-from .suite import STARTUP, Suite
+from .suite import STARTUP, Suite, parity_probe
 
 STRATEGIES = ("static", "dynamic", "packed", "token_budget")
 BACKENDS = ("eager", "liger", "fla", "fla+liger")
@@ -69,8 +69,7 @@ def lora_27b() -> list[RunConfig]:
 def parity_27b() -> list[RunConfig]:
     """The baseline and the fastest row of :func:`lora_27b` for one step each: their parity probes."""
     rows = lora_27b()
-    return [r.replace(label=f"{r.label} (parity probe)", timing="steps", steps=1, warmup=0, profile=False)
-            for r in (rows[0], rows[3])]  # fmt: skip
+    return [parity_probe(r, profile=False) for r in (rows[0], rows[3])]
 
 
 def mfu_27b() -> list[RunConfig]:
@@ -147,9 +146,7 @@ def lora_2b_varlen_short() -> list[RunConfig]:
     """The varlen rows of :func:`lora_2b_pick` after the reference's parity probe alone (one step, untimed): for a job
     too short for the reference's timed epoch, whose rate comes from the job that timed it on the same samples."""
     baseline, _, varlen, fused, _ = lora_2b_pick()
-    probe = baseline.replace(label=f"{baseline.label} (parity probe)", timing="steps", steps=1, warmup=0,
-                             profile=False)  # fmt: skip
-    return [probe, varlen, fused]
+    return [parity_probe(baseline, profile=False), varlen, fused]
 
 
 def wider(rows: list[RunConfig], samples: int) -> list[RunConfig]:

@@ -66,6 +66,11 @@ class Suite:
         return self.rows(self.folder(out))
 
 
+def parity_probe(row: RunConfig, **changes: Any) -> RunConfig:
+    """``row`` for its parity probe alone: one untimed step (and ``changes``), labelled so."""
+    return row.replace(label=f"{row.label} (parity probe)", timing="steps", steps=1, warmup=0, **changes)
+
+
 def write_datasets(suite: Suite, out: str | Path) -> None:
     """Write the synthetic sets the suite's rows read into its folder (the same rows every time: fixed seeds)."""
     folder = suite.folder(out)
